@@ -1,0 +1,201 @@
+"""Project automation: tests across JAX versions, lint, types, docs, packaging, apps.
+
+Run ``uv run nox -l`` to list the sessions. Every session installs what it needs into
+its own virtual environment with uv; none of them reads or rewrites ``uv.lock``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import tomllib
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv"
+nox.options.error_on_missing_interpreters = True
+nox.options.sessions = ["tests", "lint", "types", "docs", "build", "apps"]
+
+ROOT = Path(__file__).parent
+PACKAGES = {
+    # distribution -> (extras installed for its tests, workspace siblings it needs)
+    "nnx-modules": ("", ()),
+    "nnx-graph": ("", ("nnx-modules",)),
+    "nnx-ppo-train": ("[brax,playground,logging]", ("nnx-modules",)),
+}
+APPS_DIR = ROOT / "apps"
+JAX_CACHE = ROOT / ".cache" / "jax"
+
+
+def _pyproject(path: Path) -> dict:
+    return tomllib.loads(path.read_text())
+
+
+def _group(name: str) -> list[str]:
+    """A dependency group of the workspace root (test, lint, types, docs)."""
+    return list(_pyproject(ROOT / "pyproject.toml")["dependency-groups"][name])
+
+
+def _jax_floor(package: str) -> str:
+    """The lowest JAX a distribution declares (``jax>=X`` in its pyproject)."""
+    deps = _pyproject(ROOT / "packages" / package / "pyproject.toml")["project"]["dependencies"]
+    for dep in deps:
+        match = re.fullmatch(r"jax\s*>=\s*([\w.]+).*", dep)
+        if match:
+            return match.group(1)
+    raise ValueError(f"{package}/pyproject.toml declares no 'jax>=' floor")
+
+
+def _test_env() -> dict[str, str]:
+    JAX_CACHE.mkdir(parents=True, exist_ok=True)
+    return {
+        "JAX_PLATFORMS": "cpu",
+        "JAX_COMPILATION_CACHE_DIR": str(JAX_CACHE),
+        "PYTHONHASHSEED": "0",
+    }
+
+
+def _install_package(session: nox.Session, package: str, jax_spec: str) -> None:
+    extras, siblings = PACKAGES[package]
+    args = []
+    for sibling in siblings:
+        args += ["-e", f"packages/{sibling}"]
+    args += ["-e", f"packages/{package}{extras}"]
+    session.install(*args, *jax_spec.split(), *_group("test"))
+    session.run(
+        "python",
+        "-c",
+        "import jax, flax; print(f'jax {jax.__version__}, flax {flax.__version__}')",
+    )
+
+
+@nox.session
+@nox.parametrize("jax", ["floor", "latest"])
+@nox.parametrize("package", list(PACKAGES))
+def tests(session: nox.Session, package: str, jax: str) -> None:
+    """Fast tests of one distribution, with only its own dependencies, at JAX floor/latest."""
+    if jax == "floor":
+        floor = _jax_floor(package)
+        spec = f"jax=={floor} jaxlib=={floor}"
+    else:
+        spec = "jax"
+    _install_package(session, package, spec)
+    session.run(
+        "pytest",
+        f"packages/{package}/tests",
+        "-m",
+        "not slow",
+        *session.posargs,
+        env=_test_env(),
+    )
+
+
+@nox.session
+def slow(session: nox.Session) -> None:
+    """Learning tests (marked ``slow``) of every distribution at the latest JAX."""
+    session.install(
+        *[a for p in PACKAGES for a in ("-e", f"packages/{p}{PACKAGES[p][0]}")],
+        *_group("test"),
+    )
+    session.run(
+        "pytest",
+        *[f"packages/{p}/tests" for p in PACKAGES],
+        "-m",
+        "slow",
+        *session.posargs,
+        env=_test_env(),
+        success_codes=[0, 5],  # 5: no slow test collected yet
+    )
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff lint and format check over the whole repository."""
+    session.install(*_group("lint"))
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def types(session: nox.Session) -> None:
+    """mypy over the sources of the three distributions."""
+    session.install(
+        *[a for p in PACKAGES for a in ("-e", f"packages/{p}{PACKAGES[p][0]}")],
+        *_group("types"),
+    )
+    session.run(
+        "mypy",
+        "packages/nnx-modules/src/nnx_ppo",
+        "packages/nnx-graph/src/nnx_ppo",
+        "packages/nnx-ppo-train/src/nnx_ppo",
+    )
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site with ``mkdocs build --strict``."""
+    session.install(
+        *[a for p in PACKAGES for a in ("-e", f"packages/{p}")],
+        *_group("docs"),
+    )
+    session.run("mkdocs", "build", "--strict", "--site-dir", str(ROOT / "site"))
+
+
+@nox.session(venv_backend="none")
+def build(session: nox.Session) -> None:
+    """Build wheels without workspace sources; install them into clean venvs outside it."""
+    dist = ROOT / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    for package in PACKAGES:
+        session.run(
+            "uv", "build", "--no-sources", "--wheel", "--out-dir", str(dist),
+            f"packages/{package}",
+        )
+    wheels = {p: next(dist.glob(p.replace("-", "_") + "-*.whl")) for p in PACKAGES}
+    with tempfile.TemporaryDirectory() as tmp:
+        # nnx-modules alone: imports, and pulls in none of the trainer's dependencies.
+        alone = Path(tmp) / "alone"
+        session.run("uv", "venv", "--quiet", str(alone))
+        py = str(alone / "bin" / "python")
+        session.run("uv", "pip", "install", "--quiet", "-p", py, str(wheels["nnx-modules"]))
+        session.run(
+            py, "-c",
+            "import importlib.util as u\n"
+            "import nnx_ppo.networks.containers\n"
+            "from nnx_ppo.networks.version import __version__\n"
+            "missing = [m for m in ('optax', 'orbax', 'brax', 'nnx_ppo.algorithms')"
+            " if u.find_spec(m) is not None]\n"
+            "assert not missing, f'nnx-modules pulled in {missing}'\n"
+            "print('nnx-modules', __version__, 'installs and imports alone')",
+        )
+        # All three together.
+        full = Path(tmp) / "full"
+        session.run("uv", "venv", "--quiet", str(full))
+        py = str(full / "bin" / "python")
+        session.run("uv", "pip", "install", "--quiet", "-p", py, *map(str, wheels.values()))
+        session.run(
+            py, "-c",
+            "import nnx_ppo.networks.containers, nnx_ppo.networks.graph\n"
+            "import nnx_ppo.algorithms\n"
+            "print('all three distributions install and import together')",
+        )
+
+
+@nox.session
+def apps(session: nox.Session) -> None:
+    """Smoke-run every app under apps/ with tiny settings (each app's tests)."""
+    app_dirs = sorted(p for p in APPS_DIR.glob("*") if (p / "pyproject.toml").exists())
+    if not app_dirs:
+        session.skip("no apps yet")
+    session.install(
+        *[a for p in PACKAGES for a in ("-e", f"packages/{p}{PACKAGES[p][0]}")],
+        *[a for d in app_dirs for a in ("-e", str(d))],
+        *_group("test"),
+    )
+    session.run(
+        "pytest", *[str(d / "tests") for d in app_dirs], *session.posargs,
+        env=_test_env(),
+    )
+

@@ -1,0 +1,3 @@
+"""Tiny pure-JAX environments for tests, docs and smoke runs."""
+
+__all__: list[str] = []

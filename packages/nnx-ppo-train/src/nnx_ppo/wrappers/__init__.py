@@ -1,0 +1,3 @@
+"""Environment wrappers: episode truncation and reward scaling."""
+
+__all__: list[str] = []
