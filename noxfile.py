@@ -135,11 +135,13 @@ def types(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the documentation site with ``mkdocs build --strict``."""
+    """Run every code block of the README and docs, then ``mkdocs build --strict``."""
     session.install(
-        *[a for p in PACKAGES for a in ("-e", f"packages/{p}")],
+        *[a for p in PACKAGES for a in ("-e", f"packages/{p}{PACKAGES[p][0]}")],
         *_group("docs"),
+        *_group("test"),
     )
+    session.run("pytest", "tests", *session.posargs, env=_test_env())
     session.run("mkdocs", "build", "--strict", "--site-dir", str(ROOT / "site"))
 
 
@@ -150,7 +152,12 @@ def build(session: nox.Session) -> None:
     shutil.rmtree(dist, ignore_errors=True)
     for package in PACKAGES:
         session.run(
-            "uv", "build", "--no-sources", "--wheel", "--out-dir", str(dist),
+            "uv",
+            "build",
+            "--no-sources",
+            "--wheel",
+            "--out-dir",
+            str(dist),
             f"packages/{package}",
         )
     wheels = {p: next(dist.glob(p.replace("-", "_") + "-*.whl")) for p in PACKAGES}
@@ -161,7 +168,8 @@ def build(session: nox.Session) -> None:
         py = str(alone / "bin" / "python")
         session.run("uv", "pip", "install", "--quiet", "-p", py, str(wheels["nnx-modules"]))
         session.run(
-            py, "-c",
+            py,
+            "-c",
             "import importlib.util as u\n"
             "import nnx_ppo.networks.containers\n"
             "from nnx_ppo.networks.version import __version__\n"
@@ -176,7 +184,8 @@ def build(session: nox.Session) -> None:
         py = str(full / "bin" / "python")
         session.run("uv", "pip", "install", "--quiet", "-p", py, *map(str, wheels.values()))
         session.run(
-            py, "-c",
+            py,
+            "-c",
             "import nnx_ppo.networks.containers, nnx_ppo.networks.graph\n"
             "import nnx_ppo.algorithms\n"
             "print('all three distributions install and import together')",
@@ -195,7 +204,8 @@ def apps(session: nox.Session) -> None:
         *_group("test"),
     )
     session.run(
-        "pytest", *[str(d / "tests") for d in app_dirs], *session.posargs,
+        "pytest",
+        *[str(d / "tests") for d in app_dirs],
+        *session.posargs,
         env=_test_env(),
     )
-
