@@ -1,0 +1,195 @@
+"""Feed-forward layers: :class:`Dense` and the :class:`MLP` helper.
+
+Both are stateless: their carry is ``()``, they emit no ``rollout_extras``, no
+regularization and no metrics.
+
+Example:
+    >>> import jax.numpy as jnp
+    >>> from flax import nnx
+    >>> from nnx_ppo.networks.feedforward import MLP
+    >>> mlp = MLP(4, (32, 32), 2, rngs=nnx.Rngs(0))
+    >>> out = mlp((), jnp.ones((5, 4)))
+    >>> out.output.shape
+    (5, 2)
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+from flax import nnx
+
+from nnx_ppo.networks.types import StatelessModule
+
+__all__ = ["MLP", "Dense"]
+
+Activation = Callable[[jax.Array], jax.Array]
+
+
+def _check_positive_int(owner: str, name: str, value: Any, example: str) -> int:
+    """Return ``value`` as an ``int`` if it is a positive integer, else raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{owner}: {name} must be a positive int, got {value!r} of type "
+            f"{type(value).__name__}; pass a whole number, e.g. {example}."
+        )
+    if value <= 0:
+        raise ValueError(
+            f"{owner}: {name} must be a positive int, got {value!r}; a layer needs at "
+            f"least one feature, e.g. {example}."
+        )
+    return int(value)
+
+
+def _check_activation(owner: str, activation: Any) -> None:
+    if activation is not None and not callable(activation):
+        raise TypeError(
+            f"{owner}: activation must be a callable such as nnx.swish or None, got "
+            f"{activation!r} of type {type(activation).__name__}."
+        )
+
+
+class Dense(StatelessModule):
+    """An affine layer ``activation(x @ kernel + bias)`` (a wrapped :class:`nnx.Linear`).
+
+    Args:
+        in_features: Size of the input's last axis, a positive int.
+        out_features: Size of the output's last axis, a positive int.
+        rngs: Random streams for the parameter initialisers.
+        activation: Optional elementwise function applied after the affine map, e.g.
+            ``nnx.swish``; ``None`` (default) keeps the layer linear.
+        **linear_kwargs: Passed on to :class:`nnx.Linear`, e.g. ``kernel_init``,
+            ``bias_init``, ``use_bias``, ``dtype``, ``param_dtype``.
+
+    Raises:
+        TypeError: If a size is not an int or ``activation`` is not callable.
+        ValueError: If a size is not positive.
+
+    Input ``x`` is ``[B, ..., in_features]``; the output is ``[B, ..., out_features]``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from flax import nnx
+        >>> layer = Dense(3, 2, rngs=nnx.Rngs(0), bias_init=nnx.initializers.ones)
+        >>> layer.forward(jnp.zeros((4, 3))).tolist()[0]
+        [1.0, 1.0]
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        *,
+        rngs: nnx.Rngs,
+        activation: Activation | None = None,
+        **linear_kwargs: Any,
+    ) -> None:
+        example = "Dense(8, 32, rngs=rngs)"
+        self.in_features = _check_positive_int("Dense", "in_features", in_features, example)
+        self.out_features = _check_positive_int("Dense", "out_features", out_features, example)
+        _check_activation("Dense", activation)
+        self.activation = activation
+        self.linear = nnx.Linear(self.in_features, self.out_features, rngs=rngs, **linear_kwargs)
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        """Apply the layer.
+
+        Args:
+            x: Input, shape ``[B, ..., in_features]``.
+
+        Returns:
+            Output, shape ``[B, ..., out_features]``.
+        """
+        if x.shape[-1:] != (self.in_features,):
+            raise ValueError(
+                f"Dense: the input's last axis must have size in_features="
+                f"{self.in_features}, got an input of shape {tuple(x.shape)}; build the "
+                f"layer as Dense({x.shape[-1] if x.ndim else '?'}, {self.out_features}, ...) "
+                "or fix the upstream output."
+            )
+        y = self.linear(x)
+        return y if self.activation is None else self.activation(y)
+
+
+class MLP(StatelessModule):
+    """A stack of :class:`Dense` layers.
+
+    Layer sizes are ``in_features -> *hidden_sizes -> out_features``. Every hidden
+    layer applies ``activation``; the final layer applies it only if
+    ``activate_final`` is true.
+
+    Args:
+        in_features: Size of the input's last axis, a positive int.
+        hidden_sizes: Sizes of the hidden layers, a sequence of positive ints (may be
+            empty, which gives a single :class:`Dense`).
+        out_features: Size of the output's last axis, a positive int.
+        rngs: Random streams for the parameter initialisers.
+        activation: Elementwise function after each hidden layer (default
+            ``nnx.swish``); ``None`` makes the whole stack linear.
+        activate_final: Whether the final layer applies ``activation`` too.
+        **linear_kwargs: Passed on to every :class:`nnx.Linear` (``kernel_init``, ...).
+
+    Raises:
+        TypeError: If ``hidden_sizes`` is not a sequence of ints, a size is not an int,
+            or ``activation`` is not callable.
+        ValueError: If a size is not positive.
+
+    Input ``x`` is ``[B, ..., in_features]``; the output is ``[B, ..., out_features]``.
+
+    Attributes:
+        layers: The :class:`Dense` layers, an :class:`nnx.List`.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        hidden_sizes: Sequence[int],
+        out_features: int,
+        *,
+        rngs: nnx.Rngs,
+        activation: Activation | None = nnx.swish,
+        activate_final: bool = False,
+        **linear_kwargs: Any,
+    ) -> None:
+        example = "MLP(8, (64, 64), 2, rngs=rngs)"
+        if isinstance(hidden_sizes, str | bytes) or not isinstance(hidden_sizes, Sequence):
+            raise TypeError(
+                f"MLP: hidden_sizes must be a sequence of positive ints, got {hidden_sizes!r}; "
+                f"for one hidden layer of 64 units write hidden_sizes=(64,), e.g. {example}."
+            )
+        sizes = [_check_positive_int("MLP", "in_features", in_features, example)]
+        for i, size in enumerate(hidden_sizes):
+            sizes.append(_check_positive_int("MLP", f"hidden_sizes[{i}]", size, example))
+        sizes.append(_check_positive_int("MLP", "out_features", out_features, example))
+        _check_activation("MLP", activation)
+        self.in_features = sizes[0]
+        self.out_features = sizes[-1]
+        self.layers = nnx.List(
+            [
+                Dense(
+                    d_in,
+                    d_out,
+                    rngs=rngs,
+                    activation=activation if (i < len(sizes) - 2 or activate_final) else None,
+                    **linear_kwargs,
+                )
+                for i, (d_in, d_out) in enumerate(itertools.pairwise(sizes))
+            ]
+        )
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        """Apply the layers in order.
+
+        Args:
+            x: Input, shape ``[B, ..., in_features]``.
+
+        Returns:
+            Output, shape ``[B, ..., out_features]``.
+        """
+        for layer in self.layers:
+            x = layer.forward(x)
+        return x
