@@ -3,7 +3,7 @@
 Both are stateless: their carry is ``()``, they emit no ``rollout_extras``, no
 regularization and no metrics.
 
-Example:
+Examples:
     >>> import jax.numpy as jnp
     >>> from flax import nnx
     >>> from nnx_ppo.networks.feedforward import MLP
@@ -71,7 +71,7 @@ class Dense(StatelessModule):
 
     Input ``x`` is ``[B, ..., in_features]``; the output is ``[B, ..., out_features]``.
 
-    Example:
+    Examples:
         >>> import jax.numpy as jnp
         >>> from flax import nnx
         >>> layer = Dense(3, 2, rngs=nnx.Rngs(0), bias_init=nnx.initializers.ones)

@@ -190,7 +190,7 @@ class Normalizer(StatefulModule):
         var: Running population variance, same layout as ``mean``.
         count_words: The exact sample count as int32 ``[high, low]``; see :attr:`count`.
 
-    Example:
+    Examples:
         >>> import jax.numpy as jnp
         >>> norm = Normalizer({"x": 2})
         >>> data = jnp.array([[[0.0, 1.0]], [[2.0, 5.0]]])   # [T=2, B=1, 2]

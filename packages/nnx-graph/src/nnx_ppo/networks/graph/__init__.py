@@ -1,7 +1,16 @@
-"""Population graphs: named populations joined by delayed connections."""
+"""Population graphs: named populations joined by delayed connections.
+
+:class:`PopulationGraph` is a :class:`~nnx_ppo.networks.types.StatefulModule` declared
+with ``add_input`` / ``add_population`` / ``add_output`` / ``connect`` and frozen by
+``finalize()``. The build-time records it exposes (:class:`Population`,
+:class:`Connection`) are defined in :mod:`nnx_ppo.networks.graph.topology`.
+"""
 
 from importlib.metadata import version as _version
 
+from nnx_ppo.networks.graph.population_graph import PopulationGraph
+from nnx_ppo.networks.graph.topology import Connection, Population
+
 __version__: str = _version("nnx-graph")
 
-__all__ = ["__version__"]
+__all__ = ["Connection", "Population", "PopulationGraph", "__version__"]

@@ -1,0 +1,414 @@
+"""Build-time bookkeeping of a :class:`~nnx_ppo.networks.graph.PopulationGraph`.
+
+Everything here is plain Python that runs while a graph is declared and finalized, never
+inside a traced step: the records of populations and connections, argument validation,
+the topological order over ``delay=0`` connections (with the cycle diagnosis), the
+per-step execution plan, and the text / mermaid renderings of the topology.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import numbers
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "Connection",
+    "ExecutionPlan",
+    "Population",
+    "build_plan",
+    "connection_name",
+    "describe",
+    "to_mermaid",
+    "topological_order",
+]
+
+Activation = Callable[[Any], Any]
+
+_FORBIDDEN_IN_NAMES = ("->", "@", '"', "'", "`")
+
+
+@dataclasses.dataclass(frozen=True)
+class Population:
+    """A declared population (node).
+
+    Attributes:
+        name: Unique population name.
+        size: Width of the population's output, ``[B, size]``.
+        activation: Applied once to the integrated input, or ``None`` (identity).
+        input_from: The observation key whose ``obs[input_from]`` (``[B, size]``) is
+            added to the integrated input, or ``None``.
+        output_to: The key of the graph's output dict under which the population's
+            output is emitted, or ``None`` if it is not an output.
+        index: Insertion index, the tie-break of the topological order.
+    """
+
+    name: str
+    size: int
+    activation: Activation | None
+    input_from: str | None
+    output_to: str | None
+    index: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Connection:
+    """A declared connection (edge).
+
+    Attributes:
+        name: The connection's key in ``graph.transforms``, the carry, the extras and
+            the metrics: ``"src->dst"`` for ``delay=0``, ``"src->dst@k"`` for
+            ``delay=k > 0``.
+        src: Source population.
+        dst: Destination population.
+        delay: Number of steps between the source writing and the destination reading.
+    """
+
+    name: str
+    src: str
+    dst: str
+    delay: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionPlan:
+    """What a finalized graph does each step, precomputed once at ``finalize()``.
+
+    Attributes:
+        order: Populations in execution order (topological over ``delay=0``
+            connections, ties broken by insertion order).
+        incoming: For each population of ``order``, its incoming connections in
+            insertion order.
+        buffers: ``(population, length, size)`` for every population read through a
+            delayed connection; ``length`` is its longest outgoing delay.
+        outputs: ``(output key, population)`` pairs in insertion order.
+    """
+
+    order: tuple[Population, ...]
+    incoming: tuple[tuple[Connection, ...], ...]
+    buffers: tuple[tuple[str, int, int], ...]
+    outputs: tuple[tuple[str, str], ...]
+
+
+def connection_name(src: str, dst: str, delay: int) -> str:
+    """The key of a connection: ``"src->dst"`` (``delay=0``) or ``"src->dst@k"``."""
+    return f"{src}->{dst}" if delay == 0 else f"{src}->{dst}@{delay}"
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def check_name(call: str, value: Any) -> str:
+    """Validate a population name (a non-empty string usable as a dict key)."""
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{call}: name must be a str, got {value!r} of type {type(value).__name__}; "
+            "name populations with strings, e.g. 'hidden'."
+        )
+    bad = [s for s in _FORBIDDEN_IN_NAMES if s in value]
+    if not value or value != value.strip() or bad or re.search(r"\s", value):
+        raise ValueError(
+            f"{call}: invalid population name {value!r}; a name must be non-empty, without "
+            "whitespace, and must not contain '->', '@' or quotes (they are used in "
+            "connection names and diagrams). Use e.g. 'arm_L'."
+        )
+    return value
+
+
+def check_size(call: str, value: Any) -> int:
+    """Validate a population size (a positive int)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{call}: size must be a positive int, got {value!r} of type "
+            f"{type(value).__name__}; pass the population's width, e.g. size=32."
+        )
+    if value <= 0:
+        raise ValueError(
+            f"{call}: size must be a positive int, got {value!r}; a population needs at "
+            "least one unit, e.g. size=32."
+        )
+    return int(value)
+
+
+def check_activation(call: str, value: Any) -> Activation | None:
+    """Validate an activation (a callable or ``None``)."""
+    if value is not None and not callable(value):
+        raise TypeError(
+            f"{call}: activation must be a callable such as nnx.swish, or None for a "
+            f"linear population, got {value!r} of type {type(value).__name__}."
+        )
+    return value
+
+
+def check_key(call: str, argument: str, value: Any) -> str:
+    """Validate an observation / output key (a non-empty string)."""
+    if not isinstance(value, str) or not value:
+        raise TypeError(
+            f"{call}: {argument} must be a non-empty str naming a dict entry, got "
+            f"{value!r} of type {type(value).__name__}, e.g. {argument}='x'."
+        )
+    return value
+
+
+def check_delay(call: str, value: Any) -> int:
+    """Validate a connection delay (a non-negative int)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{call}: delay must be a non-negative int (a number of steps), got {value!r} "
+            f"of type {type(value).__name__}; e.g. delay=0 (same step) or delay=1."
+        )
+    if value < 0:
+        raise ValueError(
+            f"{call}: delay must be a non-negative int, got {value!r}; a connection cannot "
+            "read the future. Use delay=0 to read the same step or delay=k to read k "
+            "steps ago."
+        )
+    return int(value)
+
+
+# ----------------------------------------------------------------------- topological order
+
+
+def topological_order(
+    populations: Sequence[Population], connections: Iterable[Connection]
+) -> tuple[Population, ...]:
+    """Order populations so that every ``delay=0`` connection runs source first.
+
+    Kahn's algorithm; among the populations that are ready, the one declared first runs
+    first, so the order is deterministic.
+
+    Args:
+        populations: All populations, in insertion order.
+        connections: All connections; only the ``delay=0`` ones constrain the order.
+
+    Returns:
+        The populations in execution order.
+
+    Raises:
+        ValueError: If the ``delay=0`` connections contain a cycle; the message lists
+            only the populations on one cycle and the connection to delay.
+    """
+    index = {p.name: p.index for p in populations}
+    by_index = {p.index: p for p in populations}
+    successors: dict[str, list[str]] = {p.name: [] for p in populations}
+    in_degree = dict.fromkeys(index, 0)
+    for c in connections:
+        if c.delay == 0:
+            successors[c.src].append(c.dst)
+            in_degree[c.dst] += 1
+    ready = [index[name] for name, d in in_degree.items() if d == 0]
+    heapq.heapify(ready)
+    order: list[Population] = []
+    while ready:
+        pop = by_index[heapq.heappop(ready)]
+        order.append(pop)
+        for dst in successors[pop.name]:
+            in_degree[dst] -= 1
+            if in_degree[dst] == 0:
+                heapq.heappush(ready, index[dst])
+    if len(order) < len(populations):
+        remaining = {name for name, d in in_degree.items() if d > 0}
+        raise ValueError(_cycle_message(_find_cycle(remaining, successors, index)))
+    return tuple(order)
+
+
+def _find_cycle(
+    remaining: set[str], successors: dict[str, list[str]], index: dict[str, int]
+) -> list[str]:
+    """One cycle among ``remaining`` (every one of them has a remaining predecessor)."""
+    # Every remaining population lies on a cycle or downstream of one. A depth-first
+    # search inside ``remaining`` that records its path finds a back edge, i.e. a cycle,
+    # at the latest when it starts from a population on a cycle.
+    start = min(remaining, key=index.__getitem__)
+    path: list[str] = []
+    on_path: dict[str, int] = {}
+    visited: set[str] = set()
+
+    def dfs(node: str) -> list[str] | None:
+        on_path[node] = len(path)
+        path.append(node)
+        for nxt in successors[node]:
+            if nxt not in remaining:
+                continue
+            if nxt in on_path:
+                return path[on_path[nxt] :]
+            if nxt not in visited:
+                found = dfs(nxt)
+                if found is not None:
+                    return found
+        path.pop()
+        del on_path[node]
+        visited.add(node)
+        return None
+
+    for node in [start, *sorted(remaining, key=index.__getitem__)]:
+        if node not in visited:
+            cycle = dfs(node)
+            if cycle is not None:
+                # Start the cycle at its earliest-declared population.
+                first = min(range(len(cycle)), key=lambda i: index[cycle[i]])
+                return cycle[first:] + cycle[:first]
+    raise RuntimeError("internal error: no cycle found among the unordered populations")
+
+
+def _cycle_message(cycle: list[str]) -> str:
+    loop = " -> ".join(repr(n) for n in [*cycle, cycle[0]])
+    last, first = cycle[-1], cycle[0]
+    return (
+        f"finalize(): the delay=0 connections form a cycle {loop}. A delay=0 connection "
+        "reads its source's output from the same step, so the populations on a cycle "
+        "have no order to run in. Break the cycle by delaying one of its connections, "
+        f"e.g. connect({last!r}, {first!r}, delay=1) instead of delay=0."
+    )
+
+
+def build_plan(
+    populations: Sequence[Population], connections: Sequence[Connection]
+) -> ExecutionPlan:
+    """Validate a declared graph and precompute its per-step execution plan.
+
+    Args:
+        populations: All populations, in insertion order.
+        connections: All connections, in insertion order.
+
+    Returns:
+        The :class:`ExecutionPlan`.
+
+    Raises:
+        ValueError: If the graph has no population or no output, a population has
+            neither an incoming connection nor an observation input, or the ``delay=0``
+            connections form a cycle.
+    """
+    if not populations:
+        raise ValueError(
+            "finalize(): the graph has no populations; declare some with add_input(), "
+            "add_population() and add_output() before finalize()."
+        )
+    if not any(p.output_to is not None for p in populations):
+        raise ValueError(
+            "finalize(): the graph has no output population, so its forward output would "
+            "be empty; declare one with add_output(name, size) and connect it."
+        )
+    fed = {c.dst for c in connections}
+    for p in populations:
+        if p.input_from is None and p.name not in fed:
+            raise ValueError(
+                f"finalize(): population {p.name!r} has no incoming connection and no "
+                "observation input, so its output would be a constant. Connect a "
+                f"population to it (connect(src, {p.name!r})) or remove it."
+            )
+    order = topological_order(populations, connections)
+    incoming = tuple(tuple(c for c in connections if c.dst == p.name) for p in order)
+    lengths: dict[str, int] = {}
+    for c in connections:
+        if c.delay > 0:
+            lengths[c.src] = max(lengths.get(c.src, 0), c.delay)
+    buffers = tuple((p.name, lengths[p.name], p.size) for p in populations if p.name in lengths)
+    outputs = tuple((p.output_to, p.name) for p in populations if p.output_to is not None)
+    return ExecutionPlan(order=order, incoming=incoming, buffers=buffers, outputs=outputs)
+
+
+# ------------------------------------------------------------------------------ rendering
+
+
+def _activation_name(fn: Activation | None) -> str:
+    if fn is None:
+        return "linear"
+    return str(getattr(fn, "__name__", None) or type(fn).__name__)
+
+
+def describe(
+    populations: Sequence[Population],
+    connections: Sequence[Connection],
+    plan: ExecutionPlan | None,
+    transform_names: Mapping[str, str] | None = None,
+) -> str:
+    """A plain-text table of populations and connections (see ``PopulationGraph.describe``).
+
+    Args:
+        populations: All populations, in insertion order.
+        connections: All connections, in insertion order.
+        plan: The execution plan if the graph is finalized (then populations are listed
+            in execution order, with their buffer lengths), else ``None``.
+        transform_names: Optional ``{connection name: transform description}``.
+
+    Returns:
+        The multi-line summary.
+    """
+    transform_names = transform_names or {}
+    pops = plan.order if plan is not None else tuple(populations)
+    lengths = {name: length for name, length, _ in plan.buffers} if plan is not None else {}
+    status = "finalized" if plan is not None else "not finalized"
+    lines = [
+        f"PopulationGraph: {len(populations)} populations, {len(connections)} connections "
+        f"({status})",
+        "populations" + (" (execution order):" if plan is not None else ":"),
+    ]
+    width = max([len(p.name) for p in populations] + [4])
+    for p in pops:
+        notes = [f"size {p.size}", _activation_name(p.activation)]
+        if p.input_from is not None:
+            notes.append(f"input obs[{p.input_from!r}]")
+        if p.output_to is not None:
+            notes.append(f"output {p.output_to!r}")
+        if p.name in lengths:
+            notes.append(f"buffer {lengths[p.name]}")
+        lines.append(f"  {p.name:<{width}}  " + ", ".join(notes))
+    lines.append("connections:")
+    cwidth = max([len(c.name) for c in connections] + [4])
+    for c in connections:
+        line = f"  {c.name:<{cwidth}}  {c.src} -> {c.dst}, delay {c.delay}"
+        if c.name in transform_names:
+            line += f", {transform_names[c.name]}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def to_mermaid(
+    populations: Sequence[Population],
+    connections: Sequence[Connection],
+    *,
+    direction: str = "LR",
+) -> str:
+    """A mermaid ``flowchart`` of the topology (see ``PopulationGraph.to_mermaid``).
+
+    Args:
+        populations: All populations, in insertion order.
+        connections: All connections, in insertion order.
+        direction: Mermaid flow direction.
+
+    Returns:
+        The diagram source.
+
+    Raises:
+        ValueError: On an unknown ``direction``.
+    """
+    if direction not in ("LR", "RL", "TB", "TD", "BT"):
+        raise ValueError(
+            f"to_mermaid(): direction must be one of 'LR', 'RL', 'TB', 'TD', 'BT', got "
+            f"{direction!r}."
+        )
+    ids = {p.name: f"p{i}" for i, p in enumerate(populations)}
+    lines = [f"flowchart {direction}"]
+    obs_ids: dict[str, str] = {}
+    for p in populations:
+        label = f"{p.name}<br/>size {p.size}"
+        if p.activation is not None:
+            label += f", {_activation_name(p.activation)}"
+        lines.append(f'    {ids[p.name]}["{label}"]')
+    for p in populations:
+        if p.input_from is not None:
+            if p.input_from not in obs_ids:
+                obs_ids[p.input_from] = f"obs{len(obs_ids)}"
+                lines.append(f"    {obs_ids[p.input_from]}([\"obs['{p.input_from}']\"])")
+            lines.append(f"    {obs_ids[p.input_from]} --> {ids[p.name]}")
+    for c in connections:
+        arrow = "-->" if c.delay == 0 else "-.->"
+        lines.append(f'    {ids[c.src]} {arrow}|"delay {c.delay}"| {ids[c.dst]}')
+    for i, p in enumerate(p for p in populations if p.output_to is not None):
+        lines.append(f"    out{i}([\"output['{p.output_to}']\"])")
+        lines.append(f"    {ids[p.name]} --> out{i}")
+    return "\n".join(lines)
