@@ -1,3 +1,19 @@
-"""Environment wrappers: episode truncation and reward scaling."""
+"""Environment wrappers: episode truncation, reward scaling and auto-reset.
 
-__all__: list[str] = []
+Wrappers act on one unbatched environment (ours, brax's or MuJoCo Playground's); the
+trainer vmaps the wrapped environment. Unknown attributes (``render``, ``dt``, ...) are
+forwarded to the wrapped environment.
+"""
+
+from nnx_ppo.wrappers.auto_reset import AutoResetWrapper, reset_done
+from nnx_ppo.wrappers.base import Wrapper
+from nnx_ppo.wrappers.episode import EpisodeWrapper
+from nnx_ppo.wrappers.reward_scaling import RewardScalingWrapper
+
+__all__ = [
+    "AutoResetWrapper",
+    "EpisodeWrapper",
+    "RewardScalingWrapper",
+    "Wrapper",
+    "reset_done",
+]
