@@ -1,0 +1,337 @@
+"""Ready-made actor-critic networks.
+
+Both factories return a :class:`~nnx_ppo.networks.containers.Sequential` ending in a
+:class:`~nnx_ppo.networks.adapter.PPOAdapter`, i.e. an ordinary module that
+``train_ppo`` (or your own loop) can use directly and that you can inspect or take
+apart like any hand-built network:
+
+- :func:`make_mlp_actor_critic`: ``Sequential([Normalizer, PPOAdapter(action=
+  Sequential([MLP, sampler]), value=MLP)])``, the network of the spec's minimal example.
+- :func:`make_lstm_actor_critic`: the same with an LSTM, either one per port or one
+  shared trunk in front of the adapter.
+
+Observations may be an array ``[B, obs_size]``, an array with a multi-dimensional
+shape (``obs_size`` a tuple), or a (nested) dict of those (``obs_size`` a dict of
+sizes). Non-vector observations are selected (dict keys not in ``obs_size`` are
+dropped), normalized per leaf and flattened to one vector (dict keys in sorted order)
+before the adapter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import jax
+from flax import nnx
+
+from nnx_ppo.networks.adapter import PPOAdapter
+from nnx_ppo.networks.containers import Sequential
+from nnx_ppo.networks.feedforward import MLP
+from nnx_ppo.networks.normalizer import Normalizer
+from nnx_ppo.networks.recurrent import LSTM
+from nnx_ppo.networks.sampling_layers import (
+    ActionSampler,
+    CategoricalSampler,
+    NormalSampler,
+    NormalTanhSampler,
+)
+from nnx_ppo.networks.types import StatefulModule
+from nnx_ppo.networks.utils import Filter, Flattener
+
+__all__ = ["ActionDistribution", "make_lstm_actor_critic", "make_mlp_actor_critic"]
+
+ActionDistribution = Literal["normal_tanh", "normal", "categorical"]
+"""Which sampler ends the action port: ``"normal_tanh"`` (:class:`NormalTanhSampler`,
+actions in ``(-1, 1)``), ``"normal"`` (:class:`NormalSampler`, unbounded) or
+``"categorical"`` (:class:`CategoricalSampler`, ``action_size`` discrete actions)."""
+
+ObsSize = int | tuple[int, ...] | Mapping[str, Any]
+Path = tuple[str, ...]
+
+
+# -- validation ---------------------------------------------------------------------------
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _obs_leaves(fn: str, obs_size: Any, path: Path = ()) -> list[tuple[Path, tuple[int, ...]]]:
+    """``obs_size`` as ``[(path, shape)]`` in sorted-key (= Flattener) order."""
+    where = f"obs_size[{']['.join(repr(k) for k in path)}]" if path else "obs_size"
+    fix = 'pass an int (vector size), a tuple of ints (a shape) or a dict of those, e.g. {"x": 8}'
+    if _is_int(obs_size) or (
+        isinstance(obs_size, tuple) and obs_size and all(_is_int(d) for d in obs_size)
+    ):
+        shape = (obs_size,) if _is_int(obs_size) else tuple(obs_size)
+        if any(d <= 0 for d in shape):
+            raise ValueError(f"{fn}: {where}={obs_size!r} has a non-positive size; {fix}.")
+        return [(path, shape)]
+    if isinstance(obs_size, Mapping):
+        if not obs_size:
+            raise ValueError(f"{fn}: {where} is an empty dict; {fix}.")
+        leaves = []
+        for key in sorted(obs_size):
+            if not isinstance(key, str):
+                raise TypeError(f"{fn}: {where} has a non-string key {key!r}; {fix}.")
+            leaves += _obs_leaves(fn, obs_size[key], (*path, key))
+        return leaves
+    raise TypeError(f"{fn}: {where}={obs_size!r} ({type(obs_size).__name__}) is invalid; {fix}.")
+
+
+def _check_size(fn: str, name: str, value: Any) -> int:
+    if not _is_int(value) or value <= 0:
+        raise ValueError(f"{fn}: {name} must be a positive int, got {value!r}; e.g. {name}=8.")
+    return int(value)
+
+
+def _check_sizes(fn: str, name: str, value: Any) -> tuple[int, ...]:
+    if (
+        isinstance(value, str | bytes)
+        or not isinstance(value, Sequence)
+        or not all(_is_int(v) and v > 0 for v in value)
+    ):
+        raise ValueError(
+            f"{fn}: {name} must be a sequence of positive ints (hidden layer widths), got "
+            f"{value!r}; e.g. {name}=(64, 64), or () for no hidden layer."
+        )
+    return tuple(int(v) for v in value)
+
+
+def _check_common(fn: str, rngs: Any, action_distribution: Any, normalize_obs: Any) -> None:
+    if not isinstance(rngs, nnx.Rngs):
+        raise TypeError(
+            f"{fn}: rngs must be an nnx.Rngs, got {type(rngs).__name__}; "
+            "pass e.g. rngs=nnx.Rngs(0)."
+        )
+    if action_distribution not in ("normal_tanh", "normal", "categorical"):
+        raise ValueError(
+            f"{fn}: action_distribution={action_distribution!r} is not one of "
+            "'normal_tanh', 'normal', 'categorical'."
+        )
+    if not isinstance(normalize_obs, bool):
+        raise TypeError(f"{fn}: normalize_obs must be True or False, got {normalize_obs!r}.")
+
+
+# -- building blocks ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _SelectPaths:
+    """Pure function keeping only the listed key paths of a nested dict (hashable)."""
+
+    paths: tuple[Path, ...]
+
+    def __call__(self, x: Any) -> Any:
+        out: dict[str, Any] = {}
+        for path in self.paths:
+            node, target = x, out
+            for key in path[:-1]:
+                node = node[key]
+                target = target.setdefault(key, {})
+            target[path[-1]] = node[path[-1]]
+        return out
+
+
+def _obs_layers(
+    fn: str, obs_size: ObsSize, normalize_obs: bool
+) -> tuple[list[StatefulModule], int]:
+    """The layers mapping raw observations to one ``[B, F]`` vector, and ``F``."""
+    leaves = _obs_leaves(fn, obs_size)
+    features = sum(math.prod(shape) for _, shape in leaves)
+    layers: list[StatefulModule] = [Normalizer(obs_size)] if normalize_obs else []
+    if isinstance(obs_size, Mapping):
+        layers.append(Filter(_SelectPaths(tuple(path for path, _ in leaves))))
+    if isinstance(obs_size, Mapping | tuple):
+        layers.append(Flattener())
+    return layers, features
+
+
+def _sampler(
+    action_distribution: str, rngs: nnx.Rngs, entropy_weight: float, min_std: float
+) -> tuple[ActionSampler, int]:
+    """The sampler and how many parameters per action dimension it takes."""
+    if action_distribution == "categorical":
+        return CategoricalSampler(rngs, entropy_weight), 1
+    cls = NormalTanhSampler if action_distribution == "normal_tanh" else NormalSampler
+    return cls(rngs, entropy_weight, min_std), 2
+
+
+# -- factories ----------------------------------------------------------------------------
+
+
+def make_mlp_actor_critic(
+    obs_size: ObsSize,
+    action_size: int,
+    actor_hidden_sizes: Sequence[int] = (32,) * 4,
+    critic_hidden_sizes: Sequence[int] = (256,) * 5,
+    *,
+    rngs: nnx.Rngs,
+    activation: Callable[[jax.Array], jax.Array] = nnx.swish,
+    normalize_obs: bool = True,
+    entropy_weight: float = 1e-2,
+    min_std: float = 1e-3,
+    action_distribution: ActionDistribution = "normal_tanh",
+) -> Sequential:
+    """An MLP actor and an MLP critic behind an observation normalizer.
+
+    For a vector observation the result is exactly the spec's minimal network::
+
+        Sequential([
+            Normalizer(obs_size),
+            PPOAdapter(
+                action=Sequential([MLP(obs_size, actor_hidden_sizes, 2 * action_size),
+                                   NormalTanhSampler(rngs, entropy_weight, min_std)]),
+                value=MLP(obs_size, critic_hidden_sizes, 1),
+            ),
+        ])
+
+    A tuple or dict ``obs_size`` adds the selection / flattening layers described in
+    the module docstring after the normalizer; ``normalize_obs=False`` drops the
+    normalizer.
+
+    Args:
+        obs_size: Observation size: an int (``[B, obs_size]``), a tuple shape, or a
+            (nested) dict of those for dict observations.
+        action_size: Action dimensions ``A`` (the number of discrete actions for
+            ``action_distribution="categorical"``).
+        actor_hidden_sizes: Hidden widths of the actor MLP.
+        critic_hidden_sizes: Hidden widths of the critic MLP.
+        rngs: Parameter initialization and the sampler's RNG stream.
+        activation: Hidden activation of both MLPs.
+        normalize_obs: Put a :class:`~nnx_ppo.networks.normalizer.Normalizer` first.
+        entropy_weight: The sampler's entropy-bonus weight.
+        min_std: The Gaussian samplers' std floor (ignored for categorical).
+        action_distribution: ``"normal_tanh"``, ``"normal"`` or ``"categorical"``.
+
+    Returns:
+        The network; called as ``network(state, obs)`` it returns a
+        :class:`~nnx_ppo.networks.types.PPONetworkOutput` with actions ``[B, A]``
+        (``[B]`` int32 for categorical), log-likelihoods ``[B]`` and values ``[B]``.
+
+    Raises:
+        TypeError: If ``obs_size`` or ``rngs`` has the wrong type.
+        ValueError: If a size is not positive or ``action_distribution`` is unknown.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from flax import nnx
+        >>> net = make_mlp_actor_critic({"pos": 3, "vel": 2}, 2, (16,), (16,), rngs=nnx.Rngs(0))
+        >>> obs = {"pos": jnp.zeros((4, 3)), "vel": jnp.zeros((4, 2))}
+        >>> out = net(net.initialize_state(4), obs).output
+        >>> out.actions.shape, out.loglikelihoods.shape, out.value_estimates.shape
+        ((4, 2), (4,), (4,))
+    """
+    fn = "make_mlp_actor_critic"
+    _check_common(fn, rngs, action_distribution, normalize_obs)
+    layers, features = _obs_layers(fn, obs_size, normalize_obs)
+    action_size = _check_size(fn, "action_size", action_size)
+    actor_hidden = _check_sizes(fn, "actor_hidden_sizes", actor_hidden_sizes)
+    critic_hidden = _check_sizes(fn, "critic_hidden_sizes", critic_hidden_sizes)
+    sampler, params_per_action = _sampler(action_distribution, rngs, entropy_weight, min_std)
+    actor = MLP(
+        features, actor_hidden, params_per_action * action_size, rngs=rngs, activation=activation
+    )
+    critic = MLP(features, critic_hidden, 1, rngs=rngs, activation=activation)
+    adapter = PPOAdapter(action=Sequential([actor, sampler]), value=critic)
+    return Sequential([*layers, adapter])
+
+
+def make_lstm_actor_critic(
+    obs_size: ObsSize,
+    action_size: int,
+    lstm_size: int = 128,
+    actor_hidden_sizes: Sequence[int] = (64, 64),
+    critic_hidden_sizes: Sequence[int] = (256, 256),
+    *,
+    rngs: nnx.Rngs,
+    shared_lstm: bool = False,
+    activation: Callable[[jax.Array], jax.Array] = nnx.swish,
+    normalize_obs: bool = True,
+    entropy_weight: float = 1e-2,
+    min_std: float = 1e-3,
+    action_distribution: ActionDistribution = "normal_tanh",
+    trainable_initial_state: bool = False,
+) -> Sequential:
+    """A recurrent actor-critic: LSTM memory followed by MLP heads.
+
+    With ``shared_lstm=False`` (the default) each port owns its LSTM, so the critic's
+    gradients never reshape the actor's memory::
+
+        Sequential([Normalizer(obs_size), PPOAdapter(
+            action=Sequential([LSTM(obs, lstm_size), MLP(lstm_size, actor_hidden, 2A), sampler]),
+            value=Sequential([LSTM(obs, lstm_size), MLP(lstm_size, critic_hidden, 1)]),
+        )])
+
+    With ``shared_lstm=True`` one LSTM trunk feeds both heads (half the recurrent
+    compute; the critic's gradients also train the shared memory)::
+
+        Sequential([Normalizer(obs_size), LSTM(obs, lstm_size), PPOAdapter(
+            action=Sequential([MLP(lstm_size, actor_hidden, 2A), sampler]),
+            value=MLP(lstm_size, critic_hidden, 1),
+        )])
+
+    Observations are handled as in :func:`make_mlp_actor_critic`. The carry holds the
+    LSTM states ``{"h": [B, lstm_size], "c": [B, lstm_size]}`` at the matching positions
+    and starts at zeros (or learned values with ``trainable_initial_state``).
+
+    Args:
+        obs_size: Observation size (int, tuple shape or dict of those).
+        action_size: Action dimensions ``A`` (discrete actions for categorical).
+        lstm_size: LSTM hidden width.
+        actor_hidden_sizes: Hidden widths of the actor head MLP (``()`` for linear).
+        critic_hidden_sizes: Hidden widths of the critic head MLP.
+        rngs: Parameter initialization and the sampler's RNG stream.
+        shared_lstm: One LSTM for both ports instead of one per port.
+        activation: Hidden activation of the MLP heads.
+        normalize_obs: Put a :class:`~nnx_ppo.networks.normalizer.Normalizer` first.
+        entropy_weight: The sampler's entropy-bonus weight.
+        min_std: The Gaussian samplers' std floor.
+        action_distribution: ``"normal_tanh"``, ``"normal"`` or ``"categorical"``.
+        trainable_initial_state: Learn the LSTMs' initial carry.
+
+    Returns:
+        The network (see :func:`make_mlp_actor_critic` for the output).
+
+    Raises:
+        TypeError: If ``obs_size``, ``rngs`` or a flag has the wrong type.
+        ValueError: If a size is not positive or ``action_distribution`` is unknown.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from flax import nnx
+        >>> net = make_lstm_actor_critic(6, 2, 8, (16,), (16,), rngs=nnx.Rngs(0))
+        >>> state = net.initialize_state(3)
+        >>> state[1]["action"][0]["h"].shape
+        (3, 8)
+        >>> net(state, jnp.zeros((3, 6))).output.actions.shape
+        (3, 2)
+    """
+    fn = "make_lstm_actor_critic"
+    _check_common(fn, rngs, action_distribution, normalize_obs)
+    if not isinstance(shared_lstm, bool):
+        raise TypeError(f"{fn}: shared_lstm must be True or False, got {shared_lstm!r}.")
+    layers, features = _obs_layers(fn, obs_size, normalize_obs)
+    action_size = _check_size(fn, "action_size", action_size)
+    lstm_size = _check_size(fn, "lstm_size", lstm_size)
+    actor_hidden = _check_sizes(fn, "actor_hidden_sizes", actor_hidden_sizes)
+    critic_hidden = _check_sizes(fn, "critic_hidden_sizes", critic_hidden_sizes)
+    sampler, params_per_action = _sampler(action_distribution, rngs, entropy_weight, min_std)
+
+    def lstm() -> LSTM:
+        return LSTM(features, lstm_size, rngs=rngs, trainable_initial_state=trainable_initial_state)
+
+    actor = MLP(
+        lstm_size, actor_hidden, params_per_action * action_size, rngs=rngs, activation=activation
+    )
+    critic = MLP(lstm_size, critic_hidden, 1, rngs=rngs, activation=activation)
+    if shared_lstm:
+        adapter = PPOAdapter(action=Sequential([actor, sampler]), value=critic)
+        return Sequential([*layers, lstm(), adapter])
+    adapter = PPOAdapter(
+        action=Sequential([lstm(), actor, sampler]), value=Sequential([lstm(), critic])
+    )
+    return Sequential([*layers, adapter])
