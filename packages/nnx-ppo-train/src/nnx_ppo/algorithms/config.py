@@ -1,0 +1,358 @@
+"""Configuration of a PPO run: frozen, typed, validated dataclasses.
+
+A run is described by one :class:`TrainConfig`, which groups the algorithm
+(:class:`PPOConfig`), periodic evaluation (:class:`EvalConfig`) and video recording
+(:class:`VideoConfig`). Every field is checked when the object is built, so a bad value
+fails on the line that wrote it, with the numbers involved::
+
+    >>> PPOConfig(n_envs=100, n_minibatches=8)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: n_envs=100 is not divisible by n_minibatches=8: ...
+
+Step accounting (``total_steps``): one *env step* is one transition of one environment
+(``env.step`` on one unbatched env). An iteration collects
+``n_envs * rollout_length`` env steps; a run performs ``n_iterations`` iterations,
+``ceil(total_steps / steps_per_iteration)`` rounded up to a whole number of device calls
+(``iterations_per_call``), so it never stops short of ``total_steps``. Counters are exact
+Python integers on the host (never float32).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import numbers
+from collections.abc import Callable
+from typing import Any, Literal
+
+__all__ = [
+    "EvalConfig",
+    "LogLevel",
+    "PPOConfig",
+    "TrainConfig",
+    "VideoConfig",
+]
+
+Schedule = Callable[[Any], Any]
+"""An optax learning-rate schedule: ``count -> learning rate``."""
+
+
+class LogLevel(enum.Flag):
+    """Which groups of metrics an iteration computes and returns (combine with ``|``).
+
+    Disabled groups are not computed at all: they are dropped before compilation, so
+    XLA removes the work. The metric names of each group are listed in
+    :mod:`nnx_ppo.algorithms.logging`.
+    """
+
+    NONE = 0
+    LOSSES = enum.auto()
+    """``loss/*``: total, policy, critic and regularization losses."""
+    ACTOR = enum.auto()
+    """``actor/*``: clip fraction, approximate KL, entropy estimate, advantages."""
+    CRITIC = enum.auto()
+    """``critic/*``: explained variance, value and target statistics."""
+    ROLLOUT = enum.auto()
+    """``rollout/*``: episode return and length of episodes finished in the rollout."""
+    ENV_METRICS = enum.auto()
+    """``env/*``: the environment's own ``state.metrics``, averaged over the rollout."""
+    NETWORK_METRICS = enum.auto()
+    """``network/*``: the ``metrics`` dicts the network emits, averaged over replay."""
+    GRAD_NORM = enum.auto()
+    """``train/grad_norm``: global gradient norm before clipping."""
+    WEIGHTS = enum.auto()
+    """``train/param_norm``: global norm of the trainable parameters."""
+    THROUGHPUT = enum.auto()
+    """``throughput/*``: env steps per second and wall time (measured on the host)."""
+
+    DEFAULT = LOSSES | ACTOR | CRITIC | ROLLOUT | THROUGHPUT
+    ALL = (
+        LOSSES | ACTOR | CRITIC | ROLLOUT | ENV_METRICS | NETWORK_METRICS | GRAD_NORM
+        | WEIGHTS | THROUGHPUT
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _check_int(name: str, value: Any, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name}={value!r} must be an int (got {type(value).__name__}); "
+            f"pass a whole number >= {minimum}."
+        )
+    if int(value) < minimum:
+        raise ValueError(f"{name}={value} must be >= {minimum}.")
+
+
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}={value!r} must be a bool (True or False).")
+
+
+def _check_float(
+    name: str,
+    value: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    optional: bool = False,
+) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        hint = " or None" if optional else ""
+        raise TypeError(f"{name}={value!r} must be a real number{hint}.")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name}={value} must be finite.")
+    if low is not None and (number <= low if low_open else number < low):
+        bound = ">" if low_open else ">="
+        raise ValueError(f"{name}={value} must be {bound} {low}.")
+    if high is not None and number > high:
+        raise ValueError(f"{name}={value} must be <= {high}.")
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}.")
+
+
+# --------------------------------------------------------------------------- configs
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PPOConfig:
+    """The PPO algorithm: sizes, optimisation, advantages, losses and logging.
+
+    Attributes:
+        n_envs: Environments stepped in parallel.
+        rollout_length: Steps per environment per iteration (``T``).
+        total_steps: Env steps to train for; see the module docstring for the rounding.
+            ``0`` trains nothing (useful to evaluate an initial network).
+        n_epochs: Passes over each rollout.
+        n_minibatches: Minibatches per epoch; each is a set of
+            ``n_envs // n_minibatches`` whole environment sequences.
+        learning_rate: A positive float, or an optax schedule ``step -> lr`` where
+            ``step`` counts optimizer updates.
+        gae_lambda: GAE ``lambda`` in ``[0, 1]``.
+        discounting_factor: Discount ``gamma`` in ``[0, 1]``.
+        clip_range: PPO ratio clipping ``epsilon`` (> 0).
+        normalize_advantages: Normalise advantages to zero mean and unit variance per
+            minibatch (per reward key in ``"per_key"`` mode).
+        critic_loss_weight: Weight of the critic MSE in the total loss.
+        value_clip_range: If set, clip the new value to within this distance of the
+            rollout's value in the critic loss (PPO2-style, max of the two errors).
+        max_grad_norm: If set, clip gradients to this global norm.
+        weight_decay: Decoupled weight decay (AdamW) if > 0, else plain Adam.
+        advantage_mode: For dict rewards: ``"combined"`` sums the per-key advantages
+            (each computed with its own value head) and pairs the sum with the total
+            log-likelihood; ``"per_key"`` pairs each key's advantage with the same key's
+            log-likelihood (the action tree must then have the reward tree's keys).
+            Array rewards behave the same in both modes.
+        bootstrap_on_truncation: At a truncated step, bootstrap from the value of the
+            true final observation (computed in the rollout, before the reset). If
+            False, follow brax: the TD error at a truncated step is zeroed, so that
+            step carries no advantage.
+        reset_mode: How finished environments restart. ``"cached"`` (brax): every env
+            restarts from the state its first reset produced, at no per-step cost.
+            ``"refresh"``: the same, but the cache is re-drawn with fresh keys once per
+            iteration (one batched reset per iteration). ``"fresh"``: every finished
+            env gets a newly drawn reset state (a batched reset in every step in which
+            any env finished).
+        iterations_per_call: Iterations run inside one jitted device call (one
+            ``lax.scan``); logging, evaluation and checkpoints happen between calls.
+        log_level: Which metric groups to compute (see :class:`LogLevel`).
+    """
+
+    n_envs: int = 256
+    rollout_length: int = 20
+    total_steps: int = 1_000_000
+    n_epochs: int = 4
+    n_minibatches: int = 8
+    learning_rate: float | Schedule = 3e-4
+    gae_lambda: float = 0.95
+    discounting_factor: float = 0.99
+    clip_range: float = 0.2
+    normalize_advantages: bool = True
+    critic_loss_weight: float = 0.5
+    value_clip_range: float | None = None
+    max_grad_norm: float | None = None
+    weight_decay: float = 0.0
+    advantage_mode: Literal["combined", "per_key"] = "combined"
+    bootstrap_on_truncation: bool = True
+    reset_mode: Literal["cached", "refresh", "fresh"] = "cached"
+    iterations_per_call: int = 1
+    log_level: LogLevel = LogLevel.DEFAULT
+
+    def __post_init__(self) -> None:
+        _check_int("n_envs", self.n_envs, minimum=1)
+        _check_int("rollout_length", self.rollout_length, minimum=1)
+        _check_int("total_steps", self.total_steps, minimum=0)
+        _check_int("n_epochs", self.n_epochs, minimum=1)
+        _check_int("n_minibatches", self.n_minibatches, minimum=1)
+        _check_int("iterations_per_call", self.iterations_per_call, minimum=1)
+        if self.n_envs % self.n_minibatches:
+            up = -(-self.n_envs // self.n_minibatches) * self.n_minibatches
+            divisors = [d for d in range(self.n_minibatches, 0, -1) if self.n_envs % d == 0]
+            raise ValueError(
+                f"n_envs={self.n_envs} is not divisible by "
+                f"n_minibatches={self.n_minibatches}: each minibatch is a set of whole "
+                "environment sequences, so n_envs must be a multiple of n_minibatches "
+                f"(e.g. n_envs={up} or n_minibatches={divisors[0]})."
+            )
+        if not callable(self.learning_rate):
+            _check_float("learning_rate", self.learning_rate, low=0.0, low_open=True)
+        _check_float("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
+        _check_float("discounting_factor", self.discounting_factor, low=0.0, high=1.0)
+        _check_float("clip_range", self.clip_range, low=0.0, low_open=True)
+        _check_bool("normalize_advantages", self.normalize_advantages)
+        _check_float("critic_loss_weight", self.critic_loss_weight, low=0.0)
+        _check_float(
+            "value_clip_range", self.value_clip_range, low=0.0, low_open=True, optional=True
+        )
+        _check_float("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True, optional=True)
+        _check_float("weight_decay", self.weight_decay, low=0.0)
+        _check_choice("advantage_mode", self.advantage_mode, ("combined", "per_key"))
+        _check_bool("bootstrap_on_truncation", self.bootstrap_on_truncation)
+        _check_choice("reset_mode", self.reset_mode, ("cached", "refresh", "fresh"))
+        if not isinstance(self.log_level, LogLevel):
+            raise TypeError(
+                f"log_level={self.log_level!r} must be a LogLevel flag, e.g. "
+                "LogLevel.DEFAULT or LogLevel.LOSSES | LogLevel.ROLLOUT."
+            )
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Env steps collected per iteration: ``n_envs * rollout_length``."""
+        return self.n_envs * self.rollout_length
+
+    @property
+    def minibatch_envs(self) -> int:
+        """Environment sequences per minibatch: ``n_envs // n_minibatches``."""
+        return self.n_envs // self.n_minibatches
+
+    @property
+    def n_iterations(self) -> int:
+        """Iterations in the run: enough to reach ``total_steps``, a multiple of
+        ``iterations_per_call``."""
+        per_call = self.steps_per_iteration * self.iterations_per_call
+        return -(-self.total_steps // per_call) * self.iterations_per_call
+
+    @property
+    def updates_per_iteration(self) -> int:
+        """Optimizer updates per iteration: ``n_epochs * n_minibatches``."""
+        return self.n_epochs * self.n_minibatches
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvalConfig:
+    """Periodic evaluation on separate environments.
+
+    Attributes:
+        enabled: Run evaluations at all.
+        every_steps: Evaluate whenever this many env steps have passed since the last
+            evaluation (checked between device calls). ``None``: only before training
+            and after it.
+        n_envs: Episodes evaluated in parallel (one each).
+        max_episode_length: Steps per evaluation rollout; an episode that has not ended
+            by then is cut there.
+        deterministic: Run the network in ``eval()`` mode (samplers return their mean).
+        at_start: Also evaluate the untrained network before the first iteration.
+    """
+
+    enabled: bool = True
+    every_steps: int | None = None
+    n_envs: int = 128
+    max_episode_length: int = 1000
+    deterministic: bool = True
+    at_start: bool = True
+
+    def __post_init__(self) -> None:
+        _check_bool("enabled", self.enabled)
+        if self.every_steps is not None:
+            _check_int("every_steps", self.every_steps, minimum=1)
+        _check_int("n_envs", self.n_envs, minimum=1)
+        _check_int("max_episode_length", self.max_episode_length, minimum=1)
+        _check_bool("deterministic", self.deterministic)
+        _check_bool("at_start", self.at_start)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VideoConfig:
+    """Video of a deterministic episode, recorded alongside evaluations.
+
+    Rendering uses the environment's own ``render(trajectory, height=, width=,
+    camera=)`` (brax and MuJoCo Playground provide it) and writes MP4 files with
+    ``mediapy``.
+
+    Attributes:
+        enabled: Record videos.
+        every_steps: Record whenever this many env steps have passed since the last
+            video. ``None``: only after training.
+        episode_length: Steps to record.
+        directory: Where ``video_<step>.mp4`` files go; required when enabled.
+        width: Frame width in pixels.
+        height: Frame height in pixels.
+        camera: Camera name passed to ``render`` (``None``: the env's default).
+        fps: Frames per second; ``None`` reads ``1 / env.dt`` (30 if the env has no
+            ``dt``).
+    """
+
+    enabled: bool = False
+    every_steps: int | None = None
+    episode_length: int = 1000
+    directory: str | None = None
+    width: int = 320
+    height: int = 240
+    camera: str | None = None
+    fps: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_bool("enabled", self.enabled)
+        if self.every_steps is not None:
+            _check_int("every_steps", self.every_steps, minimum=1)
+        _check_int("episode_length", self.episode_length, minimum=1)
+        _check_int("width", self.width, minimum=1)
+        _check_int("height", self.height, minimum=1)
+        _check_float("fps", self.fps, low=0.0, low_open=True, optional=True)
+        if self.enabled and self.directory is None:
+            raise ValueError(
+                "VideoConfig(enabled=True) needs directory=...: the folder the MP4 files "
+                "are written to."
+            )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Everything :func:`~nnx_ppo.algorithms.ppo.train_ppo` needs besides env and network.
+
+    Attributes:
+        ppo: The algorithm.
+        eval: Periodic evaluation.
+        video: Video recording.
+        seed: Seed of the run's random key (env resets, minibatch shuffling,
+            evaluation). Network initialisation is seeded by the ``nnx.Rngs`` the
+            network was built with.
+        log_every_calls: Call ``log_fn`` after every this many device calls (the last
+            call always logs).
+    """
+
+    ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
+    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    video: VideoConfig = dataclasses.field(default_factory=VideoConfig)
+    seed: int = 0
+    log_every_calls: int = 1
+
+    def __post_init__(self) -> None:
+        for name, cls in (("ppo", PPOConfig), ("eval", EvalConfig), ("video", VideoConfig)):
+            value = getattr(self, name)
+            if not isinstance(value, cls):
+                raise TypeError(
+                    f"{name}={value!r} must be a {cls.__name__}; build it with {cls.__name__}(...)."
+                )
+        _check_int("seed", self.seed, minimum=0)
+        _check_int("log_every_calls", self.log_every_calls, minimum=1)

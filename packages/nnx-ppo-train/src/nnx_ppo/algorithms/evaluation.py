@@ -1,0 +1,145 @@
+"""Evaluation rollouts: one episode per environment, deterministic by default.
+
+:func:`evaluate` runs ``n_envs`` fresh episodes of at most ``max_episode_length`` steps
+with the network in ``eval()`` mode (samplers return their mean) and reports
+
+======================================  ===============================================
+``eval/episode_reward/mean``            mean undiscounted return over the episodes
+``eval/episode_reward/std``             its standard deviation
+``eval/episode_reward/<key>/mean``      per reward key, for dict rewards
+``eval/episode_length/mean``            mean episode length in steps
+======================================  ===============================================
+
+An episode counts rewards up to and including the step at which ``done`` is first set;
+environments keep stepping afterwards (their rewards are masked), so the program has a
+fixed shape. An episode still running after ``max_episode_length`` steps is cut there.
+Carries start from ``initialize_state`` and need no reset (each environment plays one
+episode). The network's own state (parameters, statistics, RNG streams) is not changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from nnx_ppo.algorithms.rollout import _ppo_output, _sum_leaves, network_step, reset_envs
+
+__all__ = ["evaluate", "make_evaluator"]
+
+Metrics = dict[str, jax.Array]
+
+
+def make_evaluator(
+    env: Any,
+    graphdef: nnx.GraphDef,
+    *,
+    n_envs: int,
+    max_episode_length: int,
+) -> Callable[[nnx.State, nnx.State, jax.Array], Metrics]:
+    """Build a jitted ``evaluator(params, network_state, key) -> metrics``.
+
+    Args:
+        env: The unbatched evaluation environment.
+        graphdef: The network's ``GraphDef`` split with ``(nnx.Param, ...)``; take it
+            from the network in ``eval()`` mode for deterministic evaluation.
+        n_envs: Episodes run in parallel.
+        max_episode_length: Steps per evaluation.
+
+    Returns:
+        A jitted function of the split network state and a raw PRNG key returning the
+        metrics in the module table (scalars).
+    """
+
+    def evaluator(params: nnx.State, network_state: nnx.State, key: jax.Array) -> Metrics:
+        model = nnx.merge(graphdef, params, network_state)
+        carry = model.initialize_state(n_envs)
+        env_state = reset_envs(env, key, n_envs)
+        zero_reward = jax.tree.map(jnp.zeros_like, env_state.reward)
+
+        def eval_step(loop, _):
+            net_state, env_s, net_carry, returns, length, active = loop
+            net_state, out = network_step(graphdef, params, net_state, net_carry, env_s.obs)
+            next_env = jax.vmap(env.step)(env_s, _ppo_output(out).actions)
+            live = active.astype(jnp.float32)
+            returns = jax.tree.map(lambda r, x: r + x * live, returns, next_env.reward)
+            length = length + active.astype(jnp.int32)
+            active = active & ~(jnp.asarray(next_env.done) > 0)
+            return (net_state, next_env, out.next_state, returns, length, active), None
+
+        loop = (
+            network_state,
+            env_state,
+            carry,
+            zero_reward,
+            jnp.zeros((n_envs,), jnp.int32),
+            jnp.ones((n_envs,), bool),
+        )
+        (_, _, _, returns, length, _), _ = jax.lax.scan(
+            eval_step, loop, None, length=max_episode_length
+        )
+        total = _sum_leaves(returns)
+        metrics = {
+            "eval/episode_reward/mean": jnp.mean(total),
+            "eval/episode_reward/std": jnp.std(total),
+            "eval/episode_length/mean": jnp.mean(length.astype(jnp.float32)),
+        }
+        if isinstance(returns, dict):
+            for name, value in returns.items():
+                metrics[f"eval/episode_reward/{name}/mean"] = jnp.mean(value)
+        return metrics
+
+    return jax.jit(evaluator)
+
+
+def evaluate(
+    env: Any,
+    network: nnx.Module,
+    key: jax.Array,
+    *,
+    n_envs: int = 128,
+    max_episode_length: int = 1000,
+    deterministic: bool = True,
+) -> dict[str, float]:
+    """Evaluate a network on fresh episodes (see the module docstring).
+
+    The network is switched to ``eval()`` mode for the rollout if ``deterministic``
+    and restored to ``train()`` mode afterwards; its state is not changed.
+
+    Args:
+        env: The unbatched evaluation environment (wrap it in
+            :class:`~nnx_ppo.wrappers.EpisodeWrapper` for a time limit).
+        network: The PPO network.
+        key: A raw PRNG key (``jax.random.PRNGKey``) for the resets.
+        n_envs: Episodes run in parallel.
+        max_episode_length: Steps per evaluation.
+        deterministic: Use the samplers' mean action.
+
+    Returns:
+        The metrics in the module table, as Python floats.
+
+    Example:
+        >>> import jax
+        >>> from flax import nnx
+        >>> from nnx_ppo.envs import PointMass
+        >>> from nnx_ppo.wrappers import EpisodeWrapper
+        >>> from nnx_ppo.networks.factories import make_mlp_actor_critic
+        >>> net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+        >>> env = EpisodeWrapper(PointMass(), episode_length=20)
+        >>> metrics = evaluate(env, net, jax.random.PRNGKey(0), n_envs=4,
+        ...                    max_episode_length=30)
+        >>> metrics["eval/episode_length/mean"]
+        20.0
+    """
+    if deterministic:
+        network.eval()
+    try:
+        graphdef, params, network_state = nnx.split(network, nnx.Param, ...)
+    finally:
+        network.train()
+    evaluator = make_evaluator(env, graphdef, n_envs=n_envs, max_episode_length=max_episode_length)
+    metrics = evaluator(params, network_state, key)
+    return {k: float(v) for k, v in jax.device_get(metrics).items()}

@@ -1,0 +1,357 @@
+"""One PPO training iteration as a pure function of :class:`~nnx_ppo.algorithms.types.TrainState`.
+
+The iteration reads like purejaxrl: nested ``lax.scan``s, one named function per level::
+
+    training_iteration                 # one iteration
+    ├── _unroll (env_step)             # rollout scan over T steps
+    ├── gae                            # advantages, reverse scan
+    ├── epoch                          # scan over n_epochs
+    │   └── minibatch_update           # scan over n_minibatches
+    │       └── minibatch_loss         # replay scan over T + ppo_loss
+    └── update_statistics              # e.g. observation normalizer, once
+
+The network is split once (``nnx.split(network, nnx.Param, ...)``) into a static
+``GraphDef`` and two states; the iteration works on those states only, so the whole
+thing is one jitted XLA program (:func:`make_train_call`, with the state donated and
+several iterations per call if asked). Statistics (``update_statistics``) change only
+after the gradient phase, so the replay of the first minibatch reproduces the rollout
+exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from nnx_ppo.algorithms.config import LogLevel, PPOConfig
+from nnx_ppo.algorithms.gae import gae
+from nnx_ppo.algorithms.losses import ppo_loss
+from nnx_ppo.algorithms.rollout import (
+    _unroll,
+    initial_episode_stats,
+    replay,
+    reset_envs,
+)
+from nnx_ppo.algorithms.types import TrainState, Transition
+
+__all__ = [
+    "init_train_state",
+    "make_optimizer",
+    "make_train_call",
+    "make_training_iteration",
+    "split_network",
+]
+
+Metrics = dict[str, jax.Array]
+
+_GROUPS = {
+    "loss/": LogLevel.LOSSES,
+    "actor/": LogLevel.ACTOR,
+    "critic/": LogLevel.CRITIC,
+    "rollout/": LogLevel.ROLLOUT,
+    "env/": LogLevel.ENV_METRICS,
+    "network/": LogLevel.NETWORK_METRICS,
+    "train/grad_norm": LogLevel.GRAD_NORM,
+    "train/param_norm": LogLevel.WEIGHTS,
+}
+
+
+def _global_norm(tree: Any) -> jax.Array:
+    """L2 norm of all leaves together (``optax.global_norm`` is deprecated, and its
+    replacement is newer than our optax floor)."""
+    return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(tree)))
+
+
+def _enabled(name: str, level: LogLevel) -> bool:
+    return any(name.startswith(prefix) and group in level for prefix, group in _GROUPS.items())
+
+
+def split_network(network: nnx.Module) -> tuple[nnx.GraphDef, nnx.State, nnx.State]:
+    """``nnx.split(network, nnx.Param, ...)``: ``(graphdef, params, network_state)``."""
+    graphdef, params, network_state = nnx.split(network, nnx.Param, ...)
+    return graphdef, params, network_state
+
+
+def make_optimizer(config: PPOConfig) -> optax.GradientTransformation:
+    """Adam (AdamW if ``weight_decay > 0``), after global-norm clipping if configured.
+
+    Args:
+        config: Reads ``learning_rate`` (float or schedule), ``weight_decay`` and
+            ``max_grad_norm``.
+
+    Returns:
+        An optax ``GradientTransformation``.
+    """
+    if config.weight_decay > 0:
+        base = optax.adamw(config.learning_rate, weight_decay=config.weight_decay)
+    else:
+        base = optax.adam(config.learning_rate)
+    if config.max_grad_norm is None:
+        return base
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), base)
+
+
+def init_train_state(
+    env: Any,
+    network: nnx.Module,
+    config: PPOConfig,
+    optimizer: optax.GradientTransformation,
+    key: jax.Array,
+) -> tuple[nnx.GraphDef, TrainState]:
+    """Split the network and build the initial :class:`TrainState`.
+
+    Every array is copied, so donating the state to the jitted iteration never
+    invalidates the arrays held by ``network``.
+
+    Args:
+        env: The unbatched environment.
+        network: The PPO network (in train mode).
+        config: The algorithm configuration.
+        optimizer: From :func:`make_optimizer`.
+        key: The run's raw PRNG key (``jax.random.PRNGKey``).
+
+    Returns:
+        ``(graphdef, state)``.
+    """
+    graphdef, params, network_state = split_network(network)
+    key, reset_key = jax.random.split(key)
+    # Jitted: an eager vmapped reset of a physics env dispatches op by op (slow).
+    env_state = jax.jit(lambda k: reset_envs(env, k, config.n_envs))(reset_key)
+    reset_state = None if config.reset_mode == "fresh" else env_state
+    state = TrainState(
+        params=params,
+        network_state=network_state,
+        opt_state=optimizer.init(params),
+        env_state=env_state,
+        reset_state=reset_state,
+        carry=network.initialize_state(config.n_envs),
+        episodes=initial_episode_stats(config.n_envs),
+        rng=key,
+        iteration=jnp.zeros((), jnp.int32),
+    )
+    # Every leaf gets its own buffer: the state is donated to the jitted iteration, and
+    # a buffer shared with the network object or between two leaves (the cached reset
+    # state is the first env state) cannot be donated.
+    return graphdef, jax.tree.map(jnp.copy, state)
+
+
+def _flatten_metrics(prefix: str, tree: Any) -> Metrics:
+    """Nested network metrics -> ``{"network/<path>": mean}``."""
+    flat = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        parts = []
+        for entry in path:
+            for attr in ("key", "idx", "name"):
+                if hasattr(entry, attr):
+                    parts.append(str(getattr(entry, attr)))
+                    break
+        flat[prefix + "/".join(parts)] = jnp.mean(leaf)
+    return flat
+
+
+def make_training_iteration(
+    env: Any,
+    graphdef: nnx.GraphDef,
+    optimizer: optax.GradientTransformation,
+    config: PPOConfig,
+) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
+    """Build the pure function that runs one PPO iteration.
+
+    Args:
+        env: The unbatched environment.
+        graphdef: The network's ``GraphDef`` (train mode), from :func:`init_train_state`.
+        optimizer: The optax optimizer whose state is in ``TrainState.opt_state``.
+        config: The algorithm configuration (static).
+
+    Returns:
+        ``training_iteration(state) -> (state, metrics)``: pure and jit-able; metrics
+        are scalars, only those of the groups enabled in ``config.log_level``.
+    """
+    level = config.log_level
+    n_envs, n_minibatches = config.n_envs, config.n_minibatches
+    want_network_metrics = LogLevel.NETWORK_METRICS in level
+
+    def minibatch_loss(params, network_state, minibatch):
+        transitions, initial_carry, advantages, targets = minibatch
+        out = replay(
+            graphdef,
+            params,
+            network_state,
+            initial_carry,
+            transitions,
+            collect_metrics=want_network_metrics,
+        )
+        loss, metrics = ppo_loss(
+            out.log_likelihood,
+            out.value,
+            out.regularization,
+            transitions.log_likelihood,
+            transitions.value,
+            advantages,
+            targets,
+            clip_range=config.clip_range,
+            critic_loss_weight=config.critic_loss_weight,
+            value_clip_range=config.value_clip_range,
+            normalize=config.normalize_advantages,
+            advantage_mode=config.advantage_mode,
+        )
+        if want_network_metrics:
+            metrics.update(_flatten_metrics("network/", out.metrics))
+        return loss, metrics
+
+    def minibatch_update(carry, minibatch, network_state):
+        params, opt_state = carry
+        grad_fn = jax.value_and_grad(minibatch_loss, has_aux=True)
+        (_, metrics), grads = grad_fn(params, network_state, minibatch)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        if LogLevel.GRAD_NORM in level:
+            metrics["train/grad_norm"] = _global_norm(grads)
+        return (params, opt_state), metrics
+
+    def epoch(carry, key, data, network_state):
+        # Minibatches are sets of whole environment sequences: shuffle the env axis
+        # (axis 1 of [T, B, ...] data, axis 0 of the [B, ...] initial carry).
+        transitions, initial_carry, advantages, targets = data
+        perm = jax.random.permutation(key, n_envs)
+
+        def split_time_major(x):  # [T, B, ...] -> [M, T, B/M, ...]
+            x = jnp.take(x, perm, axis=1)
+            x = x.reshape(x.shape[0], n_minibatches, -1, *x.shape[2:])
+            return jnp.swapaxes(x, 0, 1)
+
+        def split_batch_major(x):  # [B, ...] -> [M, B/M, ...]
+            return jnp.take(x, perm, axis=0).reshape(n_minibatches, -1, *x.shape[1:])
+
+        minibatches = (
+            jax.tree.map(split_time_major, transitions),
+            jax.tree.map(split_batch_major, initial_carry),
+            jax.tree.map(split_time_major, advantages),
+            jax.tree.map(split_time_major, targets),
+        )
+        return jax.lax.scan(
+            lambda c, mb: minibatch_update(c, mb, network_state), carry, minibatches
+        )
+
+    def training_iteration(state: TrainState) -> tuple[TrainState, Metrics]:
+        rng, rollout_key, refresh_key, shuffle_key = jax.random.split(state.rng, 4)
+
+        # 1. Rollout: T steps of all environments with the current parameters.
+        reset_state = state.reset_state
+        if config.reset_mode == "refresh":
+            reset_state = reset_envs(env, refresh_key, n_envs)
+        network_state, env_state, carry, episodes, _, rollout = _unroll(
+            env,
+            graphdef,
+            state.params,
+            state.network_state,
+            state.env_state,
+            state.carry,
+            state.episodes,
+            rollout_key,
+            reset_state,
+            length=config.rollout_length,
+            bootstrap_on_truncation=config.bootstrap_on_truncation,
+            env_metrics=LogLevel.ENV_METRICS in level,
+        )
+        transitions: Transition = rollout.transitions
+
+        # 2. Advantages and value targets, once per iteration.
+        advantages, targets = gae(
+            transitions.reward,
+            transitions.value,
+            rollout.bootstrap_value,
+            transitions.termination,
+            transitions.truncation,
+            discounting_factor=config.discounting_factor,
+            gae_lambda=config.gae_lambda,
+            final_values=transitions.final_value,
+        )
+
+        # 3. Gradient phase: n_epochs passes of n_minibatches replayed minibatches.
+        #    The non-param network state stays as in the rollout throughout.
+        data = (transitions, rollout.initial_carry, advantages, targets)
+        (params, opt_state), metrics = jax.lax.scan(
+            lambda c, k: epoch(c, k, data, network_state),
+            (state.params, state.opt_state),
+            jax.random.split(shuffle_key, config.n_epochs),
+        )
+        metrics = {
+            k: jnp.max(v) if k.endswith("max_deviation") else jnp.mean(v)
+            for k, v in metrics.items()
+        }
+
+        # 4. Running statistics (e.g. the observation normalizer), once, afterwards.
+        model = nnx.merge(graphdef, params, network_state)
+        model.update_statistics(transitions.rollout_extras)
+        _, _, network_state = nnx.split(model, nnx.Param, ...)
+
+        metrics.update(rollout.metrics)
+        if LogLevel.WEIGHTS in level:
+            metrics["train/param_norm"] = _global_norm(params)
+        metrics = {k: v for k, v in metrics.items() if _enabled(k, level)}
+
+        new_state = TrainState(
+            params=params,
+            network_state=network_state,
+            opt_state=opt_state,
+            env_state=env_state,
+            reset_state=reset_state,
+            carry=carry,
+            episodes=episodes,
+            rng=rng,
+            iteration=state.iteration + 1,
+        )
+        return new_state, metrics
+
+    return training_iteration
+
+
+_PER_EPISODE = ("rollout/episode_reward", "rollout/episode_length")
+
+
+def _aggregate(metrics: Metrics) -> Metrics:
+    """Combine ``[K]``-stacked iteration metrics: means, except that episode counts add
+    up and per-episode means are weighted by the number of episodes of each iteration."""
+    out = {k: jnp.mean(v, axis=0) for k, v in metrics.items()}
+    if "rollout/episodes" in metrics:
+        counts = metrics["rollout/episodes"]
+        total = jnp.sum(counts)
+        out["rollout/episodes"] = total
+        for name in _PER_EPISODE:
+            if name in metrics:
+                weighted = jnp.sum(jnp.where(counts > 0, metrics[name] * counts, 0.0))
+                out[name] = jnp.where(total > 0, weighted / jnp.maximum(total, 1.0), jnp.nan)
+    return out
+
+
+def make_train_call(
+    training_iteration: Callable[[TrainState], tuple[TrainState, Metrics]],
+    iterations_per_call: int = 1,
+) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
+    """Jit ``iterations_per_call`` iterations into one device call, donating the state.
+
+    Args:
+        training_iteration: From :func:`make_training_iteration`.
+        iterations_per_call: Iterations per call (a ``lax.scan`` if > 1).
+
+    Returns:
+        ``train_call(state) -> (state, metrics)``; the metrics are averaged over the
+        call's iterations (``rollout/episodes`` is summed and the per-episode means are
+        weighted by it). The input state's buffers are donated: do not reuse it.
+    """
+
+    def train_call(state: TrainState) -> tuple[TrainState, Metrics]:
+        if iterations_per_call == 1:
+            return training_iteration(state)
+        state, metrics = jax.lax.scan(
+            lambda s, _: training_iteration(s), state, None, length=iterations_per_call
+        )
+        return state, _aggregate(metrics)
+
+    return jax.jit(train_call, donate_argnums=0)

@@ -1,0 +1,260 @@
+"""Logging: the ``log_fn(metrics, step)`` callback and built-in sinks.
+
+:func:`~nnx_ppo.algorithms.ppo.train_ppo` calls every sink with a flat dict of Python
+floats and the exact number of env steps so far (a Python ``int``). A sink is any
+callable ``(metrics, step) -> None``; the built-in ones also have ``close()``.
+
+- :class:`ProgressBar`: a live tqdm bar (steps, steps per second, latest eval reward,
+  ETA), silent when the output is not a terminal;
+- :class:`JSONLWriter`: one JSON object per call, ``{"step": ..., **metrics}``;
+- :class:`TensorBoardWriter`: scalars via ``tensorboardX`` (extra ``logging``);
+- :class:`WandbWriter`: ``wandb.log`` (extra ``wandb``).
+
+Metric names. Which groups are computed is set by
+:class:`~nnx_ppo.algorithms.config.LogLevel` (``PPOConfig.log_level``); training metrics
+are averaged over the epochs and minibatches of an iteration (and over the iterations
+of one device call), evaluation metrics are logged when an evaluation runs.
+
+================================== ================ ============================================
+name                               group            meaning
+================================== ================ ============================================
+``loss/total``                     LOSSES           total minibatch loss
+``loss/policy``                    LOSSES           clipped surrogate loss
+``loss/critic``                    LOSSES           ``0.5 * MSE`` of the value heads (summed)
+``loss/regularization``            LOSSES           mean network regularization (entropy bonus...)
+``actor/clip_fraction``            ACTOR            share of samples with ``|ratio - 1| > clip``
+``actor/approx_kl``                ACTOR            ``mean((ratio - 1) - log ratio)``
+``actor/ratio_max_deviation``      ACTOR            ``max |ratio - 1|`` (max over minibatches)
+``actor/entropy_estimate``         ACTOR            ``-mean log pi(a)`` of the replayed actions
+``actor/advantage_mean``           ACTOR            advantage mean before normalisation
+``actor/advantage_std``            ACTOR            advantage std before normalisation
+``critic/explained_variance``      CRITIC           ``1 - Var(target - V) / Var(target)``
+``critic/value_mean``              CRITIC           mean value estimate
+``critic/target_mean``             CRITIC           mean value target
+``rollout/episode_reward``         ROLLOUT          mean return of episodes ended (NaN if none)
+``rollout/episode_length``         ROLLOUT          their mean length
+``rollout/episodes``               ROLLOUT          how many ended
+``rollout/reward``                 ROLLOUT          mean reward per env step
+``env/<name>``                     ENV_METRICS      ``state.metrics[name]`` averaged over steps
+``network/<path>``                 NETWORK_METRICS  the network's metrics, e.g. sampler entropy
+``train/grad_norm``                GRAD_NORM        global gradient norm (before clipping)
+``train/param_norm``               WEIGHTS          global parameter norm
+``throughput/sps``                 THROUGHPUT       env steps per second since the last log
+``throughput/wall_time``           THROUGHPUT       seconds since training started
+``eval/episode_reward/mean``       (evaluation)     mean deterministic episode return
+``eval/episode_reward/std``        (evaluation)     its standard deviation
+``eval/episode_reward/<key>/mean`` (evaluation)     per reward key, for dict rewards
+``eval/episode_length/mean``       (evaluation)     mean episode length
+================================== ================ ============================================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+from typing import IO, Any
+
+__all__ = [
+    "JSONLWriter",
+    "LogFn",
+    "ProgressBar",
+    "TensorBoardWriter",
+    "WandbWriter",
+    "combine",
+]
+
+LogFn = Callable[[Mapping[str, float], int], None]
+"""A logging callback: ``log_fn(metrics, step)`` with float metrics and an int step."""
+
+EVAL_REWARD = "eval/episode_reward/mean"
+
+
+class ProgressBar:
+    """A tqdm progress bar over env steps: SPS, latest eval reward, ETA.
+
+    Args:
+        total_steps: The run's env steps (the bar's total).
+        initial_step: Steps already done (when resuming).
+        disable: ``None`` (default) disables the bar when the output is not a terminal;
+            ``True`` / ``False`` force it.
+        file: Where to draw (default ``sys.stderr``).
+
+    Example:
+        >>> bar = ProgressBar(1000, disable=True)
+        >>> bar({"throughput/sps": 500.0, "eval/episode_reward/mean": 3.0}, 500)
+        >>> bar.close()
+    """
+
+    def __init__(
+        self,
+        total_steps: int,
+        *,
+        initial_step: int = 0,
+        disable: bool | None = None,
+        file: IO[str] | None = None,
+    ) -> None:
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(
+            total=total_steps,
+            initial=initial_step,
+            disable=disable,
+            file=file,
+            unit="step",
+            unit_scale=True,
+            dynamic_ncols=True,
+            desc="train_ppo",
+        )
+        self._step = initial_step
+        self._eval: float | None = None
+
+    def __call__(self, metrics: Mapping[str, float], step: int) -> None:
+        """Advance to ``step`` and show SPS and the latest eval reward."""
+        if EVAL_REWARD in metrics:
+            self._eval = float(metrics[EVAL_REWARD])
+        postfix = {}
+        if "throughput/sps" in metrics:
+            postfix["sps"] = f"{metrics['throughput/sps']:.3g}"
+        if self._eval is not None:
+            postfix["eval"] = f"{self._eval:.4g}"
+        if postfix:
+            self._bar.set_postfix(postfix, refresh=False)
+        self._bar.update(step - self._step)
+        self._step = step
+
+    def close(self) -> None:
+        """Close the bar."""
+        self._bar.close()
+
+
+class JSONLWriter:
+    """Append one JSON line ``{"step": step, **metrics}`` per call to a file.
+
+    Non-finite values are written as ``null`` (strict JSON). The file is flushed after
+    every line, so it can be followed while training runs.
+
+    Args:
+        path: The ``.jsonl`` file; parent directories are created.
+
+    Example:
+        >>> import json, pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "metrics.jsonl"
+        >>> with JSONLWriter(path) as log:
+        ...     log({"loss/total": 1.5}, 100)
+        >>> json.loads(path.read_text())
+        {'step': 100, 'loss/total': 1.5}
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        directory = os.path.dirname(os.fspath(path))
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        self.path = os.fspath(path)
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def __call__(self, metrics: Mapping[str, float], step: int) -> None:
+        """Write one line."""
+        record: dict[str, Any] = {"step": int(step)}
+        for name, value in metrics.items():
+            value = float(value)
+            record[name] = value if math.isfinite(value) else None
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+    def __enter__(self) -> JSONLWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class TensorBoardWriter:
+    """Write every metric as a TensorBoard scalar (needs ``tensorboardX``).
+
+    Args:
+        logdir: The event directory.
+
+    Raises:
+        ImportError: If ``tensorboardX`` is not installed (``pip install
+            nnx-ppo-train[logging]``).
+    """
+
+    def __init__(self, logdir: str | os.PathLike[str]) -> None:
+        try:
+            from tensorboardX import SummaryWriter
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "TensorBoardWriter needs tensorboardX: pip install 'nnx-ppo-train[logging]'."
+            ) from e
+        self._writer = SummaryWriter(os.fspath(logdir))
+
+    def __call__(self, metrics: Mapping[str, float], step: int) -> None:
+        """Add one scalar per metric at ``step``."""
+        for name, value in metrics.items():
+            self._writer.add_scalar(name, float(value), int(step))
+        self._writer.flush()
+
+    def close(self) -> None:
+        """Close the event file."""
+        self._writer.close()
+
+
+class WandbWriter:
+    """Log metrics to Weights & Biases (needs ``wandb``).
+
+    Args:
+        **init_kwargs: Passed to ``wandb.init`` (``project``, ``name``, ``config``...).
+            If a run is already active and no arguments are given, it is used.
+
+    Raises:
+        ImportError: If ``wandb`` is not installed (``pip install
+            nnx-ppo-train[wandb]``).
+    """
+
+    def __init__(self, **init_kwargs: Any) -> None:
+        try:
+            import wandb
+        except ImportError as e:
+            raise ImportError("WandbWriter needs wandb: pip install 'nnx-ppo-train[wandb]'.") from e
+        self._wandb = wandb
+        self._run: Any
+        self._run = wandb.run if (wandb.run is not None and not init_kwargs) else None
+        if self._run is None:
+            self._run = wandb.init(**init_kwargs)
+
+    def __call__(self, metrics: Mapping[str, float], step: int) -> None:
+        """``run.log(metrics, step=step)``."""
+        self._run.log({k: float(v) for k, v in metrics.items()}, step=int(step))
+
+    def close(self) -> None:
+        """Finish the run."""
+        self._run.finish()
+
+
+def combine(*log_fns: LogFn | None) -> LogFn:
+    """One ``log_fn`` calling each given callable in order (``None`` entries skipped).
+
+    Args:
+        *log_fns: Sinks or user callbacks ``(metrics, step) -> None``.
+
+    Returns:
+        A ``log_fn``.
+    """
+    sinks = [fn for fn in log_fns if fn is not None]
+    for fn in sinks:
+        if not callable(fn):
+            raise TypeError(
+                f"combine: {fn!r} is not callable; a log_fn is called as log_fn(metrics, step)."
+            )
+
+    def log_fn(metrics: Mapping[str, float], step: int) -> None:
+        for fn in sinks:
+            fn(metrics, step)
+
+    return log_fn

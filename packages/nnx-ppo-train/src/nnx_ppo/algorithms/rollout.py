@@ -1,0 +1,452 @@
+"""Rollout collection (:func:`unroll_env`) and its exact replay (:func:`replay`).
+
+A rollout runs ``T`` steps of ``B`` environments with a stateful network. Per step::
+
+    out      = network(carry_t, obs_t)                  # sample actions, emit extras
+    next     = vmap(env.step)(env_state_t, out.actions)
+    carry'   = reset where next.done (per environment)  # lockstep with the env reset
+    env'     = restart the environments where next.done
+
+and the step is recorded as a :class:`~nnx_ppo.algorithms.types.Transition`. The replay
+runs the same recurrence over a stored rollout: it starts from the carry stored at the
+start of the rollout, feeds the stored observations and ``rollout_extras`` (so samplers
+re-score the stored actions instead of drawing new ones) and resets the carry exactly
+where the rollout did. With unchanged parameters the replay reproduces the rollout's
+log-likelihoods and values (ratio 1 before the first update).
+
+**Auto-reset.** Finished environments restart without resetting every environment at
+every step (``reset_mode`` of :class:`~nnx_ppo.algorithms.config.PPOConfig`):
+
+- ``"cached"`` (default, brax's approach): a batched reset state drawn once at the start
+  of training; each finished environment is replaced by its cached state with one
+  elementwise select (:func:`nnx_ppo.wrappers.reset_done`). No reset is ever computed
+  in the loop, but each environment always restarts from the same state (diversity
+  comes from having many environments).
+- ``"refresh"``: as ``"cached"``, but the cache is redrawn with fresh keys at the start
+  of every iteration: one batched reset per iteration.
+- ``"fresh"``: every finished environment restarts from a newly drawn state. A batched
+  reset is computed inside ``lax.cond`` only at steps where at least one environment
+  finished.
+
+Measured on CPU (2 shared cores), brax ``inverted_pendulum`` (``backend="generalized"``),
+256 environments, 20-step rollouts, the 32x4 / 256x5 MLP, untrained (about 46 of the
+256 episodes end at every step), env steps per second of the rollout alone:
+``"cached"`` 19-20k (1.00x), ``"refresh"`` 14-15k (0.74x: a generalized-pipeline reset
+costs about as much as 7 steps), ``"fresh"`` 13k (0.67x: a batched reset at every
+step). ``"fresh"`` costs nothing extra at steps where no episode ends.
+
+**Truncation.** Truncation is read from ``state.info["truncation"]`` (written by our
+:class:`~nnx_ppo.wrappers.EpisodeWrapper`, brax's and MuJoCo Playground's); environments
+without it never truncate. With ``bootstrap_on_truncation`` the value of the true final
+observation (before the reset replaces it) is computed for the advantage estimate: one
+extra network call, again under ``lax.cond`` only at steps where some environment was
+truncated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+from nnx_ppo.algorithms.types import EpisodeStats, Transition
+from nnx_ppo.networks.types import PPONetworkOutput, StatefulModuleOutput, reset_where
+from nnx_ppo.wrappers.auto_reset import reset_done
+
+__all__ = [
+    "ReplayOutput",
+    "Rollout",
+    "initial_episode_stats",
+    "network_step",
+    "replay",
+    "reset_envs",
+    "truncation_of",
+    "unroll_env",
+]
+
+
+@struct.dataclass
+class Rollout:
+    """The result of a rollout.
+
+    Attributes:
+        transitions: :class:`~nnx_ppo.algorithms.types.Transition` with leaves
+            ``[T, B, ...]``.
+        initial_carry: The network carry before the first step, leaves ``[B, ...]``
+            (where the replay starts).
+        bootstrap_value: Pytree (the reward tree) of ``[B]`` values of the observation
+            after the last step, computed with the carry after the last step.
+        metrics: Scalar rollout statistics: ``rollout/episode_reward`` and
+            ``rollout/episode_length`` (means over the episodes that ended in this
+            rollout; NaN if none did), ``rollout/episodes`` (their number),
+            ``rollout/reward`` (mean reward per step) and, if requested, ``env/<name>``
+            (each ``state.metrics`` entry averaged over the rollout).
+    """
+
+    transitions: Transition
+    initial_carry: Any
+    bootstrap_value: Any
+    metrics: dict[str, jax.Array]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def network_step(
+    graphdef: nnx.GraphDef,
+    params: nnx.State,
+    network_state: nnx.State,
+    carry: Any,
+    obs: Any,
+    rollout_extras: Any = None,
+) -> tuple[nnx.State, StatefulModuleOutput]:
+    """One network call on split state (pure: returns the updated non-param state).
+
+    Args:
+        graphdef: The network's ``nnx.GraphDef``.
+        params: Its ``nnx.Param`` state.
+        network_state: The rest of its state (statistics, RNG streams).
+        carry: The carry, leaves ``[B, ...]``.
+        obs: The observation, leaves ``[B, ...]``.
+        rollout_extras: ``None`` to act, or stored extras to replay.
+
+    Returns:
+        ``(network_state, output)``: the non-param state after the call (RNG streams
+        advance when sampling) and the module's :class:`StatefulModuleOutput`, whose
+        ``output`` is a :class:`~nnx_ppo.networks.types.PPONetworkOutput`.
+    """
+    model = nnx.merge(graphdef, params, network_state)
+    out = model(carry, obs, rollout_extras)
+    _, _, network_state = nnx.split(model, nnx.Param, ...)
+    return network_state, out
+
+
+def _reset_carry(
+    graphdef: nnx.GraphDef, params: nnx.State, network_state: nnx.State, done: jax.Array, carry: Any
+) -> Any:
+    """The carry with ``reset_state`` applied where ``done`` (``[B]``)."""
+    return reset_where(nnx.merge(graphdef, params, network_state), done, carry)
+
+
+def truncation_of(env_state: Any) -> jax.Array:
+    """``[B]`` bool: ``env_state.info["truncation"] > 0``, all False if absent."""
+    done = jnp.asarray(env_state.done)
+    truncation = env_state.info.get("truncation") if hasattr(env_state, "info") else None
+    if truncation is None:
+        return jnp.zeros(done.shape, bool)
+    return jnp.asarray(truncation).reshape(done.shape) > 0
+
+
+def reset_envs(env: Any, key: jax.Array, n_envs: int) -> Any:
+    """``jax.vmap(env.reset)`` over ``n_envs`` keys split from ``key``: a batched state."""
+    return jax.vmap(env.reset)(jax.random.split(key, n_envs))
+
+
+def _sum_leaves(tree: Any) -> jax.Array:
+    leaves = jax.tree.leaves(tree)
+    total = leaves[0]
+    for leaf in leaves[1:]:
+        total = total + leaf
+    return total
+
+
+def _ppo_output(out: StatefulModuleOutput) -> PPONetworkOutput:
+    if not isinstance(out.output, PPONetworkOutput):
+        raise TypeError(
+            f"the network's output is a {type(out.output).__name__}, not a "
+            "PPONetworkOutput; end the network with a PPOAdapter(action=..., value=...)."
+        )
+    return out.output
+
+
+# --------------------------------------------------------------------------- rollout
+
+
+def _unroll(
+    env: Any,
+    graphdef: nnx.GraphDef,
+    params: nnx.State,
+    network_state: nnx.State,
+    env_state: Any,
+    carry: Any,
+    episodes: EpisodeStats,
+    key: jax.Array,
+    reset_state: Any,
+    *,
+    length: int,
+    bootstrap_on_truncation: bool,
+    env_metrics: bool = False,
+) -> tuple[nnx.State, Any, Any, EpisodeStats, jax.Array, Rollout]:
+    """The rollout on split network state (the jitted trainer's building block).
+
+    ``reset_state`` is the batched state finished environments restart from, or
+    ``None`` to draw fresh reset states from ``key``. Returns ``(network_state,
+    env_state, carry, episodes, key, rollout)``.
+    """
+    batched_reset = jax.vmap(env.reset)
+    n_envs = jnp.shape(env_state.done)[0]
+
+    def final_value(net_state: nnx.State, next_carry: Any, final_obs: Any, trunc: jax.Array):
+        """Values of the pre-reset observations (only computed if some env truncated)."""
+
+        def compute(p, ns, c, o):
+            # Operands are passed explicitly (not closed over) so that NNX variables
+            # are created at this trace level. The network state after this extra
+            # call is discarded, so the rollout's random streams do not depend on
+            # when truncations happen.
+            _, out = network_step(graphdef, p, ns, c, o)
+            return _ppo_output(out).value_estimates
+
+        operands = (params, net_state, next_carry, final_obs)
+        shapes = jax.eval_shape(compute, *operands)
+
+        def zeros(*_):
+            return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+        values = jax.lax.cond(jnp.any(trunc), compute, zeros, *operands)
+        return jax.tree.map(lambda v: jnp.where(trunc, v, jnp.zeros_like(v)), values)
+
+    def restart(next_env: Any, done: jax.Array, step_key: jax.Array) -> Any:
+        if reset_state is not None:
+            return reset_done(next_env, reset_state)
+        return jax.lax.cond(
+            jnp.any(done),
+            lambda: reset_done(next_env, batched_reset(jax.random.split(step_key, n_envs))),
+            lambda: next_env,
+        )
+
+    def env_step(loop, _):
+        net_state, env_s, net_carry, eps, key = loop
+        key, step_key = jax.random.split(key)
+        obs = env_s.obs
+        net_state, out = network_step(graphdef, params, net_state, net_carry, obs)
+        ppo = _ppo_output(out)
+        next_env = jax.vmap(env.step)(env_s, ppo.actions)
+
+        done = jnp.asarray(next_env.done) > 0
+        trunc = truncation_of(next_env) & done
+        final = (
+            final_value(net_state, out.next_state, next_env.obs, trunc)
+            if bootstrap_on_truncation
+            else None
+        )
+        next_carry = _reset_carry(graphdef, params, net_state, done, out.next_state)
+        next_env_state = restart(next_env, done, step_key)
+
+        step_return = eps.episode_return + _sum_leaves(next_env.reward)
+        step_length = eps.episode_length + 1
+        done_f = done.astype(step_return.dtype)
+        summary = {
+            "return": jnp.sum(step_return * done_f),
+            "length": jnp.sum(step_length * done_f),
+            "episodes": jnp.sum(done_f),
+            "reward": jnp.mean(_sum_leaves(next_env.reward)),
+        }
+        if env_metrics:
+            summary.update(
+                {f"env/{k}": jnp.mean(v) for k, v in getattr(next_env, "metrics", {}).items()}
+            )
+        eps = EpisodeStats(
+            episode_return=jnp.where(done, 0.0, step_return),
+            episode_length=jnp.where(done, 0, step_length),
+        )
+        transition = Transition(
+            obs=obs,
+            rollout_extras=out.rollout_extras,
+            log_likelihood=ppo.loglikelihoods,
+            value=ppo.value_estimates,
+            reward=next_env.reward,
+            done=done,
+            truncation=trunc,
+            final_value=final,
+        )
+        return (net_state, next_env_state, next_carry, eps, key), (transition, summary)
+
+    initial_carry = carry
+    loop = (network_state, env_state, carry, episodes, key)
+    loop, (transitions, summary) = jax.lax.scan(env_step, loop, None, length=length)
+    network_state, env_state, carry, episodes, key = loop
+
+    _, last = network_step(graphdef, params, network_state, carry, env_state.obs)
+    bootstrap_value = _ppo_output(last).value_estimates
+
+    n_done = jnp.sum(summary["episodes"])
+
+    def per_episode(total: jax.Array) -> jax.Array:  # NaN if no episode ended
+        return jnp.where(n_done > 0, jnp.sum(total) / jnp.maximum(n_done, 1.0), jnp.nan)
+
+    metrics = {
+        "rollout/episode_reward": per_episode(summary["return"]),
+        "rollout/episode_length": per_episode(summary["length"]),
+        "rollout/episodes": n_done,
+        "rollout/reward": jnp.mean(summary["reward"]),
+    }
+    metrics.update({k: jnp.mean(v) for k, v in summary.items() if k.startswith("env/")})
+    rollout = Rollout(
+        transitions=transitions,
+        initial_carry=initial_carry,
+        bootstrap_value=jax.lax.stop_gradient(bootstrap_value),
+        metrics=metrics,
+    )
+    return network_state, env_state, carry, episodes, key, rollout
+
+
+def initial_episode_stats(n_envs: int) -> EpisodeStats:
+    """Zeroed :class:`~nnx_ppo.algorithms.types.EpisodeStats` for ``n_envs`` environments."""
+    return EpisodeStats(
+        episode_return=jnp.zeros((n_envs,), jnp.float32),
+        episode_length=jnp.zeros((n_envs,), jnp.int32),
+    )
+
+
+def unroll_env(
+    env: Any,
+    network: nnx.Module,
+    env_state: Any,
+    carry: Any,
+    length: int,
+    *,
+    reset_state: Any = None,
+    key: jax.Array | None = None,
+    bootstrap_on_truncation: bool = True,
+    env_metrics: bool = False,
+) -> tuple[Any, Any, Rollout]:
+    """Run ``length`` steps of a batch of environments with a stateful network.
+
+    The network's non-parameter state (its sampler RNG streams) is advanced in place;
+    parameters and statistics are not changed. Jit-able (e.g. inside ``nnx.jit``).
+
+    Args:
+        env: An unbatched environment (``reset(key)``, ``step(state, action)``); it is
+            vmapped here.
+        network: A :class:`~nnx_ppo.networks.types.StatefulModule` whose output is a
+            :class:`~nnx_ppo.networks.types.PPONetworkOutput`.
+        env_state: Batched environment state, leaves ``[B, ...]`` (e.g. from
+            :func:`reset_envs`).
+        carry: The network carry, leaves ``[B, ...]``.
+        length: ``T``, the number of steps.
+        reset_state: Batched state that finished environments restart from (the cached
+            reset, e.g. the ``env_state`` of the first reset).
+        key: If ``reset_state`` is ``None``: the key fresh reset states are drawn from.
+        bootstrap_on_truncation: Compute the value of the true final observation at
+            truncated steps (``Transition.final_value``).
+        env_metrics: Also average the environments' ``state.metrics`` into
+            ``Rollout.metrics`` (``env/<name>``).
+
+    Returns:
+        ``(env_state, carry, rollout)``: the batched environment state and the carry
+        after the last step (finished environments already restarted and their carries
+        reset), and the :class:`Rollout`.
+
+    Raises:
+        ValueError: If neither ``reset_state`` nor ``key`` is given.
+        TypeError: If the network's output is not a ``PPONetworkOutput``.
+
+    Example:
+        >>> import jax
+        >>> from flax import nnx
+        >>> from nnx_ppo.envs import PointMass
+        >>> from nnx_ppo.networks.factories import make_mlp_actor_critic
+        >>> env = PointMass()
+        >>> net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+        >>> first = reset_envs(env, jax.random.key(0), 4)
+        >>> state, carry, rollout = unroll_env(
+        ...     env, net, first, net.initialize_state(4), 5, reset_state=first)
+        >>> rollout.transitions.reward.shape
+        (5, 4)
+    """
+    if reset_state is None and key is None:
+        raise ValueError(
+            "unroll_env needs reset_state=... (restart finished environments from a "
+            "cached batched state, e.g. the first reset) or key=... (draw fresh reset "
+            "states)."
+        )
+    if key is None:
+        key = jax.random.PRNGKey(0)
+    graphdef, params, network_state = nnx.split(network, nnx.Param, ...)
+    n_envs = jnp.shape(env_state.done)[0]
+    network_state, env_state, carry, _, _, rollout = _unroll(
+        env,
+        graphdef,
+        params,
+        network_state,
+        env_state,
+        carry,
+        initial_episode_stats(n_envs),
+        key,
+        reset_state,
+        length=length,
+        bootstrap_on_truncation=bootstrap_on_truncation,
+        env_metrics=env_metrics,
+    )
+    nnx.update(network, network_state)
+    return env_state, carry, rollout
+
+
+# --------------------------------------------------------------------------- replay
+
+
+@struct.dataclass
+class ReplayOutput:
+    """What the replay of a stored rollout recomputes, leaves ``[T, b, ...]``.
+
+    Attributes:
+        log_likelihood: Pytree (action tree) of ``[T, b]``.
+        value: Pytree (reward tree) of ``[T, b]``.
+        regularization: ``[T, b]`` per-sample regularization loss (broadcast).
+        metrics: The network's metrics dicts, stacked over time.
+    """
+
+    log_likelihood: Any
+    value: Any
+    regularization: jax.Array
+    metrics: Any
+
+
+def replay(
+    graphdef: nnx.GraphDef,
+    params: nnx.State,
+    network_state: nnx.State,
+    initial_carry: Any,
+    transitions: Transition,
+    *,
+    collect_metrics: bool = False,
+) -> ReplayOutput:
+    """Re-run the network over stored transitions, as the rollout ran it.
+
+    Starts from ``initial_carry``, consumes the stored ``obs`` and ``rollout_extras``,
+    and resets the carry where ``transitions.done`` is set, exactly as the rollout did.
+    Differentiable in ``params``.
+
+    Args:
+        graphdef: The network's ``nnx.GraphDef`` (train mode).
+        params: ``nnx.Param`` state to evaluate (gradients flow into it).
+        network_state: The rest of the network state (statistics as in the rollout).
+        initial_carry: Carry at the start of the stored rollout, leaves ``[b, ...]``.
+        transitions: Stored transitions, leaves ``[T, b, ...]``.
+        collect_metrics: Also return the network's ``metrics`` (else ``{}``).
+
+    Returns:
+        A :class:`ReplayOutput`.
+    """
+    n = jnp.shape(transitions.done)[1]
+
+    def replay_step(carry, step):
+        obs, extras, done = step
+        _, out = network_step(graphdef, params, network_state, carry, obs, extras)
+        ppo = _ppo_output(out)
+        next_carry = _reset_carry(graphdef, params, network_state, done, out.next_state)
+        regularization = jnp.broadcast_to(jnp.asarray(out.regularization_loss), (n,))
+        metrics = out.metrics if collect_metrics else {}
+        return next_carry, (ppo.loglikelihoods, ppo.value_estimates, regularization, metrics)
+
+    _, (log_likelihood, value, regularization, metrics) = jax.lax.scan(
+        replay_step,
+        initial_carry,
+        (transitions.obs, transitions.rollout_extras, transitions.done),
+    )
+    return ReplayOutput(
+        log_likelihood=log_likelihood, value=value, regularization=regularization, metrics=metrics
+    )

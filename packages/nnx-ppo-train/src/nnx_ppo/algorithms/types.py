@@ -1,0 +1,101 @@
+"""The trainer's pytrees: :class:`TrainState`, :class:`Transition` and :class:`EpisodeStats`.
+
+Everything a run needs to continue is one :class:`TrainState` pytree (network
+parameters and other network state, optimizer state, random key, iteration counter,
+environment states, network carries, open-episode statistics), so saving and restoring
+it restores the run exactly. The network's structure (the ``nnx.GraphDef``) is static
+and lives outside, in the jitted function's closure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+from flax import struct
+
+__all__ = ["EpisodeStats", "TrainState", "Transition"]
+
+
+@struct.dataclass
+class EpisodeStats:
+    """Running statistics of the episodes currently open in each environment.
+
+    Attributes:
+        episode_return: ``[B]`` float32, return so far of the open episode (the sum of
+            all reward leaves for dict rewards).
+        episode_length: ``[B]`` int32, steps so far of the open episode.
+    """
+
+    episode_return: jax.Array
+    episode_length: jax.Array
+
+
+@struct.dataclass
+class TrainState:
+    """All the mutable state of a PPO run, one pytree (what a checkpoint saves).
+
+    Attributes:
+        params: ``nnx.State`` of the network's :class:`flax.nnx.Param` variables (what
+            the optimizer updates).
+        network_state: ``nnx.State`` of every other network variable (normalizer
+            statistics, RNG stream keys and counters).
+        opt_state: The optax optimizer state of ``params``.
+        env_state: The batched environment state, leaves ``[n_envs, ...]``.
+        reset_state: The batched state finished environments restart from
+            (``reset_mode`` ``"cached"`` or ``"refresh"``), or ``None`` (``"fresh"``).
+        carry: The network carry at the start of the next rollout, leaves
+            ``[n_envs, ...]``.
+        episodes: :class:`EpisodeStats` of the open episodes.
+        rng: The run's PRNG key (raw ``uint32[2]``).
+        iteration: int32 ``[]``, completed iterations. Env steps so far are
+            ``iteration * steps_per_iteration``, computed exactly on the host.
+    """
+
+    params: Any
+    network_state: Any
+    opt_state: Any
+    env_state: Any
+    reset_state: Any
+    carry: Any
+    episodes: EpisodeStats
+    rng: jax.Array
+    iteration: jax.Array
+
+
+@struct.dataclass
+class Transition:
+    """One rollout step per environment; the rollout scan stacks it to ``[T, B, ...]``.
+
+    Only what the loss replay and the advantage computation need is stored: the
+    observation once (no separate next observation), and no actions (the replay
+    recomputes them from the stored ``rollout_extras``).
+
+    Attributes:
+        obs: The observation the network acted on, leaves ``[T, B, ...]``.
+        rollout_extras: What the network emitted for replay, leaves ``[T, B, ...]``.
+        log_likelihood: Pytree (the action tree) of ``[T, B]`` log-likelihoods of the
+            actions taken.
+        value: Pytree (the reward tree) of ``[T, B]`` value estimates.
+        reward: Pytree of ``[T, B]`` rewards.
+        done: ``[T, B]`` bool, the episode ended at this step (the carry was reset
+            before the next step).
+        truncation: ``[T, B]`` bool, the episode was cut by a time limit at this step.
+        final_value: Pytree like ``value``: at truncated steps the value of the true
+            final observation (zeros elsewhere); ``None`` without
+            ``bootstrap_on_truncation``.
+    """
+
+    obs: Any
+    rollout_extras: Any
+    log_likelihood: Any
+    value: Any
+    reward: Any
+    done: jax.Array
+    truncation: jax.Array
+    final_value: Any = None
+
+    @property
+    def termination(self) -> jax.Array:
+        """``[T, B]`` bool: the episode ended at this step and was not truncated."""
+        return self.done & ~self.truncation
