@@ -85,6 +85,8 @@ def tests(session: nox.Session, package: str, jax: str) -> None:
     session.run(
         "pytest",
         f"packages/{package}/tests",
+        f"packages/{package}/src",  # docstring examples are doctested
+        "--doctest-modules",
         "-m",
         "not slow",
         *session.posargs,

@@ -1,0 +1,35 @@
+"""The learning-curve figure written at the end of a run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["plot_learning_curve"]
+
+
+def plot_learning_curve(
+    history: Sequence[tuple[int, dict[str, float]]], path: Path, title: str
+) -> None:
+    """Plot ``eval/episode_reward/mean`` (with a +-std band) against env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [s for s, _ in history]
+    mean = [m["eval/episode_reward/mean"] for _, m in history]
+    std = [m.get("eval/episode_reward/std", 0.0) for _, m in history]
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
+    ax.plot(steps, mean, marker="o", color="tab:blue", label="eval return")
+    ax.fill_between(
+        steps, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
+        color="tab:blue", alpha=0.2, linewidth=0,
+    )
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("episode return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

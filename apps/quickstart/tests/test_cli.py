@@ -1,0 +1,82 @@
+"""Smoke tests of the quickstart CLI with tiny settings (run by `nox -s apps`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nnx_ppo_quickstart.cli import main
+from nnx_ppo_quickstart.networks import make_network
+
+TINY = [
+    "--steps", "2400", "--n-envs", "8", "--rollout-length", "10", "--n-minibatches", "2",
+    "--n-epochs", "1", "--eval-every", "1200", "--eval-envs", "2", "--episode-length", "40",
+    "--no-progress",
+]  # fmt: skip
+
+
+def test_tiny_run_writes_every_output(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main([*TINY, "--output-dir", str(out)]) == 0
+    for name in ("metrics.jsonl", "learning_curve.png", "config.json", "summary.json"):
+        assert (out / name).stat().st_size > 0, name
+    assert any((out / "checkpoints").iterdir())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] >= 2400
+    # Pendulum returns are in [0, episode_length]: a real evaluation ran.
+    assert 0.0 < summary["final_eval_reward"] <= 40.0
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("eval/episode_reward/mean" in r for r in records)
+    assert "final eval return" in capsys.readouterr().out
+
+    # Resuming a finished run trains nothing more and keeps the step count.
+    assert main([*TINY, "--output-dir", str(out), "--resume"]) == 0
+    assert json.loads((out / "summary.json").read_text())["steps"] == summary["steps"]
+
+
+def test_existing_run_needs_resume(tmp_path, capsys):
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    assert main([*TINY, "--output-dir", str(out)]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+def test_unknown_env_lists_valid_choices(tmp_path, capsys):
+    assert main(["--env", "inverted_pendulm", "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown --env 'inverted_pendulm'" in err
+    assert "inverted_pendulum" in err and "CartpoleBalance" in err
+    assert "Traceback" not in err
+
+
+def test_impossible_sizes_are_one_line_errors(tmp_path, capsys):
+    assert main(["--n-envs", "100", "--n-minibatches", "8", "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "100" in err and "8" in err
+
+
+def test_bad_numbers_are_rejected_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--steps", "-5"])
+    assert exc.value.code == 2
+    assert "must be positive" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("preset", ["lstm", "graph"])
+def test_presets_build_and_step(preset):
+    import jax.numpy as jnp
+
+    network = make_network(preset, obs_size=4, action_size=1, seed=0)
+    out = network(network.initialize_state(3), jnp.ones((3, 4))).output
+    assert out.actions.shape == (3, 1)
+    assert out.loglikelihoods.shape == (3,)
+    assert out.value_estimates.shape == (3,)
+
+
+def test_unknown_preset_and_dict_sizes_are_rejected():
+    with pytest.raises(ValueError, match="valid choices: mlp, lstm, graph"):
+        make_network("transformer", 4, 1, 0)
+    with pytest.raises(ValueError, match="vector observation"):
+        make_network("mlp", {"pos": (3,)}, 1, 0)
