@@ -532,7 +532,7 @@ class _MemoryCheckpoint:
         assert jax.tree.structure(self.resume_from) == jax.tree.structure(template)
         return jax.tree.map(jnp.copy, self.resume_from)
 
-    def save(self, state, step, metrics):
+    def save(self, state, step, metrics, *, final=False):
         self.saved[step] = jax.tree.map(jnp.copy, state)
 
 

@@ -8,7 +8,8 @@ The iteration reads like purejaxrl: nested ``lax.scan``s, one named function per
     ├── epoch                          # scan over n_epochs
     │   └── minibatch_update           # scan over n_minibatches
     │       └── minibatch_loss         # replay scan over T + ppo_loss
-    └── update_statistics              # e.g. observation normalizer, once
+    ├── update_statistics              # e.g. observation normalizer, once
+    └── record_non_finite              # NaN/inf check (nnx_ppo.algorithms.faults)
 
 The network is split once (``nnx.split(network, nnx.Param, ...)``) into a static
 ``GraphDef`` and two states; the iteration works on those states only, so the whole
@@ -29,6 +30,7 @@ import optax
 from flax import nnx
 
 from nnx_ppo.algorithms.config import LogLevel, PPOConfig
+from nnx_ppo.algorithms.faults import healthy, record_non_finite
 from nnx_ppo.algorithms.gae import gae
 from nnx_ppo.algorithms.losses import ppo_loss
 from nnx_ppo.algorithms.rollout import (
@@ -133,6 +135,7 @@ def init_train_state(
         episodes=initial_episode_stats(config.n_envs),
         rng=key,
         iteration=jnp.zeros((), jnp.int32),
+        non_finite=healthy(),
     )
     # Every leaf gets its own buffer: the state is donated to the jitted iteration, and
     # a buffer shared with the network object or between two leaves (the cached reset
@@ -291,6 +294,11 @@ def make_training_iteration(
         model.update_statistics(transitions.rollout_extras)
         _, _, network_state = nnx.split(model, nnx.Param, ...)
 
+        # 5. NaN/inf check, recorded in the state (the host reads it when it syncs).
+        non_finite = record_non_finite(
+            state.non_finite, state.iteration + 1, metrics["loss/total"], params, network_state
+        )
+
         metrics.update(rollout.metrics)
         if LogLevel.WEIGHTS in level:
             metrics["train/param_norm"] = _global_norm(params)
@@ -306,6 +314,7 @@ def make_training_iteration(
             episodes=episodes,
             rng=rng,
             iteration=state.iteration + 1,
+            non_finite=non_finite,
         )
         return new_state, metrics
 

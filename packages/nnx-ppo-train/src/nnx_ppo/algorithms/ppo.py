@@ -34,6 +34,7 @@ from flax import nnx
 
 from nnx_ppo.algorithms.config import LogLevel, PPOConfig, TrainConfig
 from nnx_ppo.algorithms.evaluation import make_evaluator
+from nnx_ppo.algorithms.faults import raise_if_non_finite
 from nnx_ppo.algorithms.iteration import (
     init_train_state,
     make_optimizer,
@@ -51,21 +52,31 @@ __all__ = ["CheckpointHook", "TrainResult", "check_env_network", "train_ppo"]
 
 @runtime_checkable
 class CheckpointHook(Protocol):
-    """What ``train_ppo(..., checkpoint=...)`` calls (implemented by the checkpointing
-    module).
+    """What ``train_ppo(..., checkpoint=...)`` calls; implemented by
+    :class:`~nnx_ppo.algorithms.checkpointing.Checkpointer`.
 
     ``restore`` is called once before training with a freshly initialised state as
     template and returns the state to resume from (or ``None`` to start fresh);
     ``save`` is called after every device call with the new state and the exact env
-    step count. ``save`` must have read (copied) ``state`` before it returns: the next
-    device call donates the state's buffers.
+    step count, with ``final=True`` after the last one (the hook decides whether to
+    write; it must write when ``final``). ``save`` must have read (copied) ``state``
+    before it returns: the next device call donates the state's buffers. It should not
+    write a state whose ``non_finite`` record is set (raise
+    :class:`~nnx_ppo.algorithms.faults.NonFiniteError`).
     """
 
     def restore(self, template: TrainState) -> TrainState | None:
         """The state to resume from, or ``None``."""
         ...
 
-    def save(self, state: TrainState, step: int, metrics: Mapping[str, float]) -> None:
+    def save(
+        self,
+        state: TrainState,
+        step: int,
+        metrics: Mapping[str, float],
+        *,
+        final: bool = False,
+    ) -> bool | None:
         """Save (or skip, per the hook's own policy) the state at ``step``."""
         ...
 
@@ -295,13 +306,19 @@ def train_ppo(
         progress: Show a progress bar: ``None`` (default) when the output is a
             terminal, or force ``True`` / ``False``.
         jsonl_path: Also append every log record to this JSONL file.
-        checkpoint: A :class:`CheckpointHook` (see :mod:`nnx_ppo.algorithms`'s
-            checkpointing); ``None`` saves nothing.
+        checkpoint: A :class:`CheckpointHook`, e.g. a
+            :class:`~nnx_ppo.algorithms.checkpointing.Checkpointer`: training resumes
+            from what its ``restore`` returns, and it is offered the state after every
+            device call and at the end (``final=True``). ``None`` saves nothing.
 
     Returns:
         A :class:`TrainResult`.
 
     Raises:
+        NonFiniteError: (:mod:`nnx_ppo.algorithms.faults`) If a loss, parameter or
+            statistic became NaN or infinite: raised when the host next reads the state
+            (at the next log or checkpoint), naming the iteration and the quantity; the
+            diverged state is not saved.
         TypeError: If ``config`` is not a config object or the network's output is not a
             ``PPONetworkOutput``.
         ValueError: If the network and the environment do not fit together (checked
@@ -405,7 +422,10 @@ def train_ppo(
 
             record: dict[str, float] = {}
             if last_call or (call + 1) % config.log_every_calls == 0:
-                record = {k: float(v) for k, v in jax.device_get(metrics).items()}
+                # One sync for the metrics and the NaN/inf record of the state.
+                host_metrics, non_finite = jax.device_get((metrics, state.non_finite))
+                raise_if_non_finite(non_finite, step)
+                record = {k: float(v) for k, v in host_metrics.items()}
                 if LogLevel.THROUGHPUT in ppo.log_level:
                     now = time.perf_counter()
                     busy = max(now - last_log_time - eval_seconds, 1e-9)
@@ -426,7 +446,7 @@ def train_ppo(
                 last_metrics.update(record)
                 emit(record)
             if checkpoint is not None:
-                checkpoint.save(state, step, record)
+                checkpoint.save(state, step, record, final=last_call)
 
         if n_calls == 0 and evaluator is not None and last_eval != step:
             last_metrics.update(run_eval())

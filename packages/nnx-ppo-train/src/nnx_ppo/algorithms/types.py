@@ -14,7 +14,7 @@ from typing import Any
 import jax
 from flax import struct
 
-__all__ = ["EpisodeStats", "TrainState", "Transition"]
+__all__ = ["EpisodeStats", "NonFinite", "TrainState", "Transition"]
 
 
 @struct.dataclass
@@ -29,6 +29,24 @@ class EpisodeStats:
 
     episode_return: jax.Array
     episode_length: jax.Array
+
+
+@struct.dataclass
+class NonFinite:
+    """Where training first produced a NaN or an infinity (see
+    :mod:`nnx_ppo.algorithms.faults`), written inside the jitted iteration.
+
+    Attributes:
+        iteration: int32 ``[]``, the 1-based iteration in which a monitored quantity
+            first went non-finite; ``0`` while everything is finite.
+        quantity: int32 ``[]``, its index in
+            :data:`~nnx_ppo.algorithms.faults.MONITORED_QUANTITIES`; ``-1`` while finite.
+        value: float32 ``[]``, the offending value (``nan``, ``inf`` or ``-inf``).
+    """
+
+    iteration: jax.Array
+    quantity: jax.Array
+    value: jax.Array
 
 
 @struct.dataclass
@@ -50,6 +68,8 @@ class TrainState:
         rng: The run's PRNG key (raw ``uint32[2]``).
         iteration: int32 ``[]``, completed iterations. Env steps so far are
             ``iteration * steps_per_iteration``, computed exactly on the host.
+        non_finite: :class:`NonFinite`, the first NaN/inf seen (the host raises
+            :class:`~nnx_ppo.algorithms.faults.NonFiniteError` when it reads one).
     """
 
     params: Any
@@ -61,6 +81,7 @@ class TrainState:
     episodes: EpisodeStats
     rng: jax.Array
     iteration: jax.Array
+    non_finite: NonFinite
 
 
 @struct.dataclass

@@ -1,0 +1,281 @@
+"""Private helpers of :mod:`nnx_ppo.algorithms.checkpointing`: the on-disk format.
+
+A checkpoint folder holds three orbax items: ``network`` and ``train`` (dicts of host
+arrays keyed ``"000000"``, ``"000001"``, ... in pytree-flattening order) and ``meta``
+(JSON: for every array its path, shape, dtype and CRC-32, plus run metadata). PRNG key
+arrays are stored as their raw ``uint32`` data and rewrapped with the template's
+implementation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import platform
+import shutil
+import zlib
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+
+FORMAT = "nnx-ppo-checkpoint"
+FORMAT_VERSION = 1
+TMP = ".orbax-checkpoint-tmp"
+"""Orbax's marker of an unfinished save's folder."""
+DELETING = ".nnx-ppo-deleting-"
+"""Marker of a checkpoint folder renamed out of the way for deletion."""
+_PACKAGES = (
+    "nnx-ppo-train",
+    "nnx-modules",
+    "jax",
+    "jaxlib",
+    "flax",
+    "optax",
+    "orbax-checkpoint",
+    "numpy",
+)
+
+
+class Unreadable(Exception):
+    """A checkpoint folder that cannot be read back."""
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def to_json(value: Any) -> Any:
+    """JSON data for a config value (see ``checkpointing.config_to_dict``)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Flag):
+        return value.name if value.name is not None else int(value.value)
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, bool | int | str) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    if callable(value):  # e.g. an optax schedule: described, not stored
+        name = getattr(value, "__qualname__", None) or type(value).__qualname__
+        return {"callable": f"{getattr(value, '__module__', '?')}.{name}"}
+    return repr(value)
+
+
+def versions() -> dict[str, str | None]:
+    """Python's and the relevant packages' versions (``None`` if not installed)."""
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+# --------------------------------------------------------------------------- arrays
+
+
+def path_str(path: tuple[Any, ...]) -> str:
+    """A key path as ``"params/layers/0/linear/kernel"``."""
+    parts = []
+    for entry in path:
+        for attr in ("key", "idx", "name"):
+            if hasattr(entry, attr):
+                parts.append(str(getattr(entry, attr)))
+                break
+        else:
+            parts.append(str(entry))
+    if parts and parts[-1] == "value" and isinstance(path[-1], jax.tree_util.GetAttrKey):
+        parts.pop()  # an nnx.Variable's value: name the variable
+    return "/".join(parts)
+
+
+def is_key(x: Any) -> bool:
+    """Whether ``x`` is a typed PRNG key array."""
+    return jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def flatten(tree: Any) -> tuple[list[tuple[str, Any]], Any]:
+    """``([(path, array leaf)], treedef)``; non-array leaves are not saved."""
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    return [(path_str(p), x) for p, x in leaves], treedef
+
+
+def describe(x: Any) -> dict[str, Any]:
+    """``{"shape": [...], "dtype": "..."}`` of an array (``key<fry>`` for keys)."""
+    return {"shape": list(np.shape(x)), "dtype": str(x.dtype)}
+
+
+def host_copy(x: Any) -> np.ndarray:
+    """A NumPy copy owned by the caller (key arrays as their raw data)."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        raise NotImplementedError(
+            "Checkpointer saves host copies and does not support arrays spread over "
+            "several processes (multi-host training) yet."
+        )
+    if is_key(x):
+        x = jax.random.key_data(x)
+    return np.array(x, copy=True)
+
+
+def crc(x: np.ndarray) -> int:
+    """CRC-32 of the array's bytes."""
+    return zlib.crc32(np.ascontiguousarray(x).reshape(-1).view(np.uint8).data)
+
+
+def encode(tree: Any) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
+    """Host copies of the array leaves keyed ``"000000"``... and their records."""
+    arrays, records = {}, []
+    for i, (path, leaf) in enumerate(flatten(tree)[0]):
+        if not hasattr(leaf, "dtype"):
+            continue
+        data = host_copy(leaf)
+        key = f"{i:06d}"
+        arrays[key] = data
+        records.append({"key": key, "path": path, **describe(leaf), "crc32": crc(data)})
+    return arrays, records
+
+
+def shape_text(record: Mapping[str, Any]) -> str:
+    """``"(2, 8) float32"``."""
+    return f"{tuple(record['shape'])} {record['dtype']}"
+
+
+def mismatch(template: list[dict[str, Any]], saved: list[dict[str, Any]]) -> str | None:
+    """The first difference between the template's array records and the saved ones
+    (which variable, expected vs found shape and dtype), or ``None``."""
+    saved_by_path = {r["path"]: r for r in saved}
+    template_paths = {r["path"] for r in template}
+    problem = None
+    for t in template:
+        s = saved_by_path.get(t["path"])
+        if s is None:
+            problem = (
+                f"the template has variable '{t['path']}' ({shape_text(t)}) but the "
+                "checkpoint has no such variable"
+            )
+        elif (t["shape"], t["dtype"]) != (s["shape"], s["dtype"]):
+            problem = (
+                f"variable '{t['path']}' is {shape_text(t)} in the template but "
+                f"{shape_text(s)} in the checkpoint"
+            )
+        if problem:
+            break
+    else:
+        extra = [s for s in saved if s["path"] not in template_paths]
+        if extra:
+            problem = (
+                f"the checkpoint has variable '{extra[0]['path']}' "
+                f"({shape_text(extra[0])}) that the template lacks"
+            )
+        elif [r["path"] for r in template] != [r["path"] for r in saved]:
+            problem = "the same variables appear in a different order"
+    return problem
+
+
+def template_records(tree: Any) -> list[dict[str, Any]]:
+    """Path, shape and dtype of every array leaf of ``tree``."""
+    return [{"path": p, **describe(leaf)} for p, leaf in flatten(tree)[0] if hasattr(leaf, "dtype")]
+
+
+def decode(
+    template: Any, arrays: Mapping[str, Any], saved: list[dict[str, Any]], where: str
+) -> Any:
+    """Rebuild ``template``'s tree from restored host arrays (CRC-checked)."""
+    flat, treedef = flatten(template)
+    records = iter(saved)  # in the template's order (checked by mismatch)
+    leaves = []
+    for path, leaf in flat:
+        if not hasattr(leaf, "dtype"):
+            leaves.append(leaf)
+            continue
+        record = next(records)
+        if record["key"] not in arrays:
+            raise Unreadable(f"{where}: array '{path}' is missing")
+        data = np.asarray(arrays[record["key"]])
+        if crc(data) != record["crc32"]:
+            raise Unreadable(f"{where}: array '{path}' fails its CRC-32 check")
+        if is_key(leaf):
+            value = jax.random.wrap_key_data(jnp.asarray(data), impl=jax.random.key_impl(leaf))
+        else:
+            sharding = getattr(leaf, "sharding", None)
+            value = jax.device_put(data, sharding) if sharding is not None else jnp.asarray(data)
+        leaves.append(value)
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def handlers() -> dict[str, ocp.CheckpointHandler]:
+    """Orbax handlers of the three items."""
+    return {
+        "network": ocp.StandardCheckpointHandler(),
+        "train": ocp.StandardCheckpointHandler(),
+        "meta": ocp.JsonCheckpointHandler(),
+    }
+
+
+def manager(directory: Path, *, create: bool, async_save: bool = False) -> ocp.CheckpointManager:
+    """An orbax ``CheckpointManager`` of ``directory`` that leaves retention and the
+    cleanup of unfinished saves to :class:`~nnx_ppo.algorithms.checkpointing.Checkpointer`."""
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=None,  # retention is ours (Checkpointer._retain)
+        create=create,
+        cleanup_tmp_directories=False,  # Checkpointer cleans up synchronously
+        enable_async_checkpointing=async_save,
+    )
+    return ocp.CheckpointManager(directory, options=options, item_handlers=handlers())
+
+
+def read_meta(checkpoints: ocp.CheckpointManager, step: int, where: str) -> dict[str, Any]:
+    """The ``meta`` item of ``step``; raises :class:`Unreadable` if it cannot be read."""
+    try:
+        meta = checkpoints.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))[
+            "meta"
+        ]
+    except Exception as e:  # orbax raises many kinds for missing/damaged files
+        raise Unreadable(f"{where}: cannot read its metadata ({type(e).__name__}: {e})") from e
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise Unreadable(f"{where}: its metadata is not an {FORMAT} record")
+    return meta
+
+
+def read_items(
+    checkpoints: ocp.CheckpointManager, step: int, names: Sequence[str], where: str
+) -> dict[str, Any]:
+    """The array items ``names`` of ``step`` as host arrays; raises :class:`Unreadable`."""
+    try:
+        restored = checkpoints.restore(
+            step, args=ocp.args.Composite(**{n: ocp.args.StandardRestore() for n in names})
+        )
+        return {n: restored[n] for n in names}
+    except Exception as e:
+        raise Unreadable(f"{where}: cannot read its arrays ({type(e).__name__}: {e})") from e
+
+
+def remove_leftovers(directory: Path) -> None:
+    """Remove unfinished saves and interrupted deletions of an earlier process."""
+    if directory.is_dir():
+        for entry in directory.iterdir():
+            if entry.is_dir() and (TMP in entry.name or DELETING in entry.name):
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+def valid_steps(directory: Path) -> list[int]:
+    """The finished checkpoints' steps in ``directory``, ascending."""
+    if not directory.is_dir():
+        return []
+    checkpoints = manager(directory, create=False)
+    try:
+        return sorted(checkpoints.all_steps())
+    finally:
+        checkpoints.close()

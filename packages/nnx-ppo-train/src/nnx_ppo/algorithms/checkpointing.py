@@ -1,0 +1,698 @@
+"""Checkpoints of PPO runs: save, resume exactly, and load a policy for deployment.
+
+:class:`Checkpointer` is the :class:`~nnx_ppo.algorithms.ppo.CheckpointHook` of
+:func:`~nnx_ppo.algorithms.ppo.train_ppo`, built on orbax's ``CheckpointManager``::
+
+    checkpointer = Checkpointer("runs/ant/checkpoints", config=config, save_every_steps=100_000)
+    train_ppo(env, network, config, checkpoint=checkpointer)  # resumes if it can
+    checkpointer.close()
+
+    policy = load_network("runs/ant/checkpoints", make_network())  # inference only
+
+**What a checkpoint holds.** One folder per save, named by the exact env step count,
+with three orbax items:
+
+- ``network``: every network variable (``nnx.Param`` parameters and the rest: normalizer
+  statistics, RNG stream keys and counters), all that :func:`load_network` reads;
+- ``train``: the rest of the :class:`~nnx_ppo.algorithms.types.TrainState`: optimizer
+  state, the run's PRNG key, the iteration counter, the environment states and network
+  carries (array leaves), the open-episode statistics;
+- ``meta`` (JSON): the format version, the step, the last logged metrics, the configs as
+  plain JSON data (:func:`config_to_dict`; nothing is pickled), the versions of the
+  packages, and for every array its path, shape, dtype and CRC-32.
+
+Restoring this state continues a run bit for bit as if it had never stopped (on the
+same hardware and software), because the whole iteration is a pure function of it.
+Arrays are saved as host copies made before :meth:`Checkpointer.save` returns, so the
+trainer may donate the state's buffers to the next device call right away.
+
+**Atomicity and corruption.** Orbax writes each checkpoint to a temporary folder and
+renames it when complete, so a crash mid-save leaves no folder that looks finished (the
+leftover temporary folder is ignored and cleaned up). A finished folder that cannot be
+read back (deleted or damaged files, a CRC mismatch) is skipped with a
+:class:`CorruptedCheckpointWarning` in favour of the previous one.
+
+One process writes a checkpoint directory at a time (several may read it). Multi-host
+training (arrays not addressable from one process) is not supported yet.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from flax import nnx
+
+from nnx_ppo.algorithms import _checkpoint_io as _io
+from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig, VideoConfig
+from nnx_ppo.algorithms.faults import raise_if_non_finite
+from nnx_ppo.algorithms.types import TrainState
+
+__all__ = [
+    "CheckpointMismatchError",
+    "Checkpointer",
+    "CorruptedCheckpointError",
+    "CorruptedCheckpointWarning",
+    "config_from_dict",
+    "config_to_dict",
+    "load_metadata",
+    "load_network",
+]
+
+
+class CorruptedCheckpointWarning(UserWarning):
+    """A checkpoint folder could not be read back and was skipped."""
+
+
+class CorruptedCheckpointError(RuntimeError):
+    """A checkpoint that was asked for explicitly (or the only one) cannot be read."""
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint does not fit the template it is restored into (which variable,
+    expected vs found shape and dtype)."""
+
+
+# --------------------------------------------------------------------------- configs
+
+
+def config_to_dict(config: Any) -> dict[str, Any] | None:
+    """The JSON data stored for a config (nothing is pickled).
+
+    Dataclasses become dicts of their fields; :class:`~nnx_ppo.algorithms.config.LogLevel`
+    becomes its name (``"DEFAULT"`` or ``"LOSSES|ROLLOUT"``); a callable such as an
+    optax learning-rate schedule becomes ``{"callable": "<module>.<qualname>"}`` (a
+    description only: it cannot be rebuilt); non-finite floats become ``None``.
+
+    Args:
+        config: A :class:`~nnx_ppo.algorithms.config.TrainConfig`, a
+            :class:`~nnx_ppo.algorithms.config.PPOConfig`, another dataclass or
+            mapping, or ``None``.
+
+    Returns:
+        JSON-serialisable data, or ``None``.
+
+    Example:
+        >>> from nnx_ppo.algorithms.config import PPOConfig
+        >>> data = config_to_dict(PPOConfig(n_envs=8, n_minibatches=2))
+        >>> data["n_envs"], data["log_level"]
+        (8, 'DEFAULT')
+    """
+    if config is None:
+        return None
+    data = _io.to_json(config)
+    if not isinstance(data, dict):
+        raise TypeError(
+            f"config={config!r} must be a dataclass (e.g. TrainConfig) or a mapping, "
+            f"not {type(config).__name__}."
+        )
+    return data
+
+
+def _log_level(value: Any) -> LogLevel:
+    if isinstance(value, int):
+        return LogLevel(value)
+    level = LogLevel.NONE
+    for part in str(value).split("|"):
+        level |= LogLevel[part]
+    return level
+
+
+def config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
+    """Rebuild a :class:`~nnx_ppo.algorithms.config.TrainConfig` from
+    :func:`config_to_dict` data (e.g. ``load_metadata(directory)["config"]``).
+
+    Args:
+        data: The stored dict of a ``TrainConfig``.
+
+    Returns:
+        The config, validated as usual.
+
+    Raises:
+        ValueError: If the learning rate was a schedule (only its name is stored):
+            replace ``data["ppo"]["learning_rate"]`` with a number or rebuild the
+            schedule yourself.
+
+    Example:
+        >>> from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
+        >>> config = TrainConfig(ppo=PPOConfig(n_envs=8, n_minibatches=2), seed=3)
+        >>> config_from_dict(config_to_dict(config)) == config
+        True
+    """
+    ppo = dict(data.get("ppo", {}))
+    if isinstance(ppo.get("learning_rate"), Mapping):
+        raise ValueError(
+            f"the stored learning_rate is a schedule ({ppo['learning_rate']['callable']}), "
+            "which is described but not stored; set data['ppo']['learning_rate'] to a "
+            "number or rebuild the config with your schedule."
+        )
+    if "log_level" in ppo:
+        ppo["log_level"] = _log_level(ppo["log_level"])
+    rest = {k: v for k, v in data.items() if k not in ("ppo", "eval", "video")}
+    return TrainConfig(
+        ppo=PPOConfig(**ppo),
+        eval=EvalConfig(**data.get("eval", {})),
+        video=VideoConfig(**data.get("video", {})),
+        **rest,
+    )
+
+
+# --------------------------------------------------------------------------- restore
+
+
+def _restore_trees(
+    manager: ocp.CheckpointManager,
+    step: int,
+    templates: Mapping[str, Any],
+    where: str,
+    hint: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Restore the items ``templates`` names into those trees: ``(trees, meta)``.
+
+    Raises ``_io.Unreadable`` for a damaged folder and :class:`CheckpointMismatchError`
+    for a readable checkpoint that does not fit the templates.
+    """
+    meta = _read_meta(manager, step, where)
+    records = {}
+    for name, template in templates.items():
+        saved = meta.get("arrays", {}).get(name)
+        if not isinstance(saved, list):
+            raise _io.Unreadable(f"{where}: its metadata lists no '{name}' arrays")
+        problem = _io.mismatch(_io.template_records(template), saved)
+        if problem:
+            raise CheckpointMismatchError(f"{where} does not match the template: {problem}. {hint}")
+        records[name] = saved
+    arrays = _io.read_items(manager, step, list(templates), where)
+    trees = {
+        name: _io.decode(template, arrays[name], records[name], where)
+        for name, template in templates.items()
+    }
+    return trees, meta
+
+
+def _read_meta(manager: ocp.CheckpointManager, step: int, where: str) -> dict[str, Any]:
+    meta = _io.read_meta(manager, step, where)
+    if meta.get("format_version", 0) > _io.FORMAT_VERSION:
+        raise CheckpointMismatchError(
+            f"{where} was written in format version {meta['format_version']} by a newer "
+            f"nnx-ppo-train ({meta.get('versions', {}).get('nnx-ppo-train')}); this one "
+            f"reads up to version {_io.FORMAT_VERSION}. Upgrade nnx-ppo-train."
+        )
+    return meta
+
+
+def _network_template(network: nnx.Module) -> dict[str, Any]:
+    _, params, network_state = nnx.split(network, nnx.Param, ...)
+    return {"params": params, "network_state": network_state}
+
+
+def _network_hint() -> str:
+    return (
+        "Build the template network with the same constructor arguments (sizes, "
+        "modules, observation and action sizes) as the trained one."
+    )
+
+
+def _restore_latest(
+    directory: Path,
+    manager: ocp.CheckpointManager,
+    templates: Mapping[str, Any],
+    hint: str,
+    step: int | None,
+    stacklevel: int,
+) -> tuple[int, dict[str, Any], dict[str, Any]] | None:
+    """``(step, trees, meta)`` of ``step`` or of the latest readable checkpoint."""
+    steps = sorted(manager.all_steps(), reverse=True)
+    if step is not None:
+        if step not in steps:
+            raise FileNotFoundError(
+                f"there is no checkpoint at step {step} in {directory}; available steps: "
+                f"{sorted(steps)}."
+            )
+        where = f"the checkpoint at step {step} in {directory}"
+        try:
+            trees, meta = _restore_trees(manager, step, templates, where, hint)
+        except _io.Unreadable as e:
+            raise CorruptedCheckpointError(
+                f"{e}. Load another step (available: {sorted(steps)})."
+            ) from e
+        return step, trees, meta
+    for candidate in steps:
+        where = f"the checkpoint at step {candidate} in {directory}"
+        try:
+            trees, meta = _restore_trees(manager, candidate, templates, where, hint)
+        except _io.Unreadable as e:
+            warnings.warn(
+                f"{e}; skipping it in favour of the previous checkpoint.",
+                CorruptedCheckpointWarning,
+                stacklevel=stacklevel,
+            )
+            continue
+        return candidate, trees, meta
+    return None
+
+
+# --------------------------------------------------------------------------- public
+
+
+def _check_optional_int(name: str, value: Any, minimum: int) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}={value!r} must be an int >= {minimum} or None.")
+    if value < minimum:
+        raise ValueError(f"{name}={value} must be >= {minimum} (or None).")
+
+
+class Checkpointer:
+    """Saves and restores a PPO run with orbax (the ``checkpoint=`` of ``train_ppo``).
+
+    Policy:
+
+    - **Resume.** :meth:`restore` (called by ``train_ppo`` before training) returns the
+      latest readable checkpoint's state, skipping unreadable ones with a
+      :class:`CorruptedCheckpointWarning` (if none is readable, training starts afresh,
+      after the warnings). With ``resume=False`` the directory must hold no checkpoint:
+      an existing run is never silently continued or mixed with a new one.
+    - **When.** A checkpoint is written when the step count crosses a multiple of
+      ``save_every_steps`` (checked after every device call) and always at the end of
+      training (``final=True``). With ``save_every_steps=None`` only at the end.
+    - **Existing step.** Saving at the step the run was resumed from is skipped (that
+      checkpoint holds this very state). Checkpoints at that step or later left by an
+      abandoned attempt (e.g. a damaged one skipped at resume, or later ones after an
+      explicit ``restore(step=...)``) are deleted first and replaced: the run on disk
+      is always one consistent history.
+    - **Retention.** After each save only the ``max_to_keep`` latest checkpoints are
+      kept, plus, with ``keep_every_steps=N``, the earliest checkpoint in every window
+      ``[k*N, (k+1)*N)`` of steps (kept for good).
+    - **Non-finite state.** A state whose
+      :attr:`~nnx_ppo.algorithms.types.TrainState.non_finite` record shows a NaN/inf is
+      never written: :meth:`save` raises
+      :class:`~nnx_ppo.algorithms.faults.NonFiniteError` instead.
+
+    Args:
+        directory: Folder of the run's checkpoints (created if needed; one sub-folder
+            per step).
+        config: The run's config, stored as JSON in every checkpoint (see
+            :func:`config_to_dict`).
+        save_every_steps: Save when the env step count crosses a multiple of this;
+            ``None`` saves only at the end.
+        max_to_keep: How many of the latest checkpoints to keep (``None``: all).
+        keep_every_steps: Also keep the earliest checkpoint of every window of this
+            many steps.
+        async_save: Write in a background thread (``save`` returns once the host copy
+            is made); the final save and :meth:`close` wait for it.
+        resume: Continue from the checkpoints in ``directory``; ``False`` requires it to
+            hold none (leftovers of unfinished saves do not count).
+
+    Raises:
+        TypeError: If an argument has the wrong type.
+        ValueError: If a count is < 1.
+        FileExistsError: If ``resume=False`` and ``directory`` already holds
+            checkpoints, or ``directory`` is a file.
+
+    Example:
+        >>> import tempfile
+        >>> from flax import nnx
+        >>> from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
+        >>> from nnx_ppo.algorithms.ppo import train_ppo
+        >>> from nnx_ppo.envs import PointMass
+        >>> from nnx_ppo.networks.factories import make_mlp_actor_critic
+        >>> from nnx_ppo.wrappers import EpisodeWrapper
+        >>> config = TrainConfig(
+        ...     ppo=PPOConfig(n_envs=4, rollout_length=8, n_minibatches=2, total_steps=64),
+        ...     eval=EvalConfig(enabled=False),
+        ... )
+        >>> env = EpisodeWrapper(PointMass(), episode_length=16)
+        >>> directory = tempfile.mkdtemp()
+        >>> with Checkpointer(directory, config=config, save_every_steps=32) as ckpt:
+        ...     result = train_ppo(env, make_mlp_actor_critic(2, 2, (8,), (8,),
+        ...                        rngs=nnx.Rngs(0)), config, progress=False, checkpoint=ckpt)
+        ...     ckpt.steps
+        [32, 64]
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        config: Any = None,
+        save_every_steps: int | None = None,
+        max_to_keep: int | None = 3,
+        keep_every_steps: int | None = None,
+        async_save: bool = False,
+        resume: bool = True,
+    ) -> None:
+        if not isinstance(directory, str | os.PathLike):
+            raise TypeError(f"directory={directory!r} must be a path (str or os.PathLike).")
+        _check_optional_int("save_every_steps", save_every_steps, 1)
+        _check_optional_int("max_to_keep", max_to_keep, 1)
+        _check_optional_int("keep_every_steps", keep_every_steps, 1)
+        for name, flag in (("async_save", async_save), ("resume", resume)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name}={flag!r} must be a bool (True or False).")
+        self.directory = Path(directory).expanduser().absolute()
+        if self.directory.exists() and not self.directory.is_dir():
+            raise FileExistsError(
+                f"Checkpointer: directory={str(directory)!r} is a file; pass a folder."
+            )
+        steps = _io.valid_steps(self.directory)
+        if steps and not resume:
+            raise FileExistsError(
+                f"Checkpointer: directory={str(directory)!r} already holds checkpoints "
+                f"(steps {steps}) and resume=False. Pass resume=True to continue that run, "
+                "or choose another (or an empty) directory to start a new one."
+            )
+        _io.remove_leftovers(self.directory)
+        self._config = config_to_dict(config)
+        self.save_every_steps = save_every_steps
+        self.max_to_keep = max_to_keep
+        self.keep_every_steps = keep_every_steps
+        self.async_save = async_save
+        self.resume = resume
+        self._manager = _io.manager(self.directory, create=True, async_save=async_save)
+        self._last_saved: int | None = None
+        self._restored_step: int | None = None
+        self._closed = False
+        self._removers: list[threading.Thread] = []
+
+    # -- inspection -------------------------------------------------------------------
+
+    @property
+    def steps(self) -> list[int]:
+        """The steps of the finished checkpoints on disk, ascending (waits for an
+        asynchronous save in flight)."""
+        self._manager.wait_until_finished()
+        return self._disk_steps()
+
+    @property
+    def latest_step(self) -> int | None:
+        """The highest step on disk, or ``None`` (it may still turn out unreadable)."""
+        steps = self.steps
+        return steps[-1] if steps else None
+
+    @property
+    def restored_step(self) -> int | None:
+        """The step :meth:`restore` resumed from, or ``None``."""
+        return self._restored_step
+
+    # -- CheckpointHook ---------------------------------------------------------------
+
+    def restore(self, template: TrainState, *, step: int | None = None) -> TrainState | None:
+        """The state to resume from, restored into ``template``'s structure and devices.
+
+        Args:
+            template: A freshly initialised :class:`~nnx_ppo.algorithms.types.TrainState`
+                of the same network and config (``train_ppo`` passes its own).
+            step: Restore this step instead of the latest readable one (also with
+                ``resume=False``); an unreadable one is then an error.
+
+        Returns:
+            The restored state, or ``None`` (``resume=False``, no checkpoint, or none
+            readable).
+
+        Raises:
+            CheckpointMismatchError: If the checkpoint's arrays do not match
+                ``template`` (a different network or config, e.g. ``n_envs``); the
+                message names the first differing variable and both shapes.
+            CorruptedCheckpointError: If the requested ``step`` cannot be read.
+            FileNotFoundError: If there is no checkpoint at ``step``.
+        """
+        if step is None and not self.resume:
+            return None
+        self._manager.wait_until_finished()
+        self._manager.reload()
+        network = {"params": template.params, "network_state": template.network_state}
+        train = template.replace(params=None, network_state=None)
+        hint = (
+            "Resume with the network and config the run was started with, or use "
+            "another directory for a different run."
+        )
+        found = _restore_latest(
+            self.directory,
+            self._manager,
+            {"network": network, "train": train},
+            hint,
+            step,
+            stacklevel=3,
+        )
+        if found is None:
+            if self.steps:
+                warnings.warn(
+                    f"no readable checkpoint in {self.directory}; training starts afresh "
+                    "(the damaged checkpoints will be replaced).",
+                    CorruptedCheckpointWarning,
+                    stacklevel=2,
+                )
+            return None
+        restored_step, trees, _ = found
+        self._restored_step = self._last_saved = restored_step
+        return trees["train"].replace(
+            params=trees["network"]["params"],
+            network_state=trees["network"]["network_state"],
+        )
+
+    def save(
+        self,
+        state: TrainState,
+        step: int,
+        metrics: Mapping[str, float] | None = None,
+        *,
+        final: bool = False,
+    ) -> bool:
+        """Save ``state`` at env step ``step`` if it is due (or ``final``).
+
+        The arrays are copied to host memory before this returns (the trainer donates
+        the state's buffers to the next device call).
+
+        Args:
+            state: The :class:`~nnx_ppo.algorithms.types.TrainState` after ``step`` steps.
+            step: The exact env step count (the checkpoint's name).
+            metrics: The last logged metrics, stored in the metadata (may be empty).
+            final: The end of training: save regardless of ``save_every_steps`` and wait
+                until the checkpoint is on disk.
+
+        Returns:
+            Whether a checkpoint was written.
+
+        Raises:
+            NonFiniteError: If ``state`` records a NaN/inf (nothing is written).
+        """
+        if isinstance(step, bool) or not isinstance(step, int | np.integer) or step < 0:
+            raise TypeError(f"step={step!r} must be a non-negative int (env steps).")
+        step = int(step)
+        if step == self._last_saved:
+            return False  # this state is already on disk (resumed from it, or saved)
+        last = self._last_saved or 0
+        due = self.save_every_steps is not None and (
+            step // self.save_every_steps > last // self.save_every_steps
+        )
+        if not (due or final):
+            return False
+        raise_if_non_finite(state.non_finite, step)
+
+        network, network_records = _io.encode(
+            {"params": state.params, "network_state": state.network_state}
+        )
+        train, train_records = _io.encode(state.replace(params=None, network_state=None))
+        meta = {
+            "format": _io.FORMAT,
+            "format_version": _io.FORMAT_VERSION,
+            "step": step,
+            "iteration": int(np.asarray(jax.device_get(state.iteration))),
+            "metrics": {str(k): _io.to_json(float(v)) for k, v in (metrics or {}).items()},
+            "config": self._config,
+            "versions": _io.versions(),
+            "arrays": {"network": network_records, "train": train_records},
+        }
+        # No save is in flight past this point (one writer at a time).
+        self._manager.wait_until_finished()
+        # Leftovers of an abandoned attempt at this step or later are replaced.
+        for old in self._disk_steps():
+            if old >= step:
+                self._delete(old)
+        if self.async_save:
+            self._retain()  # over finished checkpoints only, before the next one starts
+        self._manager.save(
+            step,
+            args=ocp.args.Composite(
+                network=ocp.args.StandardSave(network),
+                train=ocp.args.StandardSave(train),
+                meta=ocp.args.JsonSave(meta),
+            ),
+            force=True,
+        )
+        self._last_saved = step
+        if final or not self.async_save:
+            self._manager.wait_until_finished()
+            self._retain()
+        return True
+
+    # -- housekeeping -----------------------------------------------------------------
+
+    def _disk_steps(self) -> list[int]:
+        """Finished checkpoints on disk (call only while no save is in flight)."""
+        self._manager.reload()
+        return sorted(self._manager.all_steps())
+
+    def _delete(self, step: int) -> None:
+        """Delete a checkpoint atomically: rename it out of the step namespace first, so
+        a crash during the removal leaves no half-deleted checkpoint behind."""
+        path = self.directory / str(step)
+        if path.is_dir():
+            trash = self.directory / f"{step}{_io.DELETING}{time.time_ns()}"
+            path.rename(trash)  # atomic; the slow removal runs in the background
+            remover = threading.Thread(
+                target=shutil.rmtree, args=(trash,), kwargs={"ignore_errors": True}
+            )
+            remover.start()
+            self._removers.append(remover)
+        else:  # an unusual layout: let orbax find it
+            self._manager.delete(step)
+        self._manager.reload()
+
+    def _retain(self) -> None:
+        """Apply ``max_to_keep`` / ``keep_every_steps`` to the finished checkpoints."""
+        steps = self._disk_steps()
+        keep = set(steps if self.max_to_keep is None else steps[-self.max_to_keep :])
+        if self.keep_every_steps is not None:
+            first_in_window: dict[int, int] = {}
+            for s in steps:
+                first_in_window.setdefault(s // self.keep_every_steps, s)
+            keep |= set(first_in_window.values())
+        for s in steps:
+            if s not in keep:
+                self._delete(s)
+
+    def wait_until_finished(self) -> None:
+        """Block until an asynchronous save is on disk and old checkpoints are gone."""
+        self._manager.wait_until_finished()
+        while self._removers:
+            self._removers.pop().join()
+
+    def close(self) -> None:
+        """Wait for a pending save, apply the retention policy and release orbax's
+        resources (idempotent)."""
+        if self._closed:
+            return
+        self._manager.wait_until_finished()
+        self._retain()
+        self.wait_until_finished()
+        self._manager.close()
+        self._closed = True
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Checkpointer({str(self.directory)!r}, save_every_steps={self.save_every_steps}, "
+            f"max_to_keep={self.max_to_keep}, keep_every_steps={self.keep_every_steps}, "
+            f"async_save={self.async_save}, resume={self.resume})"
+        )
+
+
+def _open(directory: str | os.PathLike[str]) -> tuple[Path, ocp.CheckpointManager]:
+    path = Path(directory).expanduser().absolute()
+    if not path.is_dir():
+        raise FileNotFoundError(f"no checkpoint directory at {str(directory)!r}.")
+    manager = _io.manager(path, create=False)
+    if not manager.all_steps():
+        manager.close()
+        raise FileNotFoundError(
+            f"{str(directory)!r} holds no finished checkpoint (train with "
+            "train_ppo(..., checkpoint=Checkpointer(directory)) first)."
+        )
+    return path, manager
+
+
+def load_network(
+    directory: str | os.PathLike[str],
+    template_network: nnx.Module,
+    step: int | None = None,
+) -> nnx.Module:
+    """Load a trained network's variables into a freshly built template, for inference.
+
+    Reads only the ``network`` item: parameters, normalizer statistics and RNG state;
+    no optimizer or environment state. The template is updated in place (its
+    train/eval mode is left as it is) and returned.
+
+    Args:
+        directory: A :class:`Checkpointer` directory.
+        template_network: A network built exactly like the trained one (any seed).
+        step: The step to load; ``None`` loads the latest readable checkpoint (skipping
+            unreadable ones with a :class:`CorruptedCheckpointWarning`).
+
+    Returns:
+        ``template_network``, now holding the checkpoint's variables.
+
+    Raises:
+        FileNotFoundError: If ``directory`` holds no checkpoint, or none at ``step``.
+        CheckpointMismatchError: (a ``ValueError``) If the template's variables differ
+            from the checkpoint's; names the variable and both shapes.
+        CorruptedCheckpointError: If ``step`` (or every checkpoint) cannot be read.
+    """
+    path, manager = _open(directory)
+    try:
+        found = _restore_latest(
+            path,
+            manager,
+            {"network": _network_template(template_network)},
+            _network_hint(),
+            step,
+            stacklevel=3,
+        )
+    finally:
+        manager.close()
+    if found is None:
+        raise CorruptedCheckpointError(f"no checkpoint in {path} can be read.")
+    tree = found[1]["network"]
+    nnx.update(template_network, tree["params"], tree["network_state"])
+    return template_network
+
+
+def load_metadata(directory: str | os.PathLike[str], step: int | None = None) -> dict[str, Any]:
+    """The JSON metadata of a checkpoint (step, metrics, config, versions, arrays).
+
+    Args:
+        directory: A :class:`Checkpointer` directory.
+        step: The step; ``None`` reads the latest checkpoint whose metadata is readable.
+
+    Returns:
+        A dict with ``"format"``, ``"format_version"``, ``"step"``, ``"iteration"``,
+        ``"metrics"``, ``"config"`` (:func:`config_to_dict` data or ``None``),
+        ``"versions"`` and ``"arrays"``.
+
+    Raises:
+        FileNotFoundError: If there is no checkpoint (at ``step``).
+        CorruptedCheckpointError: If the metadata cannot be read.
+    """
+    path, manager = _open(directory)
+    try:
+        steps = sorted(manager.all_steps(), reverse=True)
+        if step is not None and step not in steps:
+            raise FileNotFoundError(
+                f"there is no checkpoint at step {step} in {path}; available: {sorted(steps)}."
+            )
+        for candidate in [step] if step is not None else steps:
+            try:
+                return _read_meta(manager, candidate, f"the checkpoint at step {candidate}")
+            except _io.Unreadable as e:
+                if step is not None:
+                    raise CorruptedCheckpointError(str(e)) from e
+                warnings.warn(f"{e}; skipping it.", CorruptedCheckpointWarning, stacklevel=2)
+        raise CorruptedCheckpointError(f"no checkpoint in {path} has readable metadata.")
+    finally:
+        manager.close()

@@ -1,0 +1,149 @@
+"""Detection of NaN and infinity in training, and the error it raises.
+
+A diverged run (a NaN or infinite reward or observation from the environment, an
+exploding learning rate) poisons the parameters within one optimizer step, and every
+later iteration and checkpoint is garbage. So each jitted iteration checks a few
+scalars, :data:`MONITORED_QUANTITIES`, with ``jnp.isfinite`` and records the first one
+that is not finite, and in which iteration, in
+:class:`~nnx_ppo.algorithms.types.NonFinite` inside the
+:class:`~nnx_ppo.algorithms.types.TrainState` (:func:`record_non_finite`). The check
+adds no host synchronisation: the host reads the record only when it reads the state
+or the metrics anyway, i.e. when :func:`~nnx_ppo.algorithms.ppo.train_ppo` logs (every
+``log_every_calls`` device calls, and always after the last) and when a
+:class:`~nnx_ppo.algorithms.checkpointing.Checkpointer` is about to write a checkpoint.
+Either then raises :class:`NonFiniteError` (:func:`raise_if_non_finite`), naming the
+iteration and the quantity, before anything is saved: the last checkpoint written
+before the divergence stays the latest one on disk.
+
+There is no automatic rollback. To recover, resume from that checkpoint after fixing
+the cause, e.g. with a lower ``learning_rate`` (Adam's state does not depend on it, so
+the run resumes with the new value) or a ``max_grad_norm``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nnx_ppo.algorithms.types import NonFinite
+
+__all__ = [
+    "MONITORED_QUANTITIES",
+    "NonFiniteError",
+    "healthy",
+    "raise_if_non_finite",
+    "record_non_finite",
+]
+
+MONITORED_QUANTITIES: tuple[str, ...] = ("loss/total", "params", "network_state")
+"""What each iteration checks, in this order (the first non-finite one is reported):
+the mean total loss over the iteration's minibatches, every parameter after the
+update, and every floating-point leaf of the other network state (e.g. normalizer
+statistics) after ``update_statistics``."""
+
+
+class NonFiniteError(RuntimeError):
+    """Training produced a NaN or an infinity; raised instead of continuing or saving.
+
+    Attributes:
+        iteration: The 1-based iteration in which the value first appeared.
+        quantity: Its name, one of :data:`MONITORED_QUANTITIES`.
+        value: The offending value (``nan``, ``inf`` or ``-inf``).
+        step: The env steps completed when the host noticed (``None`` if unknown).
+    """
+
+    def __init__(self, iteration: int, quantity: str, value: float, step: int | None = None):
+        self.iteration = iteration
+        self.quantity = quantity
+        self.value = value
+        self.step = step
+        where = f"iteration {iteration}"
+        if step is not None:
+            where += f" (noticed at env step {step})"
+        super().__init__(
+            f"training diverged: {quantity} became {value} in {where}. Training was "
+            "stopped and this state was not saved, so the latest checkpoint is the last "
+            "one written before the divergence. Check the environment for NaN/inf "
+            "rewards or observations, or resume from that checkpoint with a lower "
+            "learning_rate or a max_grad_norm."
+        )
+
+
+def healthy() -> NonFinite:
+    """The record of a run in which everything has been finite so far."""
+    return NonFinite(
+        iteration=jnp.zeros((), jnp.int32),
+        quantity=jnp.full((), -1, jnp.int32),
+        value=jnp.zeros((), jnp.float32),
+    )
+
+
+def _summary(tree: Any) -> jax.Array:
+    """float32 ``[]``: NaN if a floating-point leaf of ``tree`` holds a NaN, else inf if
+    one holds an infinity, else 0 (an elementwise test, so huge finite values pass)."""
+    leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.floating)]
+    has_nan = jnp.any(jnp.stack([jnp.isnan(x).any() for x in leaves] or [jnp.bool_(False)]))
+    has_inf = jnp.any(jnp.stack([jnp.isinf(x).any() for x in leaves] or [jnp.bool_(False)]))
+    return jnp.where(has_nan, jnp.nan, jnp.where(has_inf, jnp.inf, 0.0)).astype(jnp.float32)
+
+
+def record_non_finite(
+    record: NonFinite,
+    iteration: jax.Array,
+    loss: jax.Array,
+    params: Any,
+    network_state: Any,
+) -> NonFinite:
+    """Update ``record`` with this iteration's check (jit-able, no host sync).
+
+    Keeps the first record: once a quantity went non-finite, later iterations do not
+    overwrite where and what it was.
+
+    Args:
+        record: The record so far.
+        iteration: int32 ``[]``, the 1-based number of the iteration being checked.
+        loss: ``[]`` the iteration's mean total loss.
+        params: The parameters after the update (pytree of arrays).
+        network_state: The other network state after ``update_statistics``.
+
+    Returns:
+        The updated :class:`~nnx_ppo.algorithms.types.NonFinite`.
+    """
+    values = jnp.stack(
+        [
+            jnp.asarray(loss, jnp.float32),
+            _summary(params),
+            _summary(network_state),
+        ]
+    )
+    bad = ~jnp.isfinite(values)
+    first = jnp.argmax(bad).astype(jnp.int32)
+    new = bad.any() & (record.iteration == 0)
+    return NonFinite(
+        iteration=jnp.where(new, iteration.astype(jnp.int32), record.iteration),
+        quantity=jnp.where(new, first, record.quantity),
+        value=jnp.where(new, values[first], record.value),
+    )
+
+
+def raise_if_non_finite(record: NonFinite, step: int | None = None) -> None:
+    """Raise :class:`NonFiniteError` if ``record`` holds a non-finite value (host side).
+
+    Reads three scalars from the device (a synchronisation): call it where the host
+    waits for the state anyway.
+
+    Args:
+        record: ``state.non_finite`` of a :class:`~nnx_ppo.algorithms.types.TrainState`.
+        step: The env step count to mention in the message.
+
+    Raises:
+        NonFiniteError: If any monitored quantity was non-finite in some iteration.
+    """
+    iteration, quantity, value = jax.device_get((record.iteration, record.quantity, record.value))
+    if int(iteration) > 0:
+        raise NonFiniteError(
+            int(iteration), MONITORED_QUANTITIES[int(quantity)], float(np.asarray(value)), step
+        )
