@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from nnx_ppo_quickstart.cli import main
 from nnx_ppo_quickstart.networks import make_network
 
@@ -55,6 +54,11 @@ def test_impossible_sizes_are_one_line_errors(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "100" in err and "8" in err
+
+
+def test_resume_needs_an_output_dir(capsys):
+    assert main(["--resume"]) == 2
+    assert "--output-dir" in capsys.readouterr().err
 
 
 def test_bad_numbers_are_rejected_by_the_parser(capsys):

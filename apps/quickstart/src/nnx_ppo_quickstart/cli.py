@@ -2,8 +2,9 @@
 
 Defaults train an MLP on brax ``inverted_pendulum`` (backend ``generalized``), which
 reaches the maximum return of 1000 in well under the default step budget on 2 CPU
-cores. Outputs (in ``--output-dir``): ``metrics.jsonl``, ``learning_curve.png``,
-``config.json``, ``summary.json`` and ``checkpoints/``.
+cores. Outputs (in ``--output-dir``, by default a new folder under
+``outputs/quickstart/``): ``metrics.jsonl``, ``learning_curve.png``, ``config.json``,
+``summary.json`` and ``checkpoints/``.
 """
 
 from __future__ import annotations
@@ -37,15 +38,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Train a stateful PPO policy on a brax or MuJoCo Playground env.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--env", default="inverted_pendulum",
-                        help="env name from the brax or Playground registry")
-    parser.add_argument("--brax-backend", default="generalized",
-                        help="physics backend for brax envs")
+    parser.add_argument(
+        "--env", default="inverted_pendulum", help="env name from the brax or Playground registry"
+    )
+    parser.add_argument(
+        "--brax-backend", default="generalized", help="physics backend for brax envs"
+    )
     parser.add_argument("--network", default="mlp", choices=PRESETS, help="network preset")
-    parser.add_argument("--steps", type=_positive_int, default=150_000,
-                        help="environment steps to train")
-    parser.add_argument("--n-envs", type=_positive_int, default=256,
-                        help="parallel environments")
+    parser.add_argument(
+        "--steps", type=_positive_int, default=150_000, help="environment steps to train"
+    )
+    parser.add_argument("--n-envs", type=_positive_int, default=256, help="parallel environments")
     parser.add_argument("--rollout-length", type=_positive_int, default=20)
     parser.add_argument("--n-minibatches", type=_positive_int, default=8)
     parser.add_argument("--n-epochs", type=_positive_int, default=4)
@@ -53,13 +56,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--discount", type=float, default=0.995)
     parser.add_argument("--reward-scaling", type=float, default=10.0)
     parser.add_argument("--episode-length", type=_positive_int, default=1000)
-    parser.add_argument("--eval-every", type=_positive_int, default=10_000,
-                        help="environment steps between evaluations")
+    parser.add_argument(
+        "--eval-every",
+        type=_positive_int,
+        default=10_000,
+        help="environment steps between evaluations",
+    )
     parser.add_argument("--eval-envs", type=_positive_int, default=16)
+    parser.add_argument(
+        "--checkpoint-every",
+        type=_positive_int,
+        default=50_000,
+        help="environment steps between checkpoints (and one at the end)",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output-dir", type=Path, default=Path("outputs/quickstart"))
-    parser.add_argument("--resume", action="store_true",
-                        help="continue from the latest checkpoint in --output-dir")
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=None,
+        help="where results go (default: a new folder outputs/quickstart/<env>-<network>-<time>)",
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from the latest checkpoint in --output-dir"
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser.parse_args(argv)
 
@@ -108,31 +127,45 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError) as error:
         return _fail(str(error))
 
+    if args.output_dir is None:
+        if args.resume:
+            return _fail("--resume needs the --output-dir of the run to continue")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        args.output_dir = Path("outputs/quickstart") / f"{args.env}-{args.network}-{stamp}"
     out = args.output_dir
-    if out.exists() and any(out.iterdir()) and not args.resume:
-        if (out / "checkpoints").exists():
-            return _fail(
-                f"--output-dir {out} already holds a run; pass --resume to continue it "
-                "or choose another --output-dir"
-            )
+    if not args.resume and (out / "checkpoints").exists():
+        return _fail(
+            f"--output-dir {out} already holds a run; pass --resume to continue it "
+            "or choose another --output-dir"
+        )
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(
         json.dumps(
-            {"cli": {k: str(v) for k, v in vars(args).items()},
-             "train_config": dataclasses.asdict(config)},
-            indent=2, default=str,
+            {
+                "cli": {k: str(v) for k, v in vars(args).items()},
+                "train_config": dataclasses.asdict(config),
+            },
+            indent=2,
+            default=str,
         )
     )
-    print(f"Training {args.network} on {args.env} [{envs.source}] for {args.steps:,} steps "
-          f"with {args.n_envs} envs; outputs in {out}/")
-    checkpointer = Checkpointer(out / "checkpoints", config=config, resume=args.resume)
+    print(
+        f"Training {args.network} on {args.env} [{envs.source}] for {args.steps:,} steps "
+        f"with {args.n_envs} envs; outputs in {out}/"
+    )
+    checkpointer = Checkpointer(
+        out / "checkpoints",
+        config=config,
+        save_every_steps=args.checkpoint_every,
+        resume=args.resume,
+    )
     start = time.perf_counter()
     result = train_ppo(
         envs.train,
         network,
         config,
         eval_env=envs.eval,
-        progress=not args.no_progress,
+        progress=False if args.no_progress else None,  # None: shown on a terminal
         jsonl_path=out / "metrics.jsonl",
         checkpoint=checkpointer,
     )
@@ -142,8 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     history = result.eval_history
     final_reward = history[-1][1]["eval/episode_reward/mean"] if history else float("nan")
     if history:
-        plot_learning_curve(history, out / "learning_curve.png",
-                            f"{args.network} on {args.env}")
+        plot_learning_curve(history, out / "learning_curve.png", f"{args.network} on {args.env}")
     summary = {
         "env": args.env,
         "network": args.network,

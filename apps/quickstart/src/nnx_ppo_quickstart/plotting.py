@@ -22,10 +22,9 @@ def plot_learning_curve(
     std = [m.get("eval/episode_reward/std", 0.0) for _, m in history]
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
     ax.plot(steps, mean, marker="o", color="tab:blue", label="eval return")
-    ax.fill_between(
-        steps, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
-        color="tab:blue", alpha=0.2, linewidth=0,
-    )
+    low = [m - s for m, s in zip(mean, std, strict=True)]
+    high = [m + s for m, s in zip(mean, std, strict=True)]
+    ax.fill_between(steps, low, high, color="tab:blue", alpha=0.2, linewidth=0)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("episode return")
     ax.set_title(title)
