@@ -121,8 +121,9 @@ def host_copy(x: Any) -> np.ndarray:
     """A NumPy copy owned by the caller (key arrays as their raw data)."""
     if isinstance(x, jax.Array) and not x.is_fully_addressable:
         raise NotImplementedError(
-            "Checkpointer saves host copies and does not support arrays spread over "
-            "several processes (multi-host training) yet."
+            "Checkpointer saves host copies of arrays, and this one is spread over "
+            "several processes; gather it first with "
+            "nnx_ppo.algorithms.distributed.gather_state (train_ppo does so)."
         )
     if is_key(x):
         x = jax.random.key_data(x)
@@ -226,12 +227,27 @@ def handlers() -> dict[str, ocp.CheckpointHandler]:
 
 def manager(directory: Path, *, create: bool, async_save: bool = False) -> ocp.CheckpointManager:
     """An orbax ``CheckpointManager`` of ``directory`` that leaves retention and the
-    cleanup of unfinished saves to :class:`~nnx_ppo.algorithms.checkpointing.Checkpointer`."""
+    cleanup of unfinished saves to :class:`~nnx_ppo.algorithms.checkpointing.Checkpointer`.
+
+    With several processes (``jax.distributed``) the manager is private to this process
+    (no cross-process barriers): process 0 alone writes host copies of the gathered
+    state, and any process may read.
+    """
+    multiprocess: dict[str, Any] = {}
+    if jax.process_count() > 1:
+        if create:  # orbax cannot create the root itself for a per-process manager
+            directory.mkdir(parents=True, exist_ok=True)
+        create = False
+        me = jax.process_index()
+        multiprocess["multiprocessing_options"] = ocp.options.MultiprocessingOptions(
+            primary_host=me, active_processes={me}
+        )
     options = ocp.CheckpointManagerOptions(
         max_to_keep=None,  # retention is ours (Checkpointer._retain)
         create=create,
         cleanup_tmp_directories=False,  # Checkpointer cleans up synchronously
         enable_async_checkpointing=async_save,
+        **multiprocess,
     )
     return ocp.CheckpointManager(directory, options=options, item_handlers=handlers())
 

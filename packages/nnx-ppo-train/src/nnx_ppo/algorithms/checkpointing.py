@@ -32,8 +32,18 @@ leftover temporary folder is ignored and cleaned up). A finished folder that can
 read back (deleted or damaged files, a CRC mismatch) is skipped with a
 :class:`CorruptedCheckpointWarning` in favour of the previous one.
 
-One process writes a checkpoint directory at a time (several may read it). Multi-host
-training (arrays not addressable from one process) is not supported yet.
+One process writes a checkpoint directory at a time (several may read it).
+
+**Devices and hosts.** Arrays are stored whole (not per device), so a checkpoint written
+by a run on any number of devices resumes on any other number: :meth:`Checkpointer.restore`
+lays the arrays out like its template (``train_ppo`` passes a state already placed on
+its mesh). In a multi-process run (``jax.distributed``) every process builds the same
+``Checkpointer``, but only process 0 writes or deletes checkpoints (``save`` does nothing
+elsewhere); ``train_ppo`` gathers the sharded state to host memory on every process and
+hands it to process 0, and restores on process 0 and broadcasts
+(:func:`~nnx_ppo.algorithms.distributed.save_checkpoint`,
+:func:`~nnx_ppo.algorithms.distributed.restore_checkpoint`). The directory must be on a
+file system process 0 can write; the whole state must fit in its host memory.
 """
 
 from __future__ import annotations
@@ -372,7 +382,10 @@ class Checkpointer:
                 f"(steps {steps}) and resume=False. Pass resume=True to continue that run, "
                 "or choose another (or an empty) directory to start a new one."
             )
-        _io.remove_leftovers(self.directory)
+        # With several processes, only process 0 writes (see the module docstring).
+        self._writer = jax.process_index() == 0
+        if self._writer:
+            _io.remove_leftovers(self.directory)
         self._config = config_to_dict(config)
         self.save_every_steps = save_every_steps
         self.max_to_keep = max_to_keep
@@ -461,6 +474,28 @@ class Checkpointer:
             network_state=trees["network"]["network_state"],
         )
 
+    def is_due(self, step: int, *, final: bool = False) -> bool:
+        """Whether :meth:`save` at ``step`` would write (on process 0).
+
+        Args:
+            step: The exact env step count.
+            final: The end of training.
+
+        Returns:
+            ``True`` if ``step`` crosses a multiple of ``save_every_steps`` since the last
+            save (or ``final``) and is not the step already on disk.
+        """
+        if isinstance(step, bool) or not isinstance(step, int | np.integer) or step < 0:
+            raise TypeError(f"step={step!r} must be a non-negative int (env steps).")
+        step = int(step)
+        if step == self._last_saved:
+            return False  # this state is already on disk (resumed from it, or saved)
+        last = self._last_saved or 0
+        due = self.save_every_steps is not None and (
+            step // self.save_every_steps > last // self.save_every_steps
+        )
+        return due or final
+
     def save(
         self,
         state: TrainState,
@@ -472,7 +507,8 @@ class Checkpointer:
         """Save ``state`` at env step ``step`` if it is due (or ``final``).
 
         The arrays are copied to host memory before this returns (the trainer donates
-        the state's buffers to the next device call).
+        the state's buffers to the next device call). In a multi-process run only
+        process 0 writes: elsewhere this does nothing and returns ``False``.
 
         Args:
             state: The :class:`~nnx_ppo.algorithms.types.TrainState` after ``step`` steps.
@@ -487,17 +523,9 @@ class Checkpointer:
         Raises:
             NonFiniteError: If ``state`` records a NaN/inf (nothing is written).
         """
-        if isinstance(step, bool) or not isinstance(step, int | np.integer) or step < 0:
-            raise TypeError(f"step={step!r} must be a non-negative int (env steps).")
-        step = int(step)
-        if step == self._last_saved:
-            return False  # this state is already on disk (resumed from it, or saved)
-        last = self._last_saved or 0
-        due = self.save_every_steps is not None and (
-            step // self.save_every_steps > last // self.save_every_steps
-        )
-        if not (due or final):
+        if not self.is_due(step, final=final) or not self._writer:
             return False
+        step = int(step)
         raise_if_non_finite(state.non_finite, step)
 
         network, network_records = _io.encode(
@@ -562,6 +590,8 @@ class Checkpointer:
 
     def _retain(self) -> None:
         """Apply ``max_to_keep`` / ``keep_every_steps`` to the finished checkpoints."""
+        if not self._writer:
+            return
         steps = self._disk_steps()
         keep = set(steps if self.max_to_keep is None else steps[-self.max_to_keep :])
         if self.keep_every_steps is not None:

@@ -25,7 +25,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.sharding import Mesh
 
+from nnx_ppo.algorithms.distributed import constrain_batch, n_shards, replicated_sharding
 from nnx_ppo.algorithms.rollout import _ppo_output, _sum_leaves, network_step, reset_envs
 
 __all__ = ["evaluate", "make_evaluator"]
@@ -39,6 +41,7 @@ def make_evaluator(
     *,
     n_envs: int,
     max_episode_length: int,
+    mesh: Mesh | None = None,
 ) -> Callable[[nnx.State, nnx.State, jax.Array], Metrics]:
     """Build a jitted ``evaluator(params, network_state, key) -> metrics``.
 
@@ -48,16 +51,21 @@ def make_evaluator(
             from the network in ``eval()`` mode for deterministic evaluation.
         n_envs: Episodes run in parallel.
         max_episode_length: Steps per evaluation.
+        mesh: The training run's device mesh (parameters replicated on it): the
+            evaluation environments are sharded along its ``"data"`` axis if ``n_envs``
+            is a multiple of its size (else every device runs them all), and the
+            metrics come back replicated. ``None``: no sharding.
 
     Returns:
         A jitted function of the split network state and a raw PRNG key returning the
         metrics in the module table (scalars).
     """
+    shard = mesh if mesh is not None and n_envs % n_shards(mesh) == 0 else None
 
     def evaluator(params: nnx.State, network_state: nnx.State, key: jax.Array) -> Metrics:
         model = nnx.merge(graphdef, params, network_state)
-        carry = model.initialize_state(n_envs)
-        env_state = reset_envs(env, key, n_envs)
+        carry = constrain_batch(model.initialize_state(n_envs), shard)
+        env_state = constrain_batch(reset_envs(env, key, n_envs), shard)
         zero_reward = jax.tree.map(jnp.zeros_like, env_state.reward)
 
         def eval_step(loop, _):
@@ -92,7 +100,9 @@ def make_evaluator(
                 metrics[f"eval/episode_reward/{name}/mean"] = jnp.mean(value)
         return metrics
 
-    return jax.jit(evaluator)
+    if mesh is None:
+        return jax.jit(evaluator)
+    return jax.jit(evaluator, out_shardings=replicated_sharding(mesh))
 
 
 def evaluate(

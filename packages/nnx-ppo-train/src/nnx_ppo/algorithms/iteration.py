@@ -17,6 +17,11 @@ thing is one jitted XLA program (:func:`make_train_call`, with the state donated
 several iterations per call if asked). Statistics (``update_statistics``) change only
 after the gradient phase, so the replay of the first minibatch reproduces the rollout
 exactly.
+
+With a device ``mesh`` (:mod:`nnx_ppo.algorithms.distributed`) the same program runs
+data-parallel: the state is placed by :func:`init_train_state`, the environment axis of
+the rollout and of every minibatch is constrained to the mesh's ``"data"`` axis, and
+XLA inserts the all-reduces (gradients, normalizer statistics, metrics).
 """
 
 from __future__ import annotations
@@ -28,8 +33,17 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax import nnx
+from jax.sharding import Mesh
 
 from nnx_ppo.algorithms.config import LogLevel, PPOConfig
+from nnx_ppo.algorithms.distributed import (
+    check_batch_divisible,
+    constrain_batch,
+    process_env_slice,
+    replicated_sharding,
+    shard_batch,
+    shard_state,
+)
 from nnx_ppo.algorithms.faults import healthy, record_non_finite
 from nnx_ppo.algorithms.gae import gae
 from nnx_ppo.algorithms.losses import ppo_loss
@@ -104,6 +118,8 @@ def init_train_state(
     config: PPOConfig,
     optimizer: optax.GradientTransformation,
     key: jax.Array,
+    *,
+    mesh: Mesh | None = None,
 ) -> tuple[nnx.GraphDef, TrainState]:
     """Split the network and build the initial :class:`TrainState`.
 
@@ -116,12 +132,23 @@ def init_train_state(
         config: The algorithm configuration.
         optimizer: From :func:`make_optimizer`.
         key: The run's raw PRNG key (``jax.random.PRNGKey``).
+        mesh: A device mesh with a ``"data"`` axis: the state is placed on it
+            (environment states, carries and episode statistics sharded along
+            ``"data"``, the rest replicated; see
+            :func:`~nnx_ppo.algorithms.distributed.state_shardings`), and each process
+            resets only its own share of the environments. ``None``: default device.
 
     Returns:
-        ``(graphdef, state)``.
+        ``(graphdef, state)``. The state's values do not depend on ``mesh``.
+
+    Raises:
+        ValueError: If ``config.n_envs`` is not a multiple of ``n_minibatches`` times
+            the mesh's ``"data"`` size.
     """
     graphdef, params, network_state = split_network(network)
     key, reset_key = jax.random.split(key)
+    if mesh is not None:
+        return graphdef, _init_sharded(env, network, config, optimizer, key, reset_key, mesh)
     # Jitted: an eager vmapped reset of a physics env dispatches op by op (slow).
     env_state = jax.jit(lambda k: reset_envs(env, k, config.n_envs))(reset_key)
     reset_state = None if config.reset_mode == "fresh" else env_state
@@ -143,6 +170,49 @@ def init_train_state(
     return graphdef, jax.tree.map(jnp.copy, state)
 
 
+def _init_sharded(
+    env: Any,
+    network: nnx.Module,
+    config: PPOConfig,
+    optimizer: optax.GradientTransformation,
+    key: jax.Array,
+    reset_key: jax.Array,
+    mesh: Mesh,
+) -> TrainState:
+    """:func:`init_train_state` on a mesh: the same values, placed on ``mesh``."""
+    check_batch_divisible(config.n_envs, mesh, n_minibatches=config.n_minibatches)
+    _, params, network_state = split_network(network)
+    host = TrainState(
+        params=params,
+        network_state=network_state,
+        opt_state=optimizer.init(params),
+        env_state=None,
+        reset_state=None,
+        carry=network.initialize_state(config.n_envs),
+        episodes=initial_episode_stats(config.n_envs),
+        rng=key,
+        iteration=jnp.zeros((), jnp.int32),
+        non_finite=healthy(),
+    )
+    # Private copies (see init_train_state), then placed on the mesh.
+    state = shard_state(jax.tree.map(jnp.copy, host), mesh)
+
+    # Each process resets only its own environments: the global reset's keys, sliced.
+    mine = process_env_slice(config.n_envs, mesh)
+
+    def local_reset(k: jax.Array) -> Any:
+        return jax.vmap(env.reset)(jax.random.split(k, config.n_envs)[mine])
+
+    local = jax.jit(local_reset)(reset_key)
+    env_state = shard_batch(jax.tree.map(jnp.copy, local), mesh, process_local=True)
+    reset_state = (
+        None
+        if config.reset_mode == "fresh"
+        else shard_batch(jax.tree.map(jnp.copy, local), mesh, process_local=True)
+    )
+    return state.replace(env_state=env_state, reset_state=reset_state)
+
+
 def _flatten_metrics(prefix: str, tree: Any) -> Metrics:
     """Nested network metrics -> ``{"network/<path>": mean}``."""
     flat = {}
@@ -162,6 +232,8 @@ def make_training_iteration(
     graphdef: nnx.GraphDef,
     optimizer: optax.GradientTransformation,
     config: PPOConfig,
+    *,
+    mesh: Mesh | None = None,
 ) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
     """Build the pure function that runs one PPO iteration.
 
@@ -170,6 +242,9 @@ def make_training_iteration(
         graphdef: The network's ``GraphDef`` (train mode), from :func:`init_train_state`.
         optimizer: The optax optimizer whose state is in ``TrainState.opt_state``.
         config: The algorithm configuration (static).
+        mesh: The device mesh the state lives on (from ``init_train_state(...,
+            mesh=...)``): the environment axis of the rollout and of each minibatch is
+            kept sharded along its ``"data"`` axis. ``None``: no constraints.
 
     Returns:
         ``training_iteration(state) -> (state, metrics)``: pure and jit-able; metrics
@@ -231,11 +306,13 @@ def make_training_iteration(
         def split_batch_major(x):  # [B, ...] -> [M, B/M, ...]
             return jnp.take(x, perm, axis=0).reshape(n_minibatches, -1, *x.shape[1:])
 
+        # On a mesh, the shuffle gathers the rollout across devices; each device then
+        # keeps its slice of every minibatch ([M, T, B/M, ...]: axis 2 is sharded).
         minibatches = (
-            jax.tree.map(split_time_major, transitions),
-            jax.tree.map(split_batch_major, initial_carry),
-            jax.tree.map(split_time_major, advantages),
-            jax.tree.map(split_time_major, targets),
+            constrain_batch(jax.tree.map(split_time_major, transitions), mesh, axis=2),
+            constrain_batch(jax.tree.map(split_batch_major, initial_carry), mesh, axis=1),
+            constrain_batch(jax.tree.map(split_time_major, advantages), mesh, axis=2),
+            constrain_batch(jax.tree.map(split_time_major, targets), mesh, axis=2),
         )
         return jax.lax.scan(
             lambda c, mb: minibatch_update(c, mb, network_state), carry, minibatches
@@ -247,7 +324,7 @@ def make_training_iteration(
         # 1. Rollout: T steps of all environments with the current parameters.
         reset_state = state.reset_state
         if config.reset_mode == "refresh":
-            reset_state = reset_envs(env, refresh_key, n_envs)
+            reset_state = constrain_batch(reset_envs(env, refresh_key, n_envs), mesh)
         network_state, env_state, carry, episodes, _, rollout = _unroll(
             env,
             graphdef,
@@ -262,7 +339,7 @@ def make_training_iteration(
             bootstrap_on_truncation=config.bootstrap_on_truncation,
             env_metrics=LogLevel.ENV_METRICS in level,
         )
-        transitions: Transition = rollout.transitions
+        transitions: Transition = constrain_batch(rollout.transitions, mesh, axis=1)
 
         # 2. Advantages and value targets, once per iteration.
         advantages, targets = gae(
@@ -342,12 +419,18 @@ def _aggregate(metrics: Metrics) -> Metrics:
 def make_train_call(
     training_iteration: Callable[[TrainState], tuple[TrainState, Metrics]],
     iterations_per_call: int = 1,
+    *,
+    shardings: TrainState | None = None,
 ) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
     """Jit ``iterations_per_call`` iterations into one device call, donating the state.
 
     Args:
         training_iteration: From :func:`make_training_iteration`.
         iterations_per_call: Iterations per call (a ``lax.scan`` if > 1).
+        shardings: The state's shardings on a mesh
+            (:func:`~nnx_ppo.algorithms.distributed.state_shardings`): the call takes and
+            returns the state laid out so, and returns replicated metrics. ``None``:
+            wherever the state is.
 
     Returns:
         ``train_call(state) -> (state, metrics)``; the metrics are averaged over the
@@ -363,4 +446,12 @@ def make_train_call(
         )
         return state, _aggregate(metrics)
 
-    return jax.jit(train_call, donate_argnums=0)
+    if shardings is None:
+        return jax.jit(train_call, donate_argnums=0)
+    mesh = jax.tree.leaves(shardings)[0].mesh
+    return jax.jit(
+        train_call,
+        donate_argnums=0,
+        in_shardings=(shardings,),
+        out_shardings=(shardings, replicated_sharding(mesh)),
+    )

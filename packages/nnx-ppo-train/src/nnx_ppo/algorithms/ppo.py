@@ -18,6 +18,10 @@ Example:
 
 After training, ``nets`` holds the trained parameters and statistics: call
 ``nets.eval()`` and run it.
+
+By default a run uses every device (``devices=None``): the environments are sharded
+over them and the parameters replicated (see :mod:`nnx_ppo.algorithms.distributed`).
+On a plain CPU that is a single device, and nothing is sharded.
 """
 
 from __future__ import annotations
@@ -25,14 +29,25 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.sharding import Mesh
 
 from nnx_ppo.algorithms.config import LogLevel, PPOConfig, TrainConfig
+from nnx_ppo.algorithms.distributed import (
+    check_batch_divisible,
+    gather_state,
+    is_primary,
+    resolve_mesh,
+    restore_checkpoint,
+    save_checkpoint,
+    state_shardings,
+    uses_mesh,
+)
 from nnx_ppo.algorithms.evaluation import make_evaluator
 from nnx_ppo.algorithms.faults import raise_if_non_finite
 from nnx_ppo.algorithms.iteration import (
@@ -63,6 +78,11 @@ class CheckpointHook(Protocol):
     before it returns: the next device call donates the state's buffers. It should not
     write a state whose ``non_finite`` record is set (raise
     :class:`~nnx_ppo.algorithms.faults.NonFiniteError`).
+
+    In a multi-process run ``restore`` and ``save`` are called on process 0 only, with
+    host copies of the state (see :func:`~nnx_ppo.algorithms.distributed.save_checkpoint`);
+    an optional ``is_due(step, *, final)`` method lets the other processes skip
+    gathering the state when no save is due.
     """
 
     def restore(self, template: TrainState) -> TrainState | None:
@@ -279,6 +299,8 @@ def train_ppo(
     progress: bool | None = None,
     jsonl_path: str | os.PathLike[str] | None = None,
     checkpoint: CheckpointHook | None = None,
+    devices: int | Sequence[jax.Device] | None = None,
+    mesh: Mesh | None = None,
 ) -> TrainResult:
     """Train a stateful PPO network.
 
@@ -287,6 +309,16 @@ def train_ppo(
     see :mod:`nnx_ppo.algorithms.iteration`) on the donated training state. Between
     calls the host logs, evaluates and checkpoints. At the end the trained state is
     written back into ``networks`` (left in ``train()`` mode).
+
+    On several devices (``devices`` / ``mesh``) the environments, carries and rollout
+    are sharded along the mesh's ``"data"`` axis and the parameters, optimizer state
+    and statistics replicated; gradients and statistics are reduced across devices,
+    so the result equals a one-device run up to floating-point reduction order (see
+    :mod:`nnx_ppo.algorithms.distributed`). After ``jax.distributed.initialize()``
+    the run spans every process's devices; each process steps its own environments,
+    and only process 0 calls ``log_fn``, writes ``jsonl_path``, shows the progress
+    bar, records videos and has ``checkpoint`` write (every process must call
+    ``train_ppo`` with the same arguments).
 
     Args:
         env: An unbatched environment with ``reset(key)`` and ``step(state, action)``
@@ -310,9 +342,16 @@ def train_ppo(
             :class:`~nnx_ppo.algorithms.checkpointing.Checkpointer`: training resumes
             from what its ``restore`` returns, and it is offered the state after every
             device call and at the end (``final=True``). ``None`` saves nothing.
+            A checkpoint resumes on any device count.
+        devices: Devices to train on: ``None`` (default) for all of them
+            (``jax.devices()``; one on a plain CPU), an ``int`` for the first that
+            many, or a sequence of devices.
+        mesh: Instead of ``devices``, a :class:`jax.sharding.Mesh` with a ``"data"``
+            axis (see :func:`~nnx_ppo.algorithms.distributed.make_mesh`).
 
     Returns:
-        A :class:`TrainResult`.
+        A :class:`TrainResult`. On several devices its ``state`` is laid out on the
+        mesh; ``networks`` gets plain single-device copies.
 
     Raises:
         NonFiniteError: (:mod:`nnx_ppo.algorithms.faults`) If a loss, parameter or
@@ -322,7 +361,10 @@ def train_ppo(
         TypeError: If ``config`` is not a config object or the network's output is not a
             ``PPONetworkOutput``.
         ValueError: If the network and the environment do not fit together (checked
-            before anything is compiled; see :func:`check_env_network`).
+            before anything is compiled; see :func:`check_env_network`), if
+            ``n_envs`` is not a multiple of ``n_minibatches`` times the number of
+            devices, or if ``devices`` / ``mesh`` are invalid (see
+            :func:`~nnx_ppo.algorithms.distributed.resolve_mesh`).
     """
     if isinstance(config, PPOConfig):
         config = TrainConfig(ppo=config)
@@ -333,6 +375,12 @@ def train_ppo(
         )
     ppo = config.ppo
     eval_env = env if eval_env is None else eval_env
+    # One default device and one process: no mesh at all (plain arrays).
+    run_mesh = resolve_mesh(devices, mesh)
+    sharded = run_mesh if uses_mesh(run_mesh) else None
+    if sharded is not None:
+        check_batch_divisible(ppo.n_envs, sharded, n_minibatches=ppo.n_minibatches)
+    primary = is_primary()
 
     # Check env and network against each other before compiling anything.
     networks.train()
@@ -342,13 +390,15 @@ def train_ppo(
     key = jax.random.PRNGKey(config.seed)
     init_key, eval_key, video_key = jax.random.split(key, 3)
     optimizer = make_optimizer(ppo)
-    graphdef, state = init_train_state(env, networks, ppo, optimizer, init_key)
+    graphdef, state = init_train_state(env, networks, ppo, optimizer, init_key, mesh=sharded)
     if checkpoint is not None:
-        restored = checkpoint.restore(state)
+        restored = restore_checkpoint(checkpoint, state, sharded)
         if restored is not None:
             state = restored
     train_call = make_train_call(
-        make_training_iteration(env, graphdef, optimizer, ppo), ppo.iterations_per_call
+        make_training_iteration(env, graphdef, optimizer, ppo, mesh=sharded),
+        ppo.iterations_per_call,
+        shardings=None if sharded is None else state_shardings(state, sharded),
     )
     networks.eval()
     try:
@@ -362,6 +412,7 @@ def train_ppo(
             deterministic_graphdef,
             n_envs=config.eval.n_envs,
             max_episode_length=config.eval.max_episode_length,
+            mesh=sharded,
         )
         if config.eval.enabled
         else None
@@ -377,10 +428,11 @@ def train_ppo(
     total_steps = ppo.n_iterations * steps_per_iteration
     n_calls = max(0, (ppo.n_iterations - iteration) // ppo.iterations_per_call)
 
-    disable = None if progress is None else not progress
+    # Only process 0 reports (every process computes the same replicated metrics).
+    disable = (None if progress is None else not progress) if primary else True
     bar = ProgressBar(total_steps, initial_step=step, disable=disable)
-    jsonl = JSONLWriter(jsonl_path) if jsonl_path is not None else None
-    sinks = [fn for fn in (log_fn, jsonl, bar) if fn is not None]
+    jsonl = JSONLWriter(jsonl_path) if jsonl_path is not None and primary else None
+    sinks = [fn for fn in (log_fn if primary else None, jsonl, bar) if fn is not None]
     eval_history: list[tuple[int, dict[str, float]]] = []
     last_metrics: dict[str, float] = {}
     last_eval: int | None = None
@@ -404,7 +456,11 @@ def train_ppo(
     def run_video() -> None:
         nonlocal last_video
         assert recorder is not None
-        recorder(state.params, state.network_state, jax.random.fold_in(video_key, iteration), step)
+        params, network_state = state.params, state.network_state
+        if sharded is not None and jax.process_count() > 1:
+            # Process 0 alone records: on local copies of the replicated variables.
+            params, network_state = gather_state((params, network_state))
+        recorder(params, network_state, jax.random.fold_in(video_key, iteration), step)
         last_video = step
 
     start = time.perf_counter()
@@ -437,8 +493,10 @@ def train_ppo(
                 _due(step, last_eval, config.eval.every_steps) or last_call
             ):
                 record.update(run_eval())
-            if recorder is not None and (
-                _due(step, last_video, config.video.every_steps) or last_call
+            if (
+                recorder is not None
+                and primary
+                and (_due(step, last_video, config.video.every_steps) or last_call)
             ):
                 run_video()
             eval_seconds += time.perf_counter() - eval_start
@@ -446,7 +504,7 @@ def train_ppo(
                 last_metrics.update(record)
                 emit(record)
             if checkpoint is not None:
-                checkpoint.save(state, step, record, final=last_call)
+                save_checkpoint(checkpoint, state, step, record, final=last_call, mesh=sharded)
 
         if n_calls == 0 and evaluator is not None and last_eval != step:
             last_metrics.update(run_eval())
@@ -457,12 +515,12 @@ def train_ppo(
             jsonl.close()
 
     # Write the trained state back into the user's network (copies: the returned
-    # state's buffers may be donated if the caller keeps training from it).
-    nnx.update(
-        networks,
-        jax.tree.map(jnp.copy, state.params),
-        jax.tree.map(jnp.copy, state.network_state),
-    )
+    # state's buffers may be donated if the caller keeps training from it; off a mesh:
+    # plain default-device arrays).
+    variables = (state.params, state.network_state)
+    if sharded is not None:
+        variables = jax.tree.map(jnp.asarray, gather_state(variables))
+    nnx.update(networks, *jax.tree.map(jnp.copy, variables))
     networks.train()
     return TrainResult(
         state=state, eval_history=eval_history, metrics=last_metrics, total_steps=step

@@ -1,0 +1,207 @@
+"""Training runs for ``test_distributed.py``, executed in subprocesses.
+
+The pytest process has one CPU device; these runs need several, or several processes,
+which JAX fixes at start-up. Usage::
+
+    XLA_FLAGS=--xla_force_host_platform_device_count=4 python _distributed_runs.py sharded OUT
+    python _distributed_runs.py worker PROCESS_ID PORT CHECKPOINT_DIR OUT   # x2 processes
+
+Results go to ``OUT`` as ``OUT.json`` (facts) and ``OUT-<name>.npz`` (network variables).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import traceback
+from pathlib import Path
+
+import jax
+import numpy as np
+from flax import nnx
+
+ITERATIONS = 4
+N_ENVS, ROLLOUT = 16, 8
+STEPS_PER_ITERATION = N_ENVS * ROLLOUT  # 128
+
+
+def _config(iterations: int, *, reset_mode: str = "cached", evaluate: bool = False):
+    from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
+
+    return TrainConfig(
+        ppo=PPOConfig(
+            n_envs=N_ENVS,
+            rollout_length=ROLLOUT,
+            n_minibatches=2,
+            n_epochs=2,
+            total_steps=iterations * STEPS_PER_ITERATION,
+            reset_mode=reset_mode,  # type: ignore[arg-type]
+        ),
+        eval=EvalConfig(enabled=evaluate, n_envs=8, max_episode_length=12, at_start=False),
+    )
+
+
+def _env():
+    from nnx_ppo.envs import PointMass
+    from nnx_ppo.wrappers import EpisodeWrapper
+
+    # Episodes of 12 steps end inside the 8-step rollouts: resets are exercised.
+    return EpisodeWrapper(PointMass(), episode_length=12)
+
+
+def _mlp():
+    from nnx_ppo.networks.factories import make_mlp_actor_critic
+
+    return make_mlp_actor_critic(2, 2, (16,), (16,), rngs=nnx.Rngs(0))  # Normalizer first
+
+
+def _lstm():
+    from nnx_ppo.networks.factories import make_lstm_actor_critic
+
+    return make_lstm_actor_critic(2, 2, 8, (8,), (8,), rngs=nnx.Rngs(1))  # Normalizer too
+
+
+def _variables(network: nnx.Module) -> list[np.ndarray]:
+    """Every network variable (keys as their raw data), in a fixed order."""
+    leaves = jax.tree.leaves(nnx.state(network))
+    return [
+        np.asarray(
+            jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+        )
+        for x in leaves
+    ]
+
+
+def _save(out: str, name: str, network: nnx.Module) -> None:
+    np.savez(f"{out}-{name}.npz", *_variables(network))
+
+
+def sharded(out: str) -> None:
+    """4 forced CPU devices: 4 vs 1 device (MLP + Normalizer, LSTM), the error for an
+    indivisible n_envs, and a 4-device checkpoint resumed on 2 and on 1 device."""
+    from nnx_ppo.algorithms.checkpointing import Checkpointer
+    from nnx_ppo.algorithms.ppo import train_ppo
+
+    facts: dict = {"device_count": jax.device_count()}
+    env = _env()
+    root = Path(out).parent
+
+    # 1. The reference: one device, ITERATIONS iterations, no checkpoint.
+    net = _mlp()
+    result = train_ppo(env, net, _config(ITERATIONS, evaluate=True), progress=False, devices=1)
+    _save(out, "mlp-1", net)
+    facts["mlp-1-eval"] = result.eval_history[-1][1]
+    facts["mlp-1-env-devices"] = len(jax.tree.leaves(result.state.env_state)[0].devices())
+
+    # 2. Four devices, checkpointed halfway and at the end.
+    net = _mlp()
+    logged: list[int] = []
+    with Checkpointer(
+        root / "ckpt4", save_every_steps=ITERATIONS // 2 * STEPS_PER_ITERATION, max_to_keep=None
+    ) as ckpt:
+        result = train_ppo(
+            env,
+            net,
+            _config(ITERATIONS, evaluate=True),
+            progress=False,
+            devices=4,
+            checkpoint=ckpt,
+            log_fn=lambda metrics, step: logged.append(step),
+        )
+        facts["ckpt4-steps"] = ckpt.steps
+    _save(out, "mlp-4", net)
+    facts["mlp-4-eval"] = result.eval_history[-1][1]
+    facts["mlp-4-logged"] = logged
+    env_leaf = jax.tree.leaves(result.state.env_state)[0]
+    facts["mlp-4-env-sharded"] = env_leaf.sharding.spec == jax.sharding.PartitionSpec("data")
+    facts["mlp-4-env-devices"] = len(env_leaf.devices())
+    facts["mlp-4-shard-shapes"] = sorted({s.data.shape[0] for s in env_leaf.addressable_shards})
+    params_leaf = jax.tree.leaves(result.state.params)[0]
+    facts["mlp-4-params-replicated"] = bool(params_leaf.sharding.is_fully_replicated)
+    facts["mlp-4-network-devices"] = len(jax.tree.leaves(nnx.state(net))[0].devices())
+
+    # 3. Resume the halfway checkpoint on 2 devices and on 1 device.
+    half = ITERATIONS // 2 * STEPS_PER_ITERATION
+    for devices in (2, 1):
+        directory = root / f"resume{devices}"
+        shutil.copytree(root / "ckpt4" / str(half), directory / str(half))
+        net = _mlp()
+        with Checkpointer(directory) as ckpt:
+            train_ppo(
+                env, net, _config(ITERATIONS), progress=False, devices=devices, checkpoint=ckpt
+            )
+            facts[f"resume{devices}-restored"] = ckpt.restored_step
+        _save(out, f"resume-{devices}", net)
+
+    # 4. The LSTM network ("fresh" resets: a batched reset inside the sharded scan), on
+    #    4 devices and on one device that is not the default one.
+    for name, devices in (("4", 4), ("1", [jax.devices()[3]])):
+        net = _lstm()
+        result = train_ppo(
+            env, net, _config(3, reset_mode="fresh"), progress=False, devices=devices
+        )
+        _save(out, f"lstm-{name}", net)
+        facts[f"lstm-{name}-env-devices"] = sorted(
+            d.id for d in jax.tree.leaves(result.state.env_state)[0].devices()
+        )
+
+    # 5. n_envs = 16 is not a multiple of n_minibatches * devices = 2 * 3.
+    try:
+        train_ppo(env, _mlp(), _config(1), progress=False, devices=3)
+    except ValueError as e:
+        facts["indivisible-error"] = str(e)
+    Path(f"{out}.json").write_text(json.dumps(facts))
+
+
+def worker(process_id: int, port: int, directory: str, out: str) -> None:
+    """One of two processes (one CPU device each) of a ``jax.distributed`` run: train
+    halfway with a checkpoint, then resume from it to the end."""
+    facts: dict = {}
+    try:
+        jax.distributed.initialize(
+            coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=process_id
+        )
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("collectives work")  # a first CPU collective
+    except Exception as e:  # e.g. a JAX without CPU collectives
+        facts["unsupported"] = f"{type(e).__name__}: {e}"
+        Path(f"{out}.json").write_text(json.dumps(facts))
+        return
+
+    from nnx_ppo.algorithms.checkpointing import Checkpointer
+    from nnx_ppo.algorithms.ppo import train_ppo
+
+    facts.update(process_count=jax.process_count(), device_count=jax.device_count())
+    env = _env()
+    logged: list[int] = []
+    half = ITERATIONS // 2 * STEPS_PER_ITERATION
+    for iterations in (ITERATIONS // 2, ITERATIONS):
+        net = _mlp()
+        with Checkpointer(directory, save_every_steps=half, max_to_keep=None) as ckpt:
+            result = train_ppo(
+                env,
+                net,
+                _config(iterations, evaluate=True),
+                progress=False,
+                checkpoint=ckpt,
+                log_fn=lambda metrics, step: logged.append(step),
+            )
+        facts[f"restored-{iterations}"] = ckpt.restored_step
+    facts["logged"] = logged
+    facts["eval"] = result.eval_history[-1][1]
+    facts["total_steps"] = result.total_steps
+    _save(out, "mlp", net)
+    Path(f"{out}.json").write_text(json.dumps(facts))
+
+
+if __name__ == "__main__":
+    try:
+        if sys.argv[1] == "sharded":
+            sharded(sys.argv[2])
+        else:
+            worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
+    except BaseException:
+        traceback.print_exc()
+        sys.exit(1)

@@ -1,0 +1,319 @@
+"""Scale-out (nnx_ppo.algorithms.distributed): sharded vs one-device training, checkpoints
+across device counts, and a two-process ``jax.distributed`` run.
+
+The pytest process has a single CPU device, so runs on several devices or processes are
+subprocesses (``_distributed_runs.py``): one with 4 forced host devices
+(``XLA_FLAGS=--xla_force_host_platform_device_count=4``) and a pair of processes joined
+by ``jax.distributed.initialize`` on localhost. Both train the same tiny PPO setup (16
+PointMass envs, 8-step rollouts, 2 minibatches, 2 epochs, 4 iterations), so the
+one-device run of the first is the reference for everything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+from nnx_ppo.algorithms.checkpointing import Checkpointer, load_network
+from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
+from nnx_ppo.algorithms.distributed import (
+    check_batch_divisible,
+    gather_state,
+    make_mesh,
+    process_env_slice,
+    resolve_mesh,
+    shard_state,
+    state_shardings,
+)
+from nnx_ppo.algorithms.iteration import init_train_state, make_optimizer
+from nnx_ppo.algorithms.ppo import train_ppo
+from nnx_ppo.envs import PointMass
+from nnx_ppo.networks.factories import make_mlp_actor_critic
+from nnx_ppo.wrappers import EpisodeWrapper
+
+RUNS = Path(__file__).parent / "_distributed_runs.py"
+STEPS_PER_ITERATION = 16 * 8
+# Reduction order differs between 1 and 4 devices (sums of 4 partial sums); after 4
+# iterations the variables agree to ~1e-7, far below these bounds.
+TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _env_vars(device_count: int | None) -> dict[str, str]:
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    if device_count is not None:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={device_count}"
+    return env
+
+
+def _variables(path: Path) -> list[np.ndarray]:
+    with np.load(path) as data:
+        return [data[f"arr_{i}"] for i in range(len(data.files))]
+
+
+def _assert_same(a: list[np.ndarray], b: list[np.ndarray]) -> None:
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_allclose(x, y, **TOLERANCE)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """Run the 4-device script once: ``(facts, output prefix)``."""
+    out = tmp_path_factory.mktemp("sharded") / "out"
+    proc = subprocess.run(
+        [sys.executable, str(RUNS), "sharded", str(out)],
+        env=_env_vars(4),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(Path(f"{out}.json").read_text()), out
+
+
+# --------------------------------------------------------------------------- in-process
+
+
+def test_make_mesh_uses_all_devices_by_default() -> None:
+    mesh = make_mesh()
+    assert mesh.axis_names == ("data",)
+    assert list(mesh.devices.flat) == jax.devices()
+    assert resolve_mesh().devices.tolist() == mesh.devices.tolist()
+    assert resolve_mesh(mesh=mesh) is mesh
+
+
+@pytest.mark.parametrize(
+    ("devices", "error", "match"),
+    [
+        (0, ValueError, "devices=0 must be between 1 and the number of devices"),
+        (jax.device_count() + 1, ValueError, "must be between 1"),
+        (True, TypeError, "devices=True must be an int"),
+        ("cpu", TypeError, "not a str"),
+        ([], ValueError, "devices=\\[\\] is empty"),
+        (jax.devices() * 2, ValueError, "lists a device twice"),
+    ],
+)
+def test_make_mesh_rejects_bad_devices(devices, error, match) -> None:
+    with pytest.raises(error, match=match):
+        make_mesh(devices)
+
+
+def test_resolve_mesh_rejects_bad_meshes() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        resolve_mesh(1, make_mesh())
+    with pytest.raises(ValueError, match="no 'data' axis"):
+        resolve_mesh(mesh=Mesh(np.array(jax.devices()), ("batch",)))
+    with pytest.raises(TypeError, match=r"must be a jax\.sharding\.Mesh"):
+        resolve_mesh(mesh="data")  # type: ignore[arg-type]
+
+
+def test_check_batch_divisible_names_the_numbers_and_the_fix() -> None:
+    # 16 envs, 2 minibatches, 4 devices: each minibatch has 8 envs, 2 per device.
+    check_batch_divisible(16, 4, n_minibatches=2)
+    # 12 envs: minibatches of 6 cannot be split over 4 devices; the multiples of
+    # 2 * 4 = 8 around 12 are 16 and 8.
+    with pytest.raises(ValueError) as info:
+        check_batch_divisible(12, 4, n_minibatches=2)
+    message = str(info.value)
+    assert "n_envs=12 is not divisible by n_minibatches=2 * 4 devices = 8" in message
+    assert "n_envs=16 or n_envs=8" in message
+    # 3 envs on 4 devices: the only fix upwards is 4 (no positive multiple below).
+    with pytest.raises(ValueError, match=r"by 4 devices = 4: .* Use n_envs=4, or fewer"):
+        check_batch_divisible(3, 4)
+
+
+def test_process_env_slice_is_everything_with_one_process() -> None:
+    assert process_env_slice(8, make_mesh()) == slice(0, 8)
+
+
+@pytest.fixture(scope="module")
+def one_device_states():
+    """A TrainState initialised plainly and on a one-device mesh."""
+    env = EpisodeWrapper(PointMass(), episode_length=12)
+    config = PPOConfig(n_envs=4, rollout_length=4, n_minibatches=2)
+    optimizer = make_optimizer(config)
+    mesh = make_mesh(1)
+    key = jax.random.PRNGKey(3)
+    net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+    _, plain = init_train_state(env, net, config, optimizer, key)
+    _, placed = init_train_state(env, net, config, optimizer, key, mesh=mesh)
+    return plain, placed, mesh
+
+
+def _raw(x):
+    return np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
+
+
+def test_init_on_a_mesh_places_the_state_without_changing_it(one_device_states) -> None:
+    plain, placed, mesh = one_device_states
+    # Same values, including the RNG stream keys (typed key arrays) and the env reset.
+    for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(placed), strict=True):
+        np.testing.assert_array_equal(_raw(a), _raw(b))
+    # Batch fields are sharded along "data", the rest replicated.
+    env_leaf = jax.tree.leaves(placed.env_state)[0]
+    assert env_leaf.sharding.spec == P("data")
+    assert jax.tree.leaves(placed.episodes)[0].sharding.spec == P("data")
+    assert jax.tree.leaves(placed.reset_state)[0].sharding.spec == P("data")
+    for field in (placed.params, placed.network_state, placed.opt_state, placed.rng):
+        assert all(x.sharding.spec == P() for x in jax.tree.leaves(field))
+    shardings = state_shardings(placed, mesh)
+    assert jax.tree.leaves(shardings.env_state) == [
+        x.sharding for x in jax.tree.leaves(placed.env_state)
+    ]
+    assert shardings.iteration.spec == P()
+
+
+def test_gather_and_shard_state_round_trip(one_device_states) -> None:
+    _, placed, mesh = one_device_states
+    host = gather_state(placed)
+    leaves = jax.tree.leaves(host)
+    # Host copies: NumPy arrays, except typed keys (single-device key arrays).
+    assert all(
+        isinstance(x, np.ndarray) or jnp.issubdtype(x.dtype, jax.dtypes.prng_key) for x in leaves
+    )
+    again = shard_state(host, mesh)
+    for a, b in zip(jax.tree.leaves(placed), jax.tree.leaves(again), strict=True):
+        np.testing.assert_array_equal(_raw(a), _raw(b))
+        assert a.sharding == b.sharding
+
+
+def test_train_ppo_rejects_devices_and_mesh_together() -> None:
+    env = EpisodeWrapper(PointMass(), episode_length=12)
+    net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+    config = TrainConfig(ppo=PPOConfig(n_envs=4, n_minibatches=2, total_steps=0))
+    with pytest.raises(ValueError, match="not both"):
+        train_ppo(env, net, config, progress=False, devices=1, mesh=make_mesh())
+
+
+def test_checkpointer_is_due_follows_save_every_steps(tmp_path: Path) -> None:
+    # Every 100 steps: 99 has not crossed a multiple of 100 since step 0, 100 has;
+    # final always saves.
+    with Checkpointer(tmp_path, save_every_steps=100) as ckpt:
+        assert not ckpt.is_due(99)
+        assert ckpt.is_due(100)
+        assert ckpt.is_due(99, final=True)
+
+
+# --------------------------------------------------------------------------- 4 devices
+
+
+def test_four_devices_train_like_one_with_mlp_and_normalizer(sharded) -> None:
+    facts, out = sharded
+    assert facts["device_count"] == 4
+    _assert_same(_variables(Path(f"{out}-mlp-1.npz")), _variables(Path(f"{out}-mlp-4.npz")))
+    for name, value in facts["mlp-1-eval"].items():  # evaluation sharded over 4 devices
+        np.testing.assert_allclose(facts["mlp-4-eval"][name], value, rtol=1e-5)
+    # The env state was sharded 4 ways (16 envs: 4 per device), the parameters
+    # replicated; the network got plain one-device copies back; log_fn ran each call.
+    assert facts["mlp-1-env-devices"] == 1
+    assert facts["mlp-4-env-sharded"]
+    assert (facts["mlp-4-env-devices"], facts["mlp-4-shard-shapes"]) == (4, [4])
+    assert facts["mlp-4-params-replicated"]
+    assert facts["mlp-4-network-devices"] == 1
+    assert facts["mlp-4-logged"] == [STEPS_PER_ITERATION * i for i in (1, 2, 3, 4)]
+
+
+def test_four_devices_train_like_one_with_lstm(sharded) -> None:
+    facts, out = sharded
+    _assert_same(_variables(Path(f"{out}-lstm-1.npz")), _variables(Path(f"{out}-lstm-4.npz")))
+    # devices=[device 3]: the whole run lives on that device, not on the default one.
+    assert (facts["lstm-4-env-devices"], facts["lstm-1-env-devices"]) == ([0, 1, 2, 3], [3])
+
+
+def test_checkpoint_from_four_devices_resumes_on_two_and_one(sharded) -> None:
+    facts, out = sharded
+    half = 2 * STEPS_PER_ITERATION
+    assert facts["ckpt4-steps"] == [half, 2 * half]
+    reference = _variables(Path(f"{out}-mlp-1.npz"))  # uninterrupted, one device
+    for devices in (2, 1):
+        assert facts[f"resume{devices}-restored"] == half
+        _assert_same(reference, _variables(Path(f"{out}-resume-{devices}.npz")))
+
+
+def test_indivisible_n_envs_is_a_clear_error(sharded) -> None:
+    facts, _ = sharded
+    # 16 envs, 2 minibatches, 3 devices: multiples of 6 around 16 are 18 and 12.
+    assert facts["indivisible-error"].startswith(
+        "n_envs=16 is not divisible by n_minibatches=2 * 3 devices = 6"
+    )
+    assert "Use n_envs=18 or n_envs=12, or fewer devices" in facts["indivisible-error"]
+
+
+# --------------------------------------------------------------------------- 2 processes
+
+
+def test_two_processes_match_one_process(sharded, tmp_path: Path) -> None:
+    facts, out = sharded
+    port = _free_port()
+    directory = tmp_path / "ckpt"
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(RUNS),
+                "worker",
+                str(i),
+                str(port),
+                str(directory),
+                str(tmp_path / f"p{i}"),
+            ],
+            env=_env_vars(None),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in (0, 1)
+    ]
+    logs = []
+    try:
+        for proc in procs:
+            logs.append(proc.communicate(timeout=600)[0])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert all(p.returncode == 0 for p in procs), "\n".join(logs)
+    worker = [json.loads((tmp_path / f"p{i}.json").read_text()) for i in (0, 1)]
+    if "unsupported" in worker[0]:
+        pytest.skip(f"no CPU collectives across processes in this JAX: {worker[0]['unsupported']}")
+
+    assert [(w["process_count"], w["device_count"]) for w in worker] == [(2, 2), (2, 2)]
+    reference = _variables(Path(f"{out}-mlp-1.npz"))
+    half = 2 * STEPS_PER_ITERATION
+    for i in (0, 1):
+        _assert_same(reference, _variables(tmp_path / f"p{i}-mlp.npz"))
+        assert worker[i]["total_steps"] == 2 * half
+        for name, value in facts["mlp-1-eval"].items():
+            np.testing.assert_allclose(worker[i]["eval"][name], value, rtol=1e-5)
+    # Only process 0 logs, and restores (then broadcasts): the second run resumed.
+    assert worker[0]["logged"] == [STEPS_PER_ITERATION * i for i in (1, 2, 3, 4)]
+    assert worker[1]["logged"] == []
+    assert (worker[0]["restored-4"], worker[1]["restored-4"]) == (half, None)
+    # Process 0 wrote the gathered state: readable here, equal to the reference.
+    with Checkpointer(directory) as ckpt:
+        assert ckpt.steps == [half, 2 * half]
+    net = load_network(directory, make_mlp_actor_critic(2, 2, (16,), (16,), rngs=nnx.Rngs(5)))
+    variables = [_raw(x) for x in jax.tree.leaves(nnx.state(net))]
+    _assert_same(reference, variables)
