@@ -144,7 +144,14 @@ def docs(session: nox.Session) -> None:
         *_group("test"),
     )
     session.run("pytest", "tests", *session.posargs, env=_test_env())
-    session.run("mkdocs", "build", "--strict", "--site-dir", str(ROOT / "site"))
+    session.run(
+        "mkdocs",
+        "build",
+        "--strict",
+        "--site-dir",
+        str(ROOT / "site"),
+        env={"NO_MKDOCS_2_WARNING": "1"},  # material's banner about a future MkDocs 2
+    )
 
 
 @nox.session(venv_backend="none")

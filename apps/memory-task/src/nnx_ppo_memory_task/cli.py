@@ -1,6 +1,6 @@
 """``nnx-ppo-memory-task``: train memoryless and stateful networks on a memory task.
 
-Trains each network of :data:`~nnx_ppo_memory_task.networks.NETWORKS` with PPO on
+Trains each network of `NETWORKS` with PPO on
 ``EpisodeWrapper(MemoryTask(delay), episode_length)`` and writes to ``--output-dir``:
 ``results.json`` (every evaluation), ``learning_curves.png`` (all networks on one
 figure) and ``results.md`` (the table of final returns).

@@ -1,15 +1,15 @@
-"""The four actor-critics compared on :class:`~nnx_ppo.envs.MemoryTask`.
+"""The four actor-critics compared on `MemoryTask`.
 
 All four map a cue ``[B, cue_size]`` to a tanh-squashed action ``[B, cue_size]`` and a
 value ``[B]``; they differ only in what they can remember:
 
 - ``mlp``: no carry at all. Its action is a function of the current cue only, so it
   earns 0 in expectation on the task whatever it learns.
-- ``lstm``: an LSTM per port (:func:`~nnx_ppo.networks.factories.make_lstm_actor_critic`);
+- ``lstm``: an LSTM per port (`make_lstm_actor_critic`);
   learns what to keep in its memory.
-- ``delay``: a :class:`~nnx_ppo.networks.delay.Delay` line of exactly ``delay`` steps
+- ``delay``: a `Delay` line of exactly ``delay`` steps
   in front of memoryless heads: the memory is built in by hand.
-- ``graph``: a :class:`~nnx_ppo.networks.graph.PopulationGraph` whose hidden population
+- ``graph``: a `PopulationGraph` whose hidden population
   has a ``delay=1`` self-loop (an Elman-style recurrent unit) read by an action and a
   value population.
 
@@ -72,7 +72,7 @@ def make_network(
     """Build the actor-critic ``kind`` for ``MemoryTask(delay, cue_size)``.
 
     Args:
-        kind: One of :data:`NETWORKS`.
+        kind: One of `NETWORKS`.
         cue_size: Observation and action width.
         delay: The task's delay; only the ``delay`` network uses it (its delay line
             has exactly this length).
@@ -81,7 +81,7 @@ def make_network(
 
     Returns:
         A network whose output is a
-        :class:`~nnx_ppo.networks.types.PPONetworkOutput` with actions
+        `PPONetworkOutput` with actions
         ``[B, cue_size]``, log-likelihoods ``[B]`` and values ``[B]``.
 
     Raises:

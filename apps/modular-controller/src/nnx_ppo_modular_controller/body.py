@@ -30,7 +30,7 @@ for): leg 1 at ``(+x, +y)`` (``ant.xml``'s ``front_left_leg``), leg 2 at ``(-x, 
 (``front_right_leg``), leg 3 at ``(-x, -y)`` (``back_leg``) and leg 4 at ``(+x, -y)``
 (``right_back_leg``).
 
-:func:`layout_from_model` derives the same tables from any MuJoCo model with one free
+`layout_from_model` derives the same tables from any MuJoCo model with one free
 joint and hinge joints, so the constants below are checked against the model in the
 tests.
 """
@@ -65,7 +65,7 @@ class BodyLayout:
 
     @property
     def observation_size(self) -> int:
-        """Size of the flat observation covered by :attr:`observation`."""
+        """Size of the flat observation covered by `observation`."""
         return sum(len(v) for v in self.observation.values())
 
 

@@ -1,6 +1,6 @@
 """The modular controller: one population per body part, talking through the root.
 
-For every body part ``p`` of a :class:`~nnx_ppo_modular_controller.body.BodyLayout`
+For every body part ``p`` of a `BodyLayout`
 (``torso`` and each joint ``hip_<leg>`` / ``ankle_<leg>``):
 
 - an input population ``<p>_obs`` reads ``obs[p]``;
@@ -20,9 +20,9 @@ with the body-part populations: with rewards scaled to returns in the thousands,
 critic that shared them swamped the policy's gradients and the first runs diverged.
 
 The PPO network around the graph normalizes the dict observation per body part, samples
-one tanh-squashed torque per joint with a :class:`~nnx_ppo.networks.utils.Map` of
+one tanh-squashed torque per joint with a `Map` of
 samplers (actions ``{joint: [B, 1]}``) and picks the value with a
-:class:`~nnx_ppo.networks.utils.Filter`.
+`Filter`.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def make_graph(
 
     Args:
         layout: Observation entries per body part; needs a ``torso`` part and
-            ``hip_<leg>`` / ``ankle_<leg>`` parts for every leg of :data:`LEGS`.
+            ``hip_<leg>`` / ``ankle_<leg>`` parts for every leg of `LEGS`.
         root_size: Width of the ``root`` population.
         joint_size: Width of every joint population.
         critic_size: Width of the two critic populations.
@@ -127,7 +127,7 @@ def make_controller(
     """The PPO network: per-part normalizer, the graph, per-joint samplers, value filter.
 
     Args:
-        layout: As in :func:`make_graph`.
+        layout: As in `make_graph`.
         root_size: Width of the ``root`` population.
         joint_size: Width of every joint population.
         critic_size: Width of the two critic populations.
@@ -137,11 +137,11 @@ def make_controller(
     Returns:
         ``Sequential([Normalizer, PopulationGraph, PPOAdapter])``. Called on
         ``{part: [B, n_part]}`` it returns a
-        :class:`~nnx_ppo.networks.types.PPONetworkOutput` with actions
+        `PPONetworkOutput` with actions
         ``{joint: [B, 1]}``, log-likelihoods ``{joint: [B]}`` and values ``[B]``.
 
     Raises:
-        ValueError: As :func:`make_graph`.
+        ValueError: As `make_graph`.
     """
     rngs = nnx.Rngs(seed)
     graph = make_graph(

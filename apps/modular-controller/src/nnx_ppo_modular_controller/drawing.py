@@ -1,10 +1,10 @@
 """Matplotlib drawings: the controller's topology and the learning curve.
 
-:func:`draw_topology` draws any :class:`~nnx_ppo.networks.graph.PopulationGraph`:
+`draw_topology` draws any `PopulationGraph`:
 input populations green, body-part populations blue, action outputs orange, the critic
 grey; solid
 arrows for ``delay=0`` connections, dashed curved arrows for delayed ones (so the two
-directions of a reciprocal pair stay apart). :func:`body_positions` places the ant
+directions of a reciprocal pair stay apart). `body_positions` places the ant
 controller's populations like the robot seen from above (forward is right).
 """
 
@@ -23,7 +23,7 @@ Position = tuple[float, float]
 
 
 def body_positions(layout: BodyLayout = ANT) -> dict[str, Position]:
-    """Where each population of :func:`~nnx_ppo_modular_controller.controller.make_graph`
+    """Where each population of `make_graph`
     goes: ``root`` at the centre, each leg's hip and ankle along the leg's direction,
     observations on one side of the leg and actions on the other.
 

@@ -37,7 +37,7 @@ def make_envs(
     ant))))`` for training; the evaluation env leaves out the reward scaling.
 
     Args:
-        backend: One of :data:`BACKENDS`.
+        backend: One of `BACKENDS`.
         episode_length: Steps per episode (brax's ant: 1000).
         reward_scaling: Factor on the training rewards.
         layout: Which observation entries and actuators belong to which body part.

@@ -1,12 +1,12 @@
 """Per-body-part observations and actions for an env with flat vectors.
 
-- :class:`BodyPartObservationWrapper` splits the flat observation ``[N]`` into a dict
+- `BodyPartObservationWrapper` splits the flat observation ``[N]`` into a dict
   ``{part: [n_part]}`` by index.
-- :class:`DictActionWrapper` takes a dict action ``{key: [n_key]}`` and concatenates it,
+- `DictActionWrapper` takes a dict action ``{key: [n_key]}`` and concatenates it,
   in a fixed key order (the actuator order), into the flat action the env expects.
 
 Both act on one unbatched environment (brax's, Playground's or ours) and forward
-everything else, like every :class:`~nnx_ppo.wrappers.Wrapper`.
+everything else, like every `Wrapper`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from nnx_ppo.wrappers import Wrapper
 __all__ = ["FLAT_OBS_KEY", "BodyPartObservationWrapper", "DictActionWrapper"]
 
 FLAT_OBS_KEY = "flat_obs"
-"""``state.info`` key under which :class:`BodyPartObservationWrapper` keeps the wrapped
+"""``state.info`` key under which `BodyPartObservationWrapper` keeps the wrapped
 environment's own flat observation (handed back to it in ``step``)."""
 
 
@@ -44,7 +44,7 @@ class BodyPartObservationWrapper(Wrapper):
         ValueError: If a part has no indices, an index is out of range or not an int,
             or an index is used twice.
 
-    Example:
+    Examples:
         >>> import jax
         >>> from nnx_ppo.envs import PointMass
         >>> env = BodyPartObservationWrapper(PointMass(), {"x": [0], "y": [1]})
@@ -131,7 +131,7 @@ class DictActionWrapper(Wrapper):
             environment's ``action_size``; at trace time, if an action lacks a key or
             has the wrong shape.
 
-    Example:
+    Examples:
         >>> import jax, jax.numpy as jnp
         >>> from nnx_ppo.envs import PointMass
         >>> env = DictActionWrapper(PointMass(), {"y": 1, "x": 1})

@@ -1,9 +1,9 @@
-"""``PPOAdapter``: the leaf that turns a network's output into a :class:`PPONetworkOutput`.
+"""``PPOAdapter``: the leaf that turns a network's output into a `PPONetworkOutput`.
 
 The adapter is a two-port router. Both ports receive the same upstream input; the
 *action* port must emit a tree of sampler dicts ``{"action", "log_likelihood"}`` (what
-every :class:`~nnx_ppo.networks.sampling_layers.ActionSampler` emits), the *value* port
-the value estimates. Carry, ``rollout_extras`` and :meth:`PPOAdapter.update_statistics`
+every `ActionSampler` emits), the *value* port
+the value estimates. Carry, ``rollout_extras`` and `PPOAdapter.update_statistics`
 are routed per port under the keys ``"action"`` and ``"value"``.
 """
 
@@ -31,7 +31,7 @@ def is_sampler_dict(node: Any) -> bool:
     """Whether ``node`` is a sampler dict: a mapping with exactly the keys
     ``"action"`` and ``"log_likelihood"``.
 
-    Use it as ``is_leaf`` to walk a tree of sampler outputs with :func:`jax.tree.map`.
+    Use it as ``is_leaf`` to walk a tree of sampler outputs with `jax.tree.map`.
     """
     return isinstance(node, Mapping) and set(node.keys()) == {"action", "log_likelihood"}
 
@@ -97,17 +97,17 @@ def _route(what: str, tree: Any) -> dict[str, Any]:
 
 
 class PPOAdapter(StatefulModule):
-    """Two-port router producing a :class:`~nnx_ppo.networks.types.PPONetworkOutput`.
+    """Two-port router producing a `PPONetworkOutput`.
 
     Both ports get the same input ``x``. The action port's output is walked with
-    :func:`is_sampler_dict` as ``is_leaf``: a bare sampler dict gives bare
+    `is_sampler_dict` as ``is_leaf``: a bare sampler dict gives bare
     ``actions`` / ``loglikelihoods`` arrays, ``{k: sampler_dict}`` gives ``{k: array}``
     for both. The value port's output becomes ``value_estimates``, each leaf squeezed
     of a trailing length-1 axis (``[B, 1] -> [B]``; ``[B]`` is kept as is).
 
     Carry and ``rollout_extras`` are ``{"action": ..., "value": ...}`` (a carry of
     ``()`` is accepted when both ports are stateless, as in the containers);
-    :meth:`update_statistics` routes its extras the same way. ``metrics`` is
+    `update_statistics` routes its extras the same way. ``metrics`` is
     ``{"action": ..., "value": ...}`` without the ports that report none;
     ``regularization_loss`` is the sum of the ports' (per sample ``[B]``).
 
@@ -116,7 +116,7 @@ class PPOAdapter(StatefulModule):
         value: The value port (the critic).
 
     Raises:
-        TypeError: If a port is not a :class:`StatefulModule`.
+        TypeError: If a port is not a `StatefulModule`.
 
     Examples:
         >>> from flax import nnx
@@ -153,7 +153,7 @@ class PPOAdapter(StatefulModule):
         }
 
     def reset_state(self, prev_state: ModuleState) -> ModuleState:
-        """Reset each port's carry with its own :meth:`reset_state`."""
+        """Reset each port's carry with its own `reset_state`."""
         if isinstance(prev_state, tuple) and not prev_state:
             return ()
         states = _route("state", prev_state)
@@ -174,8 +174,8 @@ class PPOAdapter(StatefulModule):
                 as emitted by the rollout call (replay).
 
         Returns:
-            A :class:`StatefulModuleOutput` whose ``output`` is a
-            :class:`PPONetworkOutput` (actions ``[B, ...]``, log-likelihoods ``[B]``,
+            A `StatefulModuleOutput` whose ``output`` is a
+            `PPONetworkOutput` (actions ``[B, ...]``, log-likelihoods ``[B]``,
             value estimates ``[B]``, each possibly a tree).
 
         Raises:

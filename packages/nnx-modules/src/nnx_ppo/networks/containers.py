@@ -1,24 +1,24 @@
-"""Containers that compose :class:`~nnx_ppo.networks.types.StatefulModule` s.
+"""Containers that compose `StatefulModule` s.
 
-- :class:`Sequential` chains layers; its carry is a list, one entry per layer.
-- :class:`Parallel` runs named children on the same input; output and carry are dicts.
-- :class:`Concat` feeds each named child its own entry of a dict input and concatenates
+- `Sequential` chains layers; its carry is a list, one entry per layer.
+- `Parallel` runs named children on the same input; output and carry are dicts.
+- `Concat` feeds each named child its own entry of a dict input and concatenates
   the outputs along the last axis.
-- :class:`Splitter` is the inverse of :class:`Concat`: it slices a flat ``[B, N]``
+- `Splitter` is the inverse of `Concat`: it slices a flat ``[B, N]``
   input into a dict of named pieces.
 
-Every container is itself a :class:`~nnx_ppo.networks.types.StatefulModule`, so they
+Every container is itself a `StatefulModule`, so they
 nest freely. Each routes, per child:
 
-- the carry ``state`` (list for :class:`Sequential`, dict keyed by child name for the
-  named containers) in :meth:`~StatefulModule.__call__`,
-  :meth:`~StatefulModule.initialize_state` and :meth:`~StatefulModule.reset_state`;
+- the carry ``state`` (list for `Sequential`, dict keyed by child name for the
+  named containers) in `__call__`,
+  `initialize_state` and `reset_state`;
 - ``rollout_extras``, structured exactly like the carry, in ``__call__`` and in
-  :meth:`~StatefulModule.update_statistics`;
+  `update_statistics`;
 - ``regularization_loss``: the sum of the children's (per sample ``[B]``, or a scalar
   when no child returns a per-sample loss);
 - ``metrics``: ``{position: child_metrics}`` with **integer** positions for
-  :class:`Sequential`, ``{child_name: child_metrics}`` for the named containers.
+  `Sequential`, ``{child_name: child_metrics}`` for the named containers.
   Children that report no metrics (an empty dict) are left out.
 
 A carry or ``rollout_extras`` of ``()`` is accepted everywhere and routed as ``()`` to
@@ -290,7 +290,7 @@ class _NamedContainer(StatefulModule):
 
     Subclasses choose what each child sees with ``_dispatch`` (``False``: the whole
     input; ``True``: the input's entry under the child's name) and how the children's
-    outputs are combined with :meth:`_combine`.
+    outputs are combined with `_combine`.
     """
 
     _dispatch: ClassVar[bool] = False
@@ -436,7 +436,7 @@ class Concat(_NamedContainer):
     Child ``name`` receives ``x[name]``; the children's outputs (each ``[B, ..., H_k]``
     with the same leading axes) are concatenated along the last axis in the children's
     insertion order, giving ``[B, ..., sum_k H_k]``. Input keys without a child are
-    ignored. Carry, extras, metrics and losses are routed as in :class:`Parallel`.
+    ignored. Carry, extras, metrics and losses are routed as in `Parallel`.
 
     Args:
         modules: A dict ``{name: module}``; positional only. Mutually exclusive with
@@ -444,7 +444,7 @@ class Concat(_NamedContainer):
         **kwargs: The children as ``name=module``.
 
     Raises:
-        TypeError: As for :class:`Parallel`; at call time, if the input is not a dict
+        TypeError: As for `Parallel`; at call time, if the input is not a dict
             or a child returns a non-array.
         KeyError: At call time, if the input lacks a child's key (the message names
             the key and the keys present).

@@ -1,4 +1,4 @@
-"""A fixed integer delay line: :class:`Delay`.
+"""A fixed integer delay line: `Delay`.
 
 ``Delay(sample_input, k)`` outputs, at step ``t``, the input it received at step
 ``t - k``; for the first ``k`` steps of an episode (before the line has filled) it
@@ -10,7 +10,7 @@ cheap as the gather and scatter a circular buffer with a per-environment index n
 and keeps every environment's buffer aligned so a per-environment reset is a plain
 select.
 
-Example:
+Examples:
     >>> import jax.numpy as jnp
     >>> from nnx_ppo.networks.delay import Delay
     >>> delay = Delay(jnp.zeros(()), k_steps=2, initial_value=-1.0)
@@ -43,7 +43,7 @@ class Delay(StatefulModule):
 
     Args:
         sample_input: An **unbatched** example of one environment's input: an array
-            (or anything with ``shape`` and ``dtype``, e.g. :class:`jax.ShapeDtypeStruct`)
+            (or anything with ``shape`` and ``dtype``, e.g. `jax.ShapeDtypeStruct`)
             or a pytree of them. Only shapes, dtypes and the tree structure are used.
         k_steps: The delay, an int ``>= 1``.
         initial_value: What the line outputs before it has filled: a scalar, or a
@@ -151,7 +151,7 @@ class Delay(StatefulModule):
             rollout_extras: Ignored.
 
         Returns:
-            A :class:`StatefulModuleOutput` whose ``output`` is the input of ``k_steps``
+            A `StatefulModuleOutput` whose ``output`` is the input of ``k_steps``
             steps ago (``initial_value`` before the line has filled).
         """
         del rollout_extras

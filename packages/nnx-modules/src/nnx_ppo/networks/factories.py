@@ -1,13 +1,13 @@
 """Ready-made actor-critic networks.
 
-Both factories return a :class:`~nnx_ppo.networks.containers.Sequential` ending in a
-:class:`~nnx_ppo.networks.adapter.PPOAdapter`, i.e. an ordinary module that
+Both factories return a `Sequential` ending in a
+`PPOAdapter`, i.e. an ordinary module that
 ``train_ppo`` (or your own loop) can use directly and that you can inspect or take
 apart like any hand-built network:
 
-- :func:`make_mlp_actor_critic`: ``Sequential([Normalizer, PPOAdapter(action=
+- `make_mlp_actor_critic`: ``Sequential([Normalizer, PPOAdapter(action=
   Sequential([MLP, sampler]), value=MLP)])``, the network of the spec's minimal example.
-- :func:`make_lstm_actor_critic`: the same with an LSTM, either one per port or one
+- `make_lstm_actor_critic`: the same with an LSTM, either one per port or one
   shared trunk in front of the adapter.
 
 Observations may be an array ``[B, obs_size]``, an array with a multi-dimensional
@@ -44,9 +44,9 @@ from nnx_ppo.networks.utils import Filter, Flattener
 __all__ = ["ActionDistribution", "make_lstm_actor_critic", "make_mlp_actor_critic"]
 
 ActionDistribution = Literal["normal_tanh", "normal", "categorical"]
-"""Which sampler ends the action port: ``"normal_tanh"`` (:class:`NormalTanhSampler`,
-actions in ``(-1, 1)``), ``"normal"`` (:class:`NormalSampler`, unbounded) or
-``"categorical"`` (:class:`CategoricalSampler`, ``action_size`` discrete actions)."""
+"""Which sampler ends the action port: ``"normal_tanh"`` (`NormalTanhSampler`,
+actions in ``(-1, 1)``), ``"normal"`` (`NormalSampler`, unbounded) or
+``"categorical"`` (`CategoricalSampler`, ``action_size`` discrete actions)."""
 
 ObsSize = int | tuple[int, ...] | Mapping[str, Any]
 Path = tuple[str, ...]
@@ -202,14 +202,14 @@ def make_mlp_actor_critic(
         critic_hidden_sizes: Hidden widths of the critic MLP.
         rngs: Parameter initialization and the sampler's RNG stream.
         activation: Hidden activation of both MLPs.
-        normalize_obs: Put a :class:`~nnx_ppo.networks.normalizer.Normalizer` first.
+        normalize_obs: Put a `Normalizer` first.
         entropy_weight: The sampler's entropy-bonus weight.
         min_std: The Gaussian samplers' std floor (ignored for categorical).
         action_distribution: ``"normal_tanh"``, ``"normal"`` or ``"categorical"``.
 
     Returns:
         The network; called as ``network(state, obs)`` it returns a
-        :class:`~nnx_ppo.networks.types.PPONetworkOutput` with actions ``[B, A]``
+        `PPONetworkOutput` with actions ``[B, A]``
         (``[B]`` int32 for categorical), log-likelihoods ``[B]`` and values ``[B]``.
 
     Raises:
@@ -274,7 +274,7 @@ def make_lstm_actor_critic(
             value=MLP(lstm_size, critic_hidden, 1),
         )])
 
-    Observations are handled as in :func:`make_mlp_actor_critic`. The carry holds the
+    Observations are handled as in `make_mlp_actor_critic`. The carry holds the
     LSTM states ``{"h": [B, lstm_size], "c": [B, lstm_size]}`` at the matching positions
     and starts at zeros (or learned values with ``trainable_initial_state``).
 
@@ -287,14 +287,14 @@ def make_lstm_actor_critic(
         rngs: Parameter initialization and the sampler's RNG stream.
         shared_lstm: One LSTM for both ports instead of one per port.
         activation: Hidden activation of the MLP heads.
-        normalize_obs: Put a :class:`~nnx_ppo.networks.normalizer.Normalizer` first.
+        normalize_obs: Put a `Normalizer` first.
         entropy_weight: The sampler's entropy-bonus weight.
         min_std: The Gaussian samplers' std floor.
         action_distribution: ``"normal_tanh"``, ``"normal"`` or ``"categorical"``.
         trainable_initial_state: Learn the LSTMs' initial carry.
 
     Returns:
-        The network (see :func:`make_mlp_actor_critic` for the output).
+        The network (see `make_mlp_actor_critic` for the output).
 
     Raises:
         TypeError: If ``obs_size``, ``rngs`` or a flag has the wrong type.

@@ -1,4 +1,4 @@
-"""Feed-forward layers: :class:`Dense` and the :class:`MLP` helper.
+"""Feed-forward layers: `Dense` and the `MLP` helper.
 
 Both are stateless: their carry is ``()``, they emit no ``rollout_extras``, no
 regularization and no metrics.
@@ -54,7 +54,7 @@ def _check_activation(owner: str, activation: Any) -> None:
 
 
 class Dense(StatelessModule):
-    """An affine layer ``activation(x @ kernel + bias)`` (a wrapped :class:`nnx.Linear`).
+    """An affine layer ``activation(x @ kernel + bias)`` (a wrapped `nnx.Linear`).
 
     Args:
         in_features: Size of the input's last axis, a positive int.
@@ -62,7 +62,7 @@ class Dense(StatelessModule):
         rngs: Random streams for the parameter initialisers.
         activation: Optional elementwise function applied after the affine map, e.g.
             ``nnx.swish``; ``None`` (default) keeps the layer linear.
-        **linear_kwargs: Passed on to :class:`nnx.Linear`, e.g. ``kernel_init``,
+        **linear_kwargs: Passed on to `nnx.Linear`, e.g. ``kernel_init``,
             ``bias_init``, ``use_bias``, ``dtype``, ``param_dtype``.
 
     Raises:
@@ -116,7 +116,7 @@ class Dense(StatelessModule):
 
 
 class MLP(StatelessModule):
-    """A stack of :class:`Dense` layers.
+    """A stack of `Dense` layers.
 
     Layer sizes are ``in_features -> *hidden_sizes -> out_features``. Every hidden
     layer applies ``activation``; the final layer applies it only if
@@ -125,13 +125,13 @@ class MLP(StatelessModule):
     Args:
         in_features: Size of the input's last axis, a positive int.
         hidden_sizes: Sizes of the hidden layers, a sequence of positive ints (may be
-            empty, which gives a single :class:`Dense`).
+            empty, which gives a single `Dense`).
         out_features: Size of the output's last axis, a positive int.
         rngs: Random streams for the parameter initialisers.
         activation: Elementwise function after each hidden layer (default
             ``nnx.swish``); ``None`` makes the whole stack linear.
         activate_final: Whether the final layer applies ``activation`` too.
-        **linear_kwargs: Passed on to every :class:`nnx.Linear` (``kernel_init``, ...).
+        **linear_kwargs: Passed on to every `nnx.Linear` (``kernel_init``, ...).
 
     Raises:
         TypeError: If ``hidden_sizes`` is not a sequence of ints, a size is not an int,
@@ -141,7 +141,7 @@ class MLP(StatelessModule):
     Input ``x`` is ``[B, ..., in_features]``; the output is ``[B, ..., out_features]``.
 
     Attributes:
-        layers: The :class:`Dense` layers, an :class:`nnx.List`.
+        layers: The `Dense` layers, an `nnx.List`.
     """
 
     def __init__(

@@ -1,15 +1,15 @@
-"""Running mean / standard-deviation normalization: :class:`Normalizer`.
+"""Running mean / standard-deviation normalization: `Normalizer`.
 
-A :class:`Normalizer` maps its input ``x`` to ``(x - mean) / std`` (optionally clipped)
+A `Normalizer` maps its input ``x`` to ``(x - mean) / std`` (optionally clipped)
 with the mean and variance of **all data seen so far**. It follows the replay contract
-of :mod:`nnx_ppo.networks.types`:
+of `nnx_ppo.networks.types`:
 
 - ``__call__`` never writes the statistics. It emits its raw input as
   ``rollout_extras``; the trainer stacks those to ``[T, B, ...]`` and, once per
-  iteration after the gradient phase, calls :meth:`Normalizer.update_statistics`. So
+  iteration after the gradient phase, calls `Normalizer.update_statistics`. So
   during a rollout and its loss replay the same statistics are used and replay
   reproduces the rollout exactly.
-- The statistics are :class:`NormalizerStatistic` variables, not :class:`nnx.Param`,
+- The statistics are `NormalizerStatistic` variables, not `nnx.Param`,
   so ``nnx.grad`` and optimizers that filter on ``nnx.Param`` never touch them.
 
 Merging a batch into the running statistics uses the parallel form of Welford's
@@ -52,10 +52,10 @@ Path = tuple[str, ...]
 
 
 class NormalizerStatistic(nnx.Variable):
-    """A running statistic of a :class:`Normalizer` (mean, variance or count).
+    """A running statistic of a `Normalizer` (mean, variance or count).
 
-    Changed only by :meth:`Normalizer.update_statistics`; never a trainable parameter
-    (it is not an :class:`nnx.Param`, so gradient transforms and ``nnx.Param``-filtered
+    Changed only by `Normalizer.update_statistics`; never a trainable parameter
+    (it is not an `nnx.Param`, so gradient transforms and ``nnx.Param``-filtered
     optimizers leave it alone). Select all of them with
     ``nnx.state(model, NormalizerStatistic)``.
     """
@@ -154,7 +154,7 @@ def _set_new(tree: dict[str, Any], path: Path, value: Any) -> dict[str, Any]:
 
 
 def _nnx_tree(tree: Any) -> Any:
-    """Wrap nested dicts of variables in :class:`nnx.Dict` so NNX tracks them."""
+    """Wrap nested dicts of variables in `nnx.Dict` so NNX tracks them."""
     if isinstance(tree, dict):
         return nnx.Dict({k: _nnx_tree(v) for k, v in tree.items()})
     return tree
@@ -180,15 +180,15 @@ class Normalizer(StatefulModule):
             spec is empty.
 
     The output has the structure of the input; the normalized leaves are float32 with
-    the input's shape ``[B, *shape]``. Before the first :meth:`update_statistics` the
+    the input's shape ``[B, *shape]``. Before the first `update_statistics` the
     mean is 0 and the variance 1, so the output equals the (clipped) input. The carry is
     ``()``; ``rollout_extras`` is the raw input restricted to the spec's keys.
 
     Attributes:
-        mean: Running mean per spec leaf, :class:`NormalizerStatistic` ``[*shape]``
-            (an :class:`nnx.Dict` of them for a dict spec).
+        mean: Running mean per spec leaf, `NormalizerStatistic` ``[*shape]``
+            (an `nnx.Dict` of them for a dict spec).
         var: Running population variance, same layout as ``mean``.
-        count_words: The exact sample count as int32 ``[high, low]``; see :attr:`count`.
+        count_words: The exact sample count as int32 ``[high, low]``; see `count`.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -254,7 +254,7 @@ class Normalizer(StatefulModule):
                 its replay, and the input is the same.
 
         Returns:
-            A :class:`StatefulModuleOutput` with the normalized ``output`` and the raw
+            A `StatefulModuleOutput` with the normalized ``output`` and the raw
             input (spec keys only) as ``rollout_extras``.
         """
         del rollout_extras
@@ -282,7 +282,7 @@ class Normalizer(StatefulModule):
         """Merge a rollout's raw inputs into the running statistics.
 
         Args:
-            rollout_extras: What :meth:`__call__` emitted, stacked over the rollout:
+            rollout_extras: What `__call__` emitted, stacked over the rollout:
                 leaves ``[T, B, *shape]`` (any number of leading axes is accepted; all
                 of them count as samples). Every leaf must have the same number of
                 samples.

@@ -1,15 +1,15 @@
-"""Recurrent cells as stateful modules: :class:`LSTM` and :class:`GRU`.
+"""Recurrent cells as stateful modules: `LSTM` and `GRU`.
 
 The cell's memory is the module's carry (a dict of ``[B, hidden_features]`` arrays), so
 the trainer can thread it through the rollout, store it, replay from it and reset it
 per environment. A cell starts each episode from zeros or, with
-``trainable_initial_state=True``, from a learned vector (an :class:`nnx.Param` of shape
+``trainable_initial_state=True``, from a learned vector (an `nnx.Param` of shape
 ``[hidden_features]``) broadcast to the batch.
 
 Each cell uses one fused input projection and one fused recurrent projection (one
 matmul each per step) rather than one small matmul per gate.
 
-Example:
+Examples:
     >>> import jax.numpy as jnp
     >>> from flax import nnx
     >>> from nnx_ppo.networks.recurrent import LSTM
@@ -55,7 +55,7 @@ def _per_gate(init: Initializer, n_gates: int) -> Initializer:
 
 
 class _RecurrentCell(StatefulModule):
-    """Shared carry handling; subclasses implement :meth:`_step` and name their carry."""
+    """Shared carry handling; subclasses implement `_step` and name their carry."""
 
     _carry_names: tuple[str, ...] = ()
     _n_gates: int = 0
@@ -145,7 +145,7 @@ class _RecurrentCell(StatefulModule):
             rollout_extras: Ignored (the cell is deterministic given its carry).
 
         Returns:
-            A :class:`StatefulModuleOutput` whose ``output`` is the new hidden state
+            A `StatefulModuleOutput` whose ``output`` is the new hidden state
             ``h``, shape ``[B, hidden_features]``, and whose ``next_state`` has the
             structure, shapes and dtypes of ``state``.
         """

@@ -1,10 +1,10 @@
 """Action samplers: the last layer of a policy, turning distribution parameters into actions.
 
-Every sampler is a stateless :class:`~nnx_ppo.networks.types.StatefulModule` (carry
+Every sampler is a stateless `StatefulModule` (carry
 ``()``) that emits the sampler dict ``{"action": [B, ...], "log_likelihood": [B]}``
-that :class:`~nnx_ppo.networks.adapter.PPOAdapter` collects, and stores what loss replay
+that `PPOAdapter` collects, and stores what loss replay
 needs in ``rollout_extras``: the *raw* action, before any squashing. One call does one
-of three things, decided once in :class:`ActionSampler`:
+of three things, decided once in `ActionSampler`:
 
 - ``rollout_extras`` given (loss replay): use the stored raw action, whatever the mode;
 - ``deterministic`` set (after ``module.eval()``): use the distribution's mode / mean;
@@ -14,7 +14,7 @@ The log-likelihood is always that of the returned action under the distribution 
 input parameterizes, so replaying with the stored raw action reproduces the rollout's
 log-likelihood exactly while the parameters are unchanged.
 
-The sampler's randomness comes from an :class:`flax.nnx.RngStream` it owns (forked from
+The sampler's randomness comes from an `flax.nnx.RngStream` it owns (forked from
 the ``rngs`` passed at construction). This is the one exception to "randomness lives in
 the carry": a sampler's draw never has to be reproduced, because replay substitutes the
 stored action. Each call draws only the random numbers the distribution needs (one
@@ -84,7 +84,7 @@ class ActionSampler(StatefulModule):
     """Base class of the action samplers: replay and train/eval bookkeeping, once.
 
     Subclasses describe a distribution through small hooks and inherit
-    :meth:`__call__`:
+    `__call__`:
 
     - ``_params(x)``: validate the input and return the distribution parameters;
     - ``_sample_raw(params, key)``: a raw draw, ``[B, ...]``;
@@ -102,9 +102,9 @@ class ActionSampler(StatefulModule):
     action, as PPO needs.
 
     Args:
-        rngs: Where the sampler's private stream is forked from: an :class:`nnx.Rngs`
+        rngs: Where the sampler's private stream is forked from: an `nnx.Rngs`
             (its ``rng_stream`` stream, else its ``default`` one) or an
-            :class:`nnx.RngStream`.
+            `nnx.RngStream`.
         entropy_weight: Weight of the entropy bonus, ``>= 0``.
         deterministic: Start in eval mode (return the mode). ``module.eval()`` /
             ``module.train()`` set this flag on every nested sampler.
@@ -167,7 +167,7 @@ class ActionSampler(StatefulModule):
                 during replay, the raw action this sampler emitted, ``[B, ...]``.
 
         Returns:
-            A :class:`StatefulModuleOutput` whose ``output`` is
+            A `StatefulModuleOutput` whose ``output`` is
             ``{"action": [B, ...], "log_likelihood": [B]}`` and whose
             ``rollout_extras`` is the raw action.
         """
@@ -215,7 +215,7 @@ class NormalSampler(ActionSampler):
     ``sum_a (0.5 * log(2 pi e) + log std_a)``, exact and per sample ``[B]``.
 
     Args:
-        rngs: Source of the sampler's RNG stream (see :class:`ActionSampler`).
+        rngs: Source of the sampler's RNG stream (see `ActionSampler`).
         entropy_weight: Weight of the entropy bonus, ``>= 0``.
         min_std: Lower bound added to the softplus, ``> 0``.
         std_scale: Multiplies the std, ``> 0``.
@@ -306,7 +306,7 @@ class NormalTanhSampler(NormalSampler):
     ``[B]``; ``regularization_loss = -entropy_weight * H``.
 
     Args:
-        rngs: Source of the sampler's RNG stream (see :class:`ActionSampler`).
+        rngs: Source of the sampler's RNG stream (see `ActionSampler`).
         entropy_weight: Weight of the entropy bonus, ``>= 0``.
         min_std: Lower bound added to the softplus, ``> 0``.
         std_scale: Multiplies the std, ``> 0``.
@@ -346,7 +346,7 @@ class CategoricalSampler(ActionSampler):
     ``-sum_n p_n log p_n`` ``[B]``. Logits of ``-inf`` mask actions out.
 
     Args:
-        rngs: Source of the sampler's RNG stream (see :class:`ActionSampler`).
+        rngs: Source of the sampler's RNG stream (see `ActionSampler`).
         entropy_weight: Weight of the entropy bonus, ``>= 0``.
         deterministic: Start in eval mode.
         rng_stream: Name of the stream forked from ``rngs``.

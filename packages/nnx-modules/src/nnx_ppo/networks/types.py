@@ -1,6 +1,6 @@
-"""The module contract: :class:`StatefulModule` and the pytrees it returns.
+"""The module contract: `StatefulModule` and the pytrees it returns.
 
-A :class:`StatefulModule` is a Flax NNX module whose per-environment memory (an LSTM
+A `StatefulModule` is a Flax NNX module whose per-environment memory (an LSTM
 carry, a delay buffer, an RNG key) is not stored on the module but threaded through
 calls explicitly as a *carry* ``state``::
 
@@ -14,9 +14,9 @@ Conventions every module follows:
 
 - Every leaf of ``state``, ``x``, ``output`` and ``rollout_extras`` is batched with a
   leading axis ``[B, ...]``. A module never sees the time axis, except in
-  :meth:`StatefulModule.update_statistics`, which gets ``[T, B, ...]``.
+  `StatefulModule.update_statistics`, which gets ``[T, B, ...]``.
 - ``__call__`` never writes an NNX variable that changes the forward output; running
-  statistics change only in :meth:`StatefulModule.update_statistics`. This is what
+  statistics change only in `StatefulModule.update_statistics`. This is what
   makes loss replay reproduce the rollout exactly.
 - ``rollout_extras=None`` means rollout / inference; a non-``None`` value means loss
   replay, and has the structure the module emitted during the rollout.
@@ -49,7 +49,7 @@ Stateless modules use the empty tuple ``()``.
 
 @struct.dataclass
 class StatefulModuleOutput:
-    """What every :class:`StatefulModule` call returns (a frozen pytree).
+    """What every `StatefulModule` call returns (a frozen pytree).
 
     Attributes:
         next_state: The carry for the next step, same tree structure, shapes and dtypes
@@ -72,7 +72,7 @@ class StatefulModuleOutput:
 
 @struct.dataclass
 class PPONetworkOutput:
-    """The output of a PPO network (what :class:`~nnx_ppo.networks.adapter.PPOAdapter` emits).
+    """The output of a PPO network (what `PPOAdapter` emits).
 
     Attributes:
         actions: Pytree of actions, each ``[B, ...]`` (matching the env's action tree).
@@ -90,8 +90,8 @@ class PPONetworkOutput:
 class StatefulModule(nnx.Module):
     """Base class of every module in the library.
 
-    Subclasses implement :meth:`__call__` and, if they carry memory,
-    :meth:`initialize_state`. The defaults describe a stateless module: the carry is
+    Subclasses implement `__call__` and, if they carry memory,
+    `initialize_state`. The defaults describe a stateless module: the carry is
     ``()``, resetting returns a fresh initial state, and there are no statistics.
     """
 
@@ -102,13 +102,13 @@ class StatefulModule(nnx.Module):
 
         Args:
             state: The carry, leaves ``[B, ...]``, as returned by
-                :meth:`initialize_state` or a previous call's ``next_state``.
+                `initialize_state` or a previous call's ``next_state``.
             x: The input pytree, leaves ``[B, ...]``.
             rollout_extras: ``None`` during rollout and inference; during loss replay,
                 the ``rollout_extras`` this module emitted for the same step.
 
         Returns:
-            A :class:`StatefulModuleOutput`.
+            A `StatefulModuleOutput`.
         """
         raise NotImplementedError(f"{type(self).__name__} must implement __call__")
 
@@ -120,7 +120,7 @@ class StatefulModule(nnx.Module):
     def reset_state(self, prev_state: ModuleState) -> ModuleState:
         """The initial carry, shaped like the **batched** ``prev_state``.
 
-        The caller selects per environment with its done mask (see :func:`reset_where`).
+        The caller selects per environment with its done mask (see `reset_where`).
         The default re-initializes with the batch size read off ``prev_state``, which is
         right for any module whose initial state does not depend on the previous one.
         """
@@ -141,7 +141,7 @@ class StatefulModule(nnx.Module):
 class StatelessModule(StatefulModule):
     """Convenience base for modules without carry, extras, loss or metrics.
 
-    Subclasses implement :meth:`forward`; the carry passes through unchanged.
+    Subclasses implement `forward`; the carry passes through unchanged.
     """
 
     def forward(self, x: Any) -> Any:

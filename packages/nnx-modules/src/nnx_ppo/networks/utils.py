@@ -1,18 +1,18 @@
 """Small routing and reshaping modules for pytree (dict) inputs and outputs.
 
-- :class:`Filter` selects and renames entries of a dict (nested paths allowed) or
+- `Filter` selects and renames entries of a dict (nested paths allowed) or
   applies a pure function.
-- :class:`Map` dispatches a dict input per key to named children; unconsumed keys are
+- `Map` dispatches a dict input per key to named children; unconsumed keys are
   dropped.
-- :class:`Merge` feeds the same input to named children that each emit a dict and
+- `Merge` feeds the same input to named children that each emit a dict and
   merges those dicts.
-- :class:`Flattener` flattens a pytree into one ``[B, N]`` feature vector (optionally
+- `Flattener` flattens a pytree into one ``[B, N]`` feature vector (optionally
   keeping the top levels of a dict).
-- :class:`Scale` multiplies by a constant or a per-feature array.
+- `Scale` multiplies by a constant or a per-feature array.
 
-:class:`Map` and :class:`Merge` are containers: their carry, ``rollout_extras``,
+`Map` and `Merge` are containers: their carry, ``rollout_extras``,
 statistics, losses and metrics are routed per child exactly as in
-:class:`~nnx_ppo.networks.containers.Parallel`. The others are stateless (carry and
+`Parallel`. The others are stateless (carry and
 extras ``()``).
 """
 
@@ -184,7 +184,7 @@ class Map(_NamedContainer):
     Input keys without a child are dropped, so ``Map({"action_params": sampler})`` can
     sit on a dict that also holds ``"value"``. Carry, extras, statistics, metrics and
     losses are routed per child exactly as in
-    :class:`~nnx_ppo.networks.containers.Parallel`.
+    `Parallel`.
 
     Args:
         modules: A dict ``{key: module}``; positional only. Mutually exclusive with
@@ -218,7 +218,7 @@ class Merge(_NamedContainer):
     ``Merge(pos=enc_a, vel=enc_b)`` returns ``{**enc_a(x), **enc_b(x)}`` as one flat
     dict. A key emitted by two children is an error rather than a silent overwrite.
     Carry, extras, statistics, metrics and losses are routed per child exactly as in
-    :class:`~nnx_ppo.networks.containers.Parallel` (keyed by the child names, not by
+    `Parallel` (keyed by the child names, not by
     the output keys).
 
     Args:
@@ -303,7 +303,7 @@ def _flatten(tree: Any, levels: int) -> Any:
 class Flattener(StatelessModule):
     """Flatten a pytree of ``[B, ...]`` leaves into one ``[B, N]`` feature vector.
 
-    Leaves are reshaped to ``[B, -1]`` and concatenated in :func:`jax.tree.leaves`
+    Leaves are reshaped to ``[B, -1]`` and concatenated in `jax.tree.leaves`
     order, i.e. dict keys in **sorted** order at every level, which does not depend on
     dict insertion order. With ``preserve_levels=k`` the top ``k`` levels of nested
     dicts are kept and everything below each kept entry is flattened:
@@ -354,7 +354,7 @@ class Flattener(StatelessModule):
 
 
 class ScaleFactor(nnx.Variable):
-    """The constant multiplier of a :class:`Scale` (not a ``Param``: never trained)."""
+    """The constant multiplier of a `Scale` (not a ``Param``: never trained)."""
 
 
 class Scale(StatelessModule):
@@ -363,7 +363,7 @@ class Scale(StatelessModule):
     ``scale`` is a number or a per-feature array that broadcasts against the trailing
     axes of each input leaf without changing the leaf's shape (e.g. ``[N]`` for inputs
     ``[B, N]``). For a pytree input every leaf is scaled by the same ``scale``. The
-    factor is stored as a :class:`ScaleFactor` variable, which optimizers over
+    factor is stored as a `ScaleFactor` variable, which optimizers over
     ``nnx.Param`` leave alone.
 
     Stateless: the carry and extras are ``()``.

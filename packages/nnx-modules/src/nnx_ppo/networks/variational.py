@@ -1,10 +1,10 @@
-"""Variational bottlenecks: :class:`VariationalBottleneck`, :class:`AR1VariationalBottleneck`.
+"""Variational bottlenecks: `VariationalBottleneck`, `AR1VariationalBottleneck`.
 
 A bottleneck maps its input to a diagonal Gaussian posterior ``N(mu, sigma)`` over a
-latent ``z`` (one :class:`~nnx_ppo.networks.feedforward.Dense` to ``[mu, log sigma]``),
+latent ``z`` (one `Dense` to ``[mu, log sigma]``),
 outputs a reparameterized sample ``z = mu + sigma * eps`` and adds
 ``kl_weight * KL(q || prior)`` per sample to the regularization loss. In
-:meth:`~flax.nnx.Module.eval` mode the output is ``mu`` (no noise).
+`eval` mode the output is ``mu`` (no noise).
 
 **Replay.** The noise ``eps`` is drawn from a per-environment PRNG key that lives in the
 carry (``state["key"]``, raw key data ``[B, *key_shape]``, uint32 for the default
@@ -12,10 +12,10 @@ threefry keys) and is split every step. Loss replay starts from the stored carry
 resets it exactly where the rollout did, so it draws the same ``eps`` and needs no
 ``rollout_extras``.
 
-**Keys.** :meth:`initialize_state` derives the ``B`` keys deterministically from a base
+**Keys.** `initialize_state` derives the ``B`` keys deterministically from a base
 key drawn once at construction from ``rngs`` (its ``noise`` stream, falling back to
-``default`` / ``params``) and stored as a :class:`LatentNoiseKey`.
-:meth:`reset_state` does *not* restore those initial keys: it folds a constant into
+``default`` / ``params``) and stored as a `LatentNoiseKey`.
+`reset_state` does *not* restore those initial keys: it folds a constant into
 each environment's current key, a deterministic function of the carry (so replay
 repeats it) that gives every episode fresh, independent noise rather than replaying the
 first episode's noise sequence. The other carry entries do return to their initial
@@ -43,7 +43,7 @@ _RESET_TAG = 0x7E5E7  # folded into a key on reset: a stream disjoint from the s
 class LatentNoiseKey(nnx.Variable):
     """Raw PRNG key data from which a bottleneck derives its initial per-env keys.
 
-    Set once at construction and never changed or trained (not an :class:`nnx.Param`).
+    Set once at construction and never changed or trained (not an `nnx.Param`).
     """
 
 
@@ -122,7 +122,7 @@ class _VariationalBase(StatefulModule):
 
         Returns:
             ``{"key": [B, *key_shape]}`` (raw key data, derived deterministically from
-            the stored :class:`LatentNoiseKey`) plus the prior's entries.
+            the stored `LatentNoiseKey`) plus the prior's entries.
         """
         base = jax.random.wrap_key_data(self.noise_key[...])
         keys = jax.random.key_data(jax.random.split(base, batch_size))
@@ -151,12 +151,12 @@ class _VariationalBase(StatefulModule):
         """Sample the latent for one step.
 
         Args:
-            state: The carry (see :meth:`initialize_state`).
+            state: The carry (see `initialize_state`).
             x: Input, shape ``[B, in_features]``.
             rollout_extras: Ignored: the noise is reproduced from the carried key.
 
         Returns:
-            A :class:`StatefulModuleOutput` with ``output`` the latent ``z``
+            A `StatefulModuleOutput` with ``output`` the latent ``z``
             ``[B, latent_features]`` (the posterior mean in eval mode),
             ``regularization_loss`` ``kl_weight * KL`` ``[B]`` and metrics
             ``{"kl": mean KL, "posterior_std": mean sigma}``.
@@ -217,7 +217,7 @@ class VariationalBottleneck(_VariationalBase):
     Input ``[B, in_features]``; output ``z`` ``[B, L]``; carry ``{"key": [B, 2]}``
     (uint32 key data); ``rollout_extras`` ``()``. In eval mode ``z = mu``.
 
-    Example:
+    Examples:
         >>> import jax.numpy as jnp
         >>> from flax import nnx
         >>> vb = VariationalBottleneck(4, 2, rngs=nnx.Rngs(0))
@@ -250,7 +250,7 @@ class AR1VariationalBottleneck(_VariationalBase):
     itself. The penalty ``kl_weight * KL(N(mu_t, sigma_t) || prior)`` therefore
     charges a latent for deviating from the AR(1) prediction ``phi * z_{t-1}``, which
     favours slowly varying latents for ``phi`` near 1. ``phi = 0`` is
-    :class:`VariationalBottleneck`.
+    `VariationalBottleneck`.
 
     Args:
         in_features: Size of the input's last axis, a positive int.

@@ -1,4 +1,4 @@
-"""Private helpers of :mod:`nnx_ppo.algorithms.checkpointing`: the on-disk format.
+"""Private helpers of `nnx_ppo.algorithms.checkpointing`: the on-disk format.
 
 A checkpoint folder holds three orbax items: ``network`` and ``train`` (dicts of host
 arrays keyed ``"000000"``, ``"000001"``, ... in pytree-flattening order) and ``meta``
@@ -227,7 +227,7 @@ def handlers() -> dict[str, ocp.CheckpointHandler]:
 
 def manager(directory: Path, *, create: bool, async_save: bool = False) -> ocp.CheckpointManager:
     """An orbax ``CheckpointManager`` of ``directory`` that leaves retention and the
-    cleanup of unfinished saves to :class:`~nnx_ppo.algorithms.checkpointing.Checkpointer`.
+    cleanup of unfinished saves to `Checkpointer`.
 
     With several processes (``jax.distributed``) the manager is private to this process
     (no cross-process barriers): process 0 alone writes host copies of the gathered
@@ -253,7 +253,7 @@ def manager(directory: Path, *, create: bool, async_save: bool = False) -> ocp.C
 
 
 def read_meta(checkpoints: ocp.CheckpointManager, step: int, where: str) -> dict[str, Any]:
-    """The ``meta`` item of ``step``; raises :class:`Unreadable` if it cannot be read."""
+    """The ``meta`` item of ``step``; raises `Unreadable` if it cannot be read."""
     try:
         meta = checkpoints.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))[
             "meta"
@@ -268,7 +268,7 @@ def read_meta(checkpoints: ocp.CheckpointManager, step: int, where: str) -> dict
 def read_items(
     checkpoints: ocp.CheckpointManager, step: int, names: Sequence[str], where: str
 ) -> dict[str, Any]:
-    """The array items ``names`` of ``step`` as host arrays; raises :class:`Unreadable`."""
+    """The array items ``names`` of ``step`` as host arrays; raises `Unreadable`."""
     try:
         restored = checkpoints.restore(
             step, args=ocp.args.Composite(**{n: ocp.args.StandardRestore() for n in names})

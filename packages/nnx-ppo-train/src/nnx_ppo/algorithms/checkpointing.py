@@ -1,7 +1,7 @@
 """Checkpoints of PPO runs: save, resume exactly, and load a policy for deployment.
 
-:class:`Checkpointer` is the :class:`~nnx_ppo.algorithms.ppo.CheckpointHook` of
-:func:`~nnx_ppo.algorithms.ppo.train_ppo`, built on orbax's ``CheckpointManager``::
+`Checkpointer` is the `CheckpointHook` of
+`train_ppo`, built on orbax's ``CheckpointManager``::
 
     checkpointer = Checkpointer("runs/ant/checkpoints", config=config, save_every_steps=100_000)
     train_ppo(env, network, config, checkpoint=checkpointer)  # resumes if it can
@@ -13,36 +13,36 @@
 with three orbax items:
 
 - ``network``: every network variable (``nnx.Param`` parameters and the rest: normalizer
-  statistics, RNG stream keys and counters), all that :func:`load_network` reads;
-- ``train``: the rest of the :class:`~nnx_ppo.algorithms.types.TrainState`: optimizer
+  statistics, RNG stream keys and counters), all that `load_network` reads;
+- ``train``: the rest of the `TrainState`: optimizer
   state, the run's PRNG key, the iteration counter, the environment states and network
   carries (array leaves), the open-episode statistics;
 - ``meta`` (JSON): the format version, the step, the last logged metrics, the configs as
-  plain JSON data (:func:`config_to_dict`; nothing is pickled), the versions of the
+  plain JSON data (`config_to_dict`; nothing is pickled), the versions of the
   packages, and for every array its path, shape, dtype and CRC-32.
 
 Restoring this state continues a run bit for bit as if it had never stopped (on the
 same hardware and software), because the whole iteration is a pure function of it.
-Arrays are saved as host copies made before :meth:`Checkpointer.save` returns, so the
+Arrays are saved as host copies made before `Checkpointer.save` returns, so the
 trainer may donate the state's buffers to the next device call right away.
 
 **Atomicity and corruption.** Orbax writes each checkpoint to a temporary folder and
 renames it when complete, so a crash mid-save leaves no folder that looks finished (the
 leftover temporary folder is ignored and cleaned up). A finished folder that cannot be
 read back (deleted or damaged files, a CRC mismatch) is skipped with a
-:class:`CorruptedCheckpointWarning` in favour of the previous one.
+`CorruptedCheckpointWarning` in favour of the previous one.
 
 One process writes a checkpoint directory at a time (several may read it).
 
 **Devices and hosts.** Arrays are stored whole (not per device), so a checkpoint written
-by a run on any number of devices resumes on any other number: :meth:`Checkpointer.restore`
+by a run on any number of devices resumes on any other number: `Checkpointer.restore`
 lays the arrays out like its template (``train_ppo`` passes a state already placed on
 its mesh). In a multi-process run (``jax.distributed``) every process builds the same
 ``Checkpointer``, but only process 0 writes or deletes checkpoints (``save`` does nothing
 elsewhere); ``train_ppo`` gathers the sharded state to host memory on every process and
 hands it to process 0, and restores on process 0 and broadcasts
-(:func:`~nnx_ppo.algorithms.distributed.save_checkpoint`,
-:func:`~nnx_ppo.algorithms.distributed.restore_checkpoint`). The directory must be on a
+(`save_checkpoint`,
+`restore_checkpoint`). The directory must be on a
 file system process 0 can write; the whole state must fit in its host memory.
 """
 
@@ -98,20 +98,20 @@ class CheckpointMismatchError(ValueError):
 def config_to_dict(config: Any) -> dict[str, Any] | None:
     """The JSON data stored for a config (nothing is pickled).
 
-    Dataclasses become dicts of their fields; :class:`~nnx_ppo.algorithms.config.LogLevel`
+    Dataclasses become dicts of their fields; `LogLevel`
     becomes its name (``"DEFAULT"`` or ``"LOSSES|ROLLOUT"``); a callable such as an
     optax learning-rate schedule becomes ``{"callable": "<module>.<qualname>"}`` (a
     description only: it cannot be rebuilt); non-finite floats become ``None``.
 
     Args:
-        config: A :class:`~nnx_ppo.algorithms.config.TrainConfig`, a
-            :class:`~nnx_ppo.algorithms.config.PPOConfig`, another dataclass or
+        config: A `TrainConfig`, a
+            `PPOConfig`, another dataclass or
             mapping, or ``None``.
 
     Returns:
         JSON-serialisable data, or ``None``.
 
-    Example:
+    Examples:
         >>> from nnx_ppo.algorithms.config import PPOConfig
         >>> data = config_to_dict(PPOConfig(n_envs=8, n_minibatches=2))
         >>> data["n_envs"], data["log_level"]
@@ -138,8 +138,8 @@ def _log_level(value: Any) -> LogLevel:
 
 
 def config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
-    """Rebuild a :class:`~nnx_ppo.algorithms.config.TrainConfig` from
-    :func:`config_to_dict` data (e.g. ``load_metadata(directory)["config"]``).
+    """Rebuild a `TrainConfig` from
+    `config_to_dict` data (e.g. ``load_metadata(directory)["config"]``).
 
     Args:
         data: The stored dict of a ``TrainConfig``.
@@ -152,7 +152,7 @@ def config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
             replace ``data["ppo"]["learning_rate"]`` with a number or rebuild the
             schedule yourself.
 
-    Example:
+    Examples:
         >>> from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
         >>> config = TrainConfig(ppo=PPOConfig(n_envs=8, n_minibatches=2), seed=3)
         >>> config_from_dict(config_to_dict(config)) == config
@@ -188,7 +188,7 @@ def _restore_trees(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Restore the items ``templates`` names into those trees: ``(trees, meta)``.
 
-    Raises ``_io.Unreadable`` for a damaged folder and :class:`CheckpointMismatchError`
+    Raises ``_io.Unreadable`` for a damaged folder and `CheckpointMismatchError`
     for a readable checkpoint that does not fit the templates.
     """
     meta = _read_meta(manager, step, where)
@@ -288,9 +288,9 @@ class Checkpointer:
 
     Policy:
 
-    - **Resume.** :meth:`restore` (called by ``train_ppo`` before training) returns the
+    - **Resume.** `restore` (called by ``train_ppo`` before training) returns the
       latest readable checkpoint's state, skipping unreadable ones with a
-      :class:`CorruptedCheckpointWarning` (if none is readable, training starts afresh,
+      `CorruptedCheckpointWarning` (if none is readable, training starts afresh,
       after the warnings). With ``resume=False`` the directory must hold no checkpoint:
       an existing run is never silently continued or mixed with a new one.
     - **When.** A checkpoint is written when the step count crosses a multiple of
@@ -305,22 +305,22 @@ class Checkpointer:
       kept, plus, with ``keep_every_steps=N``, the earliest checkpoint in every window
       ``[k*N, (k+1)*N)`` of steps (kept for good).
     - **Non-finite state.** A state whose
-      :attr:`~nnx_ppo.algorithms.types.TrainState.non_finite` record shows a NaN/inf is
-      never written: :meth:`save` raises
-      :class:`~nnx_ppo.algorithms.faults.NonFiniteError` instead.
+      `non_finite` record shows a NaN/inf is
+      never written: `save` raises
+      `NonFiniteError` instead.
 
     Args:
         directory: Folder of the run's checkpoints (created if needed; one sub-folder
             per step).
         config: The run's config, stored as JSON in every checkpoint (see
-            :func:`config_to_dict`).
+            `config_to_dict`).
         save_every_steps: Save when the env step count crosses a multiple of this;
             ``None`` saves only at the end.
         max_to_keep: How many of the latest checkpoints to keep (``None``: all).
         keep_every_steps: Also keep the earliest checkpoint of every window of this
             many steps.
         async_save: Write in a background thread (``save`` returns once the host copy
-            is made); the final save and :meth:`close` wait for it.
+            is made); the final save and `close` wait for it.
         resume: Continue from the checkpoints in ``directory``; ``False`` requires it to
             hold none (leftovers of unfinished saves do not count).
 
@@ -330,7 +330,7 @@ class Checkpointer:
         FileExistsError: If ``resume=False`` and ``directory`` already holds
             checkpoints, or ``directory`` is a file.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from flax import nnx
         >>> from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
@@ -415,7 +415,7 @@ class Checkpointer:
 
     @property
     def restored_step(self) -> int | None:
-        """The step :meth:`restore` resumed from, or ``None``."""
+        """The step `restore` resumed from, or ``None``."""
         return self._restored_step
 
     # -- CheckpointHook ---------------------------------------------------------------
@@ -424,7 +424,7 @@ class Checkpointer:
         """The state to resume from, restored into ``template``'s structure and devices.
 
         Args:
-            template: A freshly initialised :class:`~nnx_ppo.algorithms.types.TrainState`
+            template: A freshly initialised `TrainState`
                 of the same network and config (``train_ppo`` passes its own).
             step: Restore this step instead of the latest readable one (also with
                 ``resume=False``); an unreadable one is then an error.
@@ -475,7 +475,7 @@ class Checkpointer:
         )
 
     def is_due(self, step: int, *, final: bool = False) -> bool:
-        """Whether :meth:`save` at ``step`` would write (on process 0).
+        """Whether `save` at ``step`` would write (on process 0).
 
         Args:
             step: The exact env step count.
@@ -511,7 +511,7 @@ class Checkpointer:
         process 0 writes: elsewhere this does nothing and returns ``False``.
 
         Args:
-            state: The :class:`~nnx_ppo.algorithms.types.TrainState` after ``step`` steps.
+            state: The `TrainState` after ``step`` steps.
             step: The exact env step count (the checkpoint's name).
             metrics: The last logged metrics, stored in the metadata (may be empty).
             final: The end of training: save regardless of ``save_every_steps`` and wait
@@ -660,10 +660,10 @@ def load_network(
     train/eval mode is left as it is) and returned.
 
     Args:
-        directory: A :class:`Checkpointer` directory.
+        directory: A `Checkpointer` directory.
         template_network: A network built exactly like the trained one (any seed).
         step: The step to load; ``None`` loads the latest readable checkpoint (skipping
-            unreadable ones with a :class:`CorruptedCheckpointWarning`).
+            unreadable ones with a `CorruptedCheckpointWarning`).
 
     Returns:
         ``template_network``, now holding the checkpoint's variables.
@@ -697,12 +697,12 @@ def load_metadata(directory: str | os.PathLike[str], step: int | None = None) ->
     """The JSON metadata of a checkpoint (step, metrics, config, versions, arrays).
 
     Args:
-        directory: A :class:`Checkpointer` directory.
+        directory: A `Checkpointer` directory.
         step: The step; ``None`` reads the latest checkpoint whose metadata is readable.
 
     Returns:
         A dict with ``"format"``, ``"format_version"``, ``"step"``, ``"iteration"``,
-        ``"metrics"``, ``"config"`` (:func:`config_to_dict` data or ``None``),
+        ``"metrics"``, ``"config"`` (`config_to_dict` data or ``None``),
         ``"versions"`` and ``"arrays"``.
 
     Raises:

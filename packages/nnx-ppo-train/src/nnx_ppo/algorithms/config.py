@@ -1,8 +1,8 @@
 """Configuration of a PPO run: frozen, typed, validated dataclasses.
 
-A run is described by one :class:`TrainConfig`, which groups the algorithm
-(:class:`PPOConfig`), periodic evaluation (:class:`EvalConfig`) and video recording
-(:class:`VideoConfig`). Every field is checked when the object is built, so a bad value
+A run is described by one `TrainConfig`, which groups the algorithm
+(`PPOConfig`), periodic evaluation (`EvalConfig`) and video recording
+(`VideoConfig`). Every field is checked when the object is built, so a bad value
 fails on the line that wrote it, with the numbers involved::
 
     >>> PPOConfig(n_envs=100, n_minibatches=8)  # doctest: +ELLIPSIS
@@ -44,7 +44,7 @@ class LogLevel(enum.Flag):
 
     Disabled groups are not computed at all: they are dropped before compilation, so
     XLA removes the work. The metric names of each group are listed in
-    :mod:`nnx_ppo.algorithms.logging`.
+    `nnx_ppo.algorithms.logging`.
     """
 
     NONE = 0
@@ -165,7 +165,7 @@ class PPOConfig:
             any env finished).
         iterations_per_call: Iterations run inside one jitted device call (one
             ``lax.scan``); logging, evaluation and checkpoints happen between calls.
-        log_level: Which metric groups to compute (see :class:`LogLevel`).
+        log_level: Which metric groups to compute (see `LogLevel`).
     """
 
     n_envs: int = 256
@@ -328,7 +328,7 @@ class VideoConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """Everything :func:`~nnx_ppo.algorithms.ppo.train_ppo` needs besides env and network.
+    """Everything `train_ppo` needs besides env and network.
 
     Attributes:
         ppo: The algorithm.

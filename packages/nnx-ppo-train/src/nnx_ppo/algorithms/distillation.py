@@ -1,6 +1,6 @@
 r"""Policy distillation: train a stateful student to imitate a fixed teacher (DAgger).
 
-Typical use: train a fast MLP teacher with :func:`~nnx_ppo.algorithms.ppo.train_ppo`,
+Typical use: train a fast MLP teacher with `train_ppo`,
 then distill it into the recurrent or graph-structured network you actually study::
 
     result = train_distillation(env, teacher, student, DistillationConfig(...))
@@ -9,13 +9,13 @@ then distill it into the recurrent or graph-structured network you actually stud
 
 1. *Rollout*: the **student** drives ``n_envs`` environments for ``rollout_length``
    steps, sampling its actions (the same rollout as PPO:
-   :mod:`nnx_ppo.algorithms.rollout`, with carry resets where episodes end).
+   `nnx_ppo.algorithms.rollout`, with carry resets where episodes end).
 2. *Labels*: the **teacher**, in ``eval()`` mode, is run over the visited observations
    with its own carry (reset where the student's episodes ended) and labels every
    state with its deterministic (mean) action and, optionally, its value.
 3. *Gradient phase*: ``n_epochs`` passes over ``n_minibatches`` minibatches of whole
    environment sequences; each replays the student from the carry stored at the start
-   of the rollout (:func:`~nnx_ppo.algorithms.rollout.replay`) with the teacher's
+   of the rollout (`replay`) with the teacher's
    action in place of the student's own, and minimises
 
    .. math::
@@ -24,18 +24,18 @@ then distill it into the recurrent or graph-structured network you actually stud
            + c_\text{reg}\, \overline{\text{reg}}
            + c_v \sum_\text{heads} \tfrac12 \overline{(V_\text{student} - V_\text{teacher})^2}
 
-   (:func:`distillation_loss`; the value term only if ``value_loss_weight > 0``).
+   (`distillation_loss`; the value term only if ``value_loss_weight > 0``).
 4. The student's running statistics (e.g. its observation normalizer) are updated
    once from the rollout, as in PPO. The teacher never changes.
 
 **How the teacher's action reaches the student's likelihood.** A sampler scores, during
 replay, the *raw* action stored in its ``rollout_extras`` slot (for
-:class:`~nnx_ppo.networks.sampling_layers.NormalTanhSampler` the pre-``tanh`` value,
+`NormalTanhSampler` the pre-``tanh`` value,
 so the log-likelihood includes the ``tanh`` log-determinant and never inverts it). The
 teacher's raw action is its sampler's raw mean, which in ``eval()`` mode its sampler
 emits in *its* ``rollout_extras`` slot. Before training, each network is traced once
 (``jax.eval_shape``, nothing compiled) with every
-:class:`~nnx_ppo.networks.sampling_layers.ActionSampler` in it recording what it
+`ActionSampler` in it recording what it
 returns; a sampler's slot is the leaf of the network's ``rollout_extras`` tree that is
 that very raw-action array (containers pass children's extras through unchanged), and
 its action leaf is the leaf of ``PPONetworkOutput.actions`` that is its output
@@ -44,18 +44,18 @@ and everything else) except at its sampler slots, which receive the teacher's ra
 actions, matched by action leaf. Teacher and student may therefore differ in
 architecture and carry (MLP teacher, LSTM or ``PopulationGraph`` student); their action
 trees (structure, shapes, dtypes) and their samplers' squashing must match, which
-:func:`check_distillation_pair` verifies before anything is traced for training.
+`check_distillation_pair` verifies before anything is traced for training.
 
-**State and resume.** All mutable state is one :class:`DistillationState` pytree
+**State and resume.** All mutable state is one `DistillationState` pytree
 (student parameters and statistics, optimizer state, environments, both carries,
 random key, iteration counter), the same fields a
-:class:`~nnx_ppo.algorithms.types.TrainState` has plus the teacher's carry, so any
-:class:`~nnx_ppo.algorithms.ppo.CheckpointHook` (e.g. the
-:class:`~nnx_ppo.algorithms.checkpointing.Checkpointer`) saves and resumes it exactly.
+`TrainState` has plus the teacher's carry, so any
+`CheckpointHook` (e.g. the
+`Checkpointer`) saves and resumes it exactly.
 The teacher's variables are an input of the jitted iteration, never saved: pass the
 same teacher when resuming.
 
-Example:
+Examples:
     >>> from flax import nnx
     >>> from nnx_ppo.algorithms.config import EvalConfig
     >>> from nnx_ppo.envs import PointMass
@@ -137,7 +137,7 @@ Metrics = dict[str, jax.Array]
 class DistillationConfig:
     """A distillation run: sizes, optimisation, loss weights, evaluation and logging.
 
-    Sizes and step accounting are those of :class:`~nnx_ppo.algorithms.config.PPOConfig`
+    Sizes and step accounting are those of `PPOConfig`
     (an iteration collects ``n_envs * rollout_length`` env steps; ``total_steps`` is
     rounded up to whole device calls; counters are exact integers).
 
@@ -159,11 +159,11 @@ class DistillationConfig:
             ``regularization_loss`` (its samplers' entropy bonus, KL terms of
             variational layers...).
         reset_mode: How finished environments restart, as in
-            :class:`~nnx_ppo.algorithms.config.PPOConfig`: ``"cached"``, ``"refresh"``
+            `PPOConfig`: ``"cached"``, ``"refresh"``
             or ``"fresh"``.
         iterations_per_call: Iterations per jitted device call.
-        log_level: Which metric groups to compute (see :class:`~nnx_ppo.algorithms.
-            config.LogLevel`; ``ACTOR`` has no distillation metric).
+        log_level: Which metric groups to compute (see `LogLevel`; ``ACTOR`` has no
+            distillation metric).
         eval: Periodic deterministic evaluation of the student.
         seed: Seed of the run's random key (env resets, minibatch shuffling, eval).
         log_every_calls: Call ``log_fn`` after every this many device calls.
@@ -173,7 +173,7 @@ class DistillationConfig:
         ValueError: If a value is out of range, or ``n_envs`` is not divisible by
             ``n_minibatches``.
 
-    Example:
+    Examples:
         >>> DistillationConfig(n_envs=10, n_minibatches=4)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
             ...
@@ -252,11 +252,11 @@ class DistillationConfig:
 class DistillationState:
     """All the mutable state of a distillation run, one pytree (what a checkpoint saves).
 
-    The fields are those of :class:`~nnx_ppo.algorithms.types.TrainState` (for the
+    The fields are those of `TrainState` (for the
     student) plus ``teacher_carry``; the teacher's variables are not part of it.
 
     Attributes:
-        params: ``nnx.State`` of the student's :class:`flax.nnx.Param` variables.
+        params: ``nnx.State`` of the student's `flax.nnx.Param` variables.
         network_state: ``nnx.State`` of the student's other variables (statistics, RNG
             streams).
         opt_state: The optax optimizer state of ``params``.
@@ -265,10 +265,10 @@ class DistillationState:
             (``reset_mode="fresh"``).
         carry: The student's carry at the start of the next rollout, ``[n_envs, ...]``.
         teacher_carry: The teacher's carry at the same point, ``[n_envs, ...]``.
-        episodes: :class:`~nnx_ppo.algorithms.types.EpisodeStats` of the open episodes.
+        episodes: `EpisodeStats` of the open episodes.
         rng: The run's PRNG key (raw ``uint32[2]``).
         iteration: int32 ``[]``, completed iterations.
-        non_finite: :class:`~nnx_ppo.algorithms.types.NonFinite`, the first NaN/inf seen.
+        non_finite: `NonFinite`, the first NaN/inf seen.
     """
 
     params: Any
@@ -296,10 +296,10 @@ class _Labels:
 
 @dataclasses.dataclass(frozen=True)
 class DistillationResult:
-    """What :func:`train_distillation` returns.
+    """What `train_distillation` returns.
 
     Attributes:
-        state: The final :class:`DistillationState`.
+        state: The final `DistillationState`.
         eval_history: ``[(step, eval_metrics), ...]`` of the student, in order.
         metrics: The last logged training metrics (and the last evaluation's), floats.
         total_steps: Env steps trained, an exact ``int``.
@@ -358,7 +358,7 @@ def distillation_loss(
         ValueError: If ``value_loss_weight > 0`` and ``values`` or ``teacher_values`` is
             missing or their trees differ.
 
-    Example:
+    Examples:
         >>> import jax.numpy as jnp
         >>> loss, metrics = distillation_loss(
         ...     jnp.array([[-1.0, -3.0]]), jnp.array([[0.5, 1.5]]),
@@ -486,7 +486,7 @@ def _trace(
     who: str, graphdef: nnx.GraphDef, params: Any, network_state: Any, n_envs: int, obs: Any
 ) -> tuple[StatefulModuleOutput, _Slots]:
     """Trace one call of the network (``jax.eval_shape``) with its samplers recording:
-    the output's shapes and the network's :class:`_Slots`."""
+    the output's shapes and the network's `_Slots`."""
     found: dict[str, Any] = {}
 
     def forward(p: Any, s: Any, o: Any) -> StatefulModuleOutput:
@@ -613,9 +613,9 @@ def check_distillation_pair(
 
     Traces (``jax.eval_shape``) one batched reset and one call of each network:
     the student must fit the environment
-    (:func:`~nnx_ppo.algorithms.ppo.check_env_network`), the teacher must run on the
+    (`check_env_network`), the teacher must run on the
     environment's observations, every action leaf of both must come from an
-    :class:`~nnx_ppo.networks.sampling_layers.ActionSampler` whose raw action appears in
+    `ActionSampler` whose raw action appears in
     the network's ``rollout_extras``, the two action trees must have the same
     structure, shapes and dtypes, and the samplers the same squashing. With
     ``value_distillation`` the value trees must match too.
@@ -633,7 +633,7 @@ def check_distillation_pair(
             ``PPONetworkOutput``.
         ValueError: On any mismatch; the message shows both trees.
 
-    Example:
+    Examples:
         >>> from flax import nnx
         >>> from nnx_ppo.envs import PointMass
         >>> from nnx_ppo.networks.factories import make_mlp_actor_critic
@@ -652,7 +652,7 @@ def check_distillation_pair(
 
 def _make_optimizer(config: DistillationConfig) -> optax.GradientTransformation:
     """Adam (AdamW if ``weight_decay > 0``) after optional global-norm clipping, as
-    :func:`~nnx_ppo.algorithms.iteration.make_optimizer`."""
+    `make_optimizer`."""
     if config.weight_decay > 0:
         base = optax.adamw(config.learning_rate, weight_decay=config.weight_decay)
     else:
@@ -670,7 +670,7 @@ def _init_state(
     optimizer: optax.GradientTransformation,
     key: jax.Array,
 ) -> tuple[nnx.GraphDef, DistillationState]:
-    """Split the student and build the initial :class:`DistillationState` (every leaf
+    """Split the student and build the initial `DistillationState` (every leaf
     its own buffer, so the state can be donated)."""
     graphdef, params, network_state = split_network(student)
     key, reset_key = jax.random.split(key)
@@ -706,7 +706,7 @@ def _label(
 
     ``teacher`` is ``(params, network_state)`` of the teacher in ``eval()`` mode; its
     network state is not advanced (an eval-mode sampler draws nothing). Returns the
-    teacher's carry after the last step and its :class:`_Labels`.
+    teacher's carry after the last step and its `_Labels`.
     """
     teacher_params, teacher_state = teacher
 
@@ -921,42 +921,42 @@ def train_distillation(
     action) labels every visited state; the student minimises its negative
     log-likelihood of the teacher's actions plus its regularization (plus, optionally,
     the value-head MSE). Rollout, replay, logging, evaluation, progress bar and
-    checkpointing work as in :func:`~nnx_ppo.algorithms.ppo.train_ppo`. At the end the
+    checkpointing work as in `train_ppo`. At the end the
     trained state is written back into ``student`` (left in ``train()`` mode); the
     teacher is not modified.
 
     Args:
         env: An unbatched environment (``reset(key)``, ``step(state, action)``), e.g.
-            wrapped in :class:`~nnx_ppo.wrappers.EpisodeWrapper`.
+            wrapped in `EpisodeWrapper`.
         teacher: A PPO network (output a ``PPONetworkOutput``), e.g. trained with
             ``train_ppo``. Any architecture and carry.
         student: The PPO network to train. Any architecture and carry, but the same
             action tree and sampler kinds as the teacher.
-        config: A :class:`DistillationConfig`.
+        config: A `DistillationConfig`.
         log_fn: Called as ``log_fn(metrics, step)`` after every ``log_every_calls``
             device calls and after each evaluation. Metric names are those of
-            :mod:`nnx_ppo.algorithms.logging` plus ``loss/action_nll`` and
-            ``loss/value`` (see :func:`distillation_loss`).
+            `nnx_ppo.algorithms.logging` plus ``loss/action_nll`` and
+            ``loss/value`` (see `distillation_loss`).
         eval_env: Environment for evaluating the student (default: ``env``).
         progress: Show a progress bar: ``None`` (default) when the output is a
             terminal, or force ``True`` / ``False``.
         jsonl_path: Also append every log record to this JSONL file.
-        checkpoint: A :class:`~nnx_ppo.algorithms.ppo.CheckpointHook` (e.g. a
-            :class:`~nnx_ppo.algorithms.checkpointing.Checkpointer`): the run resumes
-            from what its ``restore`` returns (given a fresh :class:`DistillationState`
+        checkpoint: A `CheckpointHook` (e.g. a
+            `Checkpointer`): the run resumes
+            from what its ``restore`` returns (given a fresh `DistillationState`
             as template) and offers it the state after every device call
             (``final=True`` after the last). Resume with the same teacher.
 
     Returns:
-        A :class:`DistillationResult`.
+        A `DistillationResult`.
 
     Raises:
-        TypeError: If ``config`` is not a :class:`DistillationConfig` or a network is
+        TypeError: If ``config`` is not a `DistillationConfig` or a network is
             not a PPO network.
         ValueError: If the student does not fit the environment, or teacher and student
-            do not fit each other (see :func:`check_distillation_pair`); checked before
+            do not fit each other (see `check_distillation_pair`); checked before
             anything is compiled.
-        NonFiniteError: (:mod:`nnx_ppo.algorithms.faults`) If a loss, parameter or
+        NonFiniteError: (`nnx_ppo.algorithms.faults`) If a loss, parameter or
             statistic became NaN or infinite (raised at the next log or checkpoint).
     """
     if not isinstance(config, DistillationConfig):

@@ -2,7 +2,7 @@
 
 The trainer runs the same jitted iteration on one device, on all devices of a host, or
 on the devices of many hosts. The training state is placed on a
-:class:`jax.sharding.Mesh` as follows:
+`jax.sharding.Mesh` as follows:
 
 ==========================================  ===========================================
 ``env_state``, ``reset_state``, ``carry``,  sharded along the ``"data"`` mesh axis on
@@ -28,20 +28,20 @@ per epoch and each device keeps its slice of every minibatch. The rollout
 network work, so this costs little; in exchange, a run's result does not depend on
 the number of devices. Each minibatch is split evenly over the devices, which is why
 ``n_envs`` must be a multiple of ``n_minibatches * n_devices``
-(:func:`check_batch_divisible`).
+(`check_batch_divisible`).
 
 **Multi-host.** After ``jax.distributed.initialize()`` a mesh spans the devices of all
-processes (:func:`make_mesh` uses ``jax.devices()``). Each process resets and steps only
-its own share of the environments (:func:`process_env_slice`;
-:func:`shard_batch` with ``process_local=True`` builds global arrays from per-process
+processes (`make_mesh` uses ``jax.devices()``). Each process resets and steps only
+its own share of the environments (`process_env_slice`;
+`shard_batch` with ``process_local=True`` builds global arrays from per-process
 data with ``jax.make_array_from_process_local_data``). Only process 0
-(:func:`is_primary`) logs, shows the progress bar and writes checkpoints:
-:func:`save_checkpoint` gathers the state to host memory on every process (a
-collective) and hands it to process 0's checkpointer; :func:`restore_checkpoint` reads
+(`is_primary`) logs, shows the progress bar and writes checkpoints:
+`save_checkpoint` gathers the state to host memory on every process (a
+collective) and hands it to process 0's checkpointer; `restore_checkpoint` reads
 on process 0 and broadcasts. Every process must run the same training script with the
 same arguments.
 
-Example:
+Examples:
     >>> import jax
     >>> mesh = make_mesh()  # all devices; one on a plain CPU
     >>> mesh.axis_names, n_shards(mesh) == jax.device_count()
@@ -91,7 +91,7 @@ DATA_AXIS = "data"
 
 BATCH_FIELDS = ("env_state", "reset_state", "carry", "episodes", "teacher_carry")
 """Fields of a training-state dataclass whose leaves are ``[n_envs, ...]`` and are
-sharded along :data:`DATA_AXIS` (fields a state does not have are ignored)."""
+sharded along `DATA_AXIS` (fields a state does not have are ignored)."""
 
 State = TypeVar("State")
 
@@ -109,7 +109,7 @@ def make_mesh(devices: int | Sequence[jax.Device] | None = None) -> Mesh:
             an explicit sequence of devices.
 
     Returns:
-        The :class:`jax.sharding.Mesh`.
+        The `jax.sharding.Mesh`.
 
     Raises:
         TypeError: If ``devices`` is of another type.
@@ -154,11 +154,11 @@ def make_mesh(devices: int | Sequence[jax.Device] | None = None) -> Mesh:
 def resolve_mesh(
     devices: int | Sequence[jax.Device] | None = None, mesh: Mesh | None = None
 ) -> Mesh:
-    """The mesh a run uses: ``mesh`` if given, else :func:`make_mesh` of ``devices``.
+    """The mesh a run uses: ``mesh`` if given, else `make_mesh` of ``devices``.
 
     Args:
-        devices: See :func:`make_mesh`.
-        mesh: A :class:`jax.sharding.Mesh` with a ``"data"`` axis (other axes, e.g. for
+        devices: See `make_mesh`.
+        mesh: A `jax.sharding.Mesh` with a ``"data"`` axis (other axes, e.g. for
             a model-parallel layout, are allowed; the state is replicated along them).
 
     Returns:
@@ -273,7 +273,7 @@ def state_shardings(
     ``NamedSharding`` leaves), for ``jax.jit``'s ``in_shardings`` / ``out_shardings``.
 
     Args:
-        state: A :class:`~nnx_ppo.algorithms.types.TrainState` (or another state
+        state: A `TrainState` (or another state
             dataclass), arrays or ``jax.ShapeDtypeStruct`` leaves.
         mesh: The mesh.
         batch_fields: Fields whose leaves are ``[n_envs, ...]``: sharded along ``"data"``
@@ -345,7 +345,7 @@ def process_env_slice(n_envs: int, mesh: Mesh) -> slice:
 
     Raises:
         ValueError: If this process's shards are not one contiguous block (a mesh whose
-            device order interleaves processes); build it with :func:`make_mesh`.
+            device order interleaves processes); build it with `make_mesh`.
     """
     check_batch_divisible(n_envs, mesh)
     blocks = _local_blocks(n_envs, mesh)
@@ -414,14 +414,14 @@ def replicate(tree: Any, mesh: Mesh) -> Any:
 
 
 def shard_state(state: State, mesh: Mesh, *, batch_fields: Sequence[str] = BATCH_FIELDS) -> State:
-    """Place a whole host-side training state on ``mesh`` as :func:`state_shardings`
+    """Place a whole host-side training state on ``mesh`` as `state_shardings`
     says (``batch_fields`` sharded, the rest replicated).
 
     Args:
         state: A training-state dataclass of host or single-device arrays, the same on
             every process (e.g. freshly initialised, or gathered from a checkpoint).
         mesh: The mesh.
-        batch_fields: As in :func:`state_shardings`.
+        batch_fields: As in `state_shardings`.
 
     Returns:
         The state with global ``jax.Array`` leaves.
@@ -456,7 +456,7 @@ def gather_state(tree: Any) -> Any:
     arrays, everything else as NumPy arrays.
 
     Args:
-        tree: A pytree of arrays (e.g. a :class:`~nnx_ppo.algorithms.types.TrainState`).
+        tree: A pytree of arrays (e.g. a `TrainState`).
 
     Returns:
         The same pytree with host (fully addressable) leaves.
@@ -498,16 +498,16 @@ def restore_checkpoint(
     """Ask a checkpoint hook for the state to resume from, placed like ``state``.
 
     With one process the hook's ``restore`` gets ``state`` itself as template (a
-    :class:`~nnx_ppo.algorithms.checkpointing.Checkpointer` restores into the
+    `Checkpointer` restores into the
     template's shardings, whatever device count the checkpoint was written with). With
     several processes, process 0 restores into a host copy of ``state`` and broadcasts
     the result; every process must call this.
 
     Args:
-        checkpoint: A :class:`~nnx_ppo.algorithms.ppo.CheckpointHook`.
+        checkpoint: A `CheckpointHook`.
         state: The freshly initialised state (on ``mesh``).
         mesh: The mesh, or ``None`` (unsharded: the hook's ``restore`` as is).
-        batch_fields: As in :func:`state_shardings`.
+        batch_fields: As in `state_shardings`.
 
     Returns:
         The restored state on ``mesh``, or ``None`` to start afresh.
@@ -547,7 +547,7 @@ def save_checkpoint(
     (a collective) and process 0's hook saves it. Every process must call this.
 
     Args:
-        checkpoint: A :class:`~nnx_ppo.algorithms.ppo.CheckpointHook`.
+        checkpoint: A `CheckpointHook`.
         state: The state after ``step`` env steps.
         step: The exact env step count.
         metrics: The last logged metrics.

@@ -1,6 +1,6 @@
 """Evaluation rollouts: one episode per environment, deterministic by default.
 
-:func:`evaluate` runs ``n_envs`` fresh episodes of at most ``max_episode_length`` steps
+`evaluate` runs ``n_envs`` fresh episodes of at most ``max_episode_length`` steps
 with the network in ``eval()`` mode (samplers return their mean) and reports
 
 ======================================  ===============================================
@@ -121,7 +121,7 @@ def evaluate(
 
     Args:
         env: The unbatched evaluation environment (wrap it in
-            :class:`~nnx_ppo.wrappers.EpisodeWrapper` for a time limit).
+            `EpisodeWrapper` for a time limit).
         network: The PPO network.
         key: A raw PRNG key (``jax.random.PRNGKey``) for the resets.
         n_envs: Episodes run in parallel.
@@ -131,7 +131,7 @@ def evaluate(
     Returns:
         The metrics in the module table, as Python floats.
 
-    Example:
+    Examples:
         >>> import jax
         >>> from flax import nnx
         >>> from nnx_ppo.envs import PointMass

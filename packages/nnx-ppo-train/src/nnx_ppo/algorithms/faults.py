@@ -3,15 +3,15 @@
 A diverged run (a NaN or infinite reward or observation from the environment, an
 exploding learning rate) poisons the parameters within one optimizer step, and every
 later iteration and checkpoint is garbage. So each jitted iteration checks a few
-scalars, :data:`MONITORED_QUANTITIES`, with ``jnp.isfinite`` and records the first one
+scalars, `MONITORED_QUANTITIES`, with ``jnp.isfinite`` and records the first one
 that is not finite, and in which iteration, in
-:class:`~nnx_ppo.algorithms.types.NonFinite` inside the
-:class:`~nnx_ppo.algorithms.types.TrainState` (:func:`record_non_finite`). The check
+`NonFinite` inside the
+`TrainState` (`record_non_finite`). The check
 adds no host synchronisation: the host reads the record only when it reads the state
-or the metrics anyway, i.e. when :func:`~nnx_ppo.algorithms.ppo.train_ppo` logs (every
+or the metrics anyway, i.e. when `train_ppo` logs (every
 ``log_every_calls`` device calls, and always after the last) and when a
-:class:`~nnx_ppo.algorithms.checkpointing.Checkpointer` is about to write a checkpoint.
-Either then raises :class:`NonFiniteError` (:func:`raise_if_non_finite`), naming the
+`Checkpointer` is about to write a checkpoint.
+Either then raises `NonFiniteError` (`raise_if_non_finite`), naming the
 iteration and the quantity, before anything is saved: the last checkpoint written
 before the divergence stays the latest one on disk.
 
@@ -50,7 +50,7 @@ class NonFiniteError(RuntimeError):
 
     Attributes:
         iteration: The 1-based iteration in which the value first appeared.
-        quantity: Its name, one of :data:`MONITORED_QUANTITIES`.
+        quantity: Its name, one of `MONITORED_QUANTITIES`.
         value: The offending value (``nan``, ``inf`` or ``-inf``).
         step: The env steps completed when the host noticed (``None`` if unknown).
     """
@@ -110,7 +110,7 @@ def record_non_finite(
         network_state: The other network state after ``update_statistics``.
 
     Returns:
-        The updated :class:`~nnx_ppo.algorithms.types.NonFinite`.
+        The updated `NonFinite`.
     """
     values = jnp.stack(
         [
@@ -130,13 +130,13 @@ def record_non_finite(
 
 
 def raise_if_non_finite(record: NonFinite, step: int | None = None) -> None:
-    """Raise :class:`NonFiniteError` if ``record`` holds a non-finite value (host side).
+    """Raise `NonFiniteError` if ``record`` holds a non-finite value (host side).
 
     Reads three scalars from the device (a synchronisation): call it where the host
     waits for the state anyway.
 
     Args:
-        record: ``state.non_finite`` of a :class:`~nnx_ppo.algorithms.types.TrainState`.
+        record: ``state.non_finite`` of a `TrainState`.
         step: The env step count to mention in the message.
 
     Raises:

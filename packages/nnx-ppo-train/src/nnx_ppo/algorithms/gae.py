@@ -9,7 +9,7 @@ comes next:
   it. With auto-reset, the observation stored after that step already belongs to the
   *next* episode, so ``values[t + 1]`` is the wrong bootstrap.
 
-:func:`gae` computes, for each step ``t`` of a ``[T, B]`` rollout,
+`gae` computes, for each step ``t`` of a ``[T, B]`` rollout,
 
 .. math::
 
@@ -73,7 +73,7 @@ def gae(
         ``(advantages, value_targets)``, each a pytree like ``values`` with leaves
         ``[T, B]``. Both are free of gradients (``stop_gradient``).
 
-    Example:
+    Examples:
         A three-step episode that terminates at the last step, ``gamma = 0.5``,
         ``lambda = 1`` and zero values: the advantages are the discounted returns
         ``[1 + 0.5 * (2 + 0.5 * 4), 2 + 0.5 * 4, 4] = [3, 4, 4]``.

@@ -1,4 +1,4 @@
-"""One PPO training iteration as a pure function of :class:`~nnx_ppo.algorithms.types.TrainState`.
+"""One PPO training iteration as a pure function of `TrainState`.
 
 The iteration reads like purejaxrl: nested ``lax.scan``s, one named function per level::
 
@@ -13,13 +13,13 @@ The iteration reads like purejaxrl: nested ``lax.scan``s, one named function per
 
 The network is split once (``nnx.split(network, nnx.Param, ...)``) into a static
 ``GraphDef`` and two states; the iteration works on those states only, so the whole
-thing is one jitted XLA program (:func:`make_train_call`, with the state donated and
+thing is one jitted XLA program (`make_train_call`, with the state donated and
 several iterations per call if asked). Statistics (``update_statistics``) change only
 after the gradient phase, so the replay of the first minibatch reproduces the rollout
 exactly.
 
-With a device ``mesh`` (:mod:`nnx_ppo.algorithms.distributed`) the same program runs
-data-parallel: the state is placed by :func:`init_train_state`, the environment axis of
+With a device ``mesh`` (`nnx_ppo.algorithms.distributed`) the same program runs
+data-parallel: the state is placed by `init_train_state`, the environment axis of
 the rollout and of every minibatch is constrained to the mesh's ``"data"`` axis, and
 XLA inserts the all-reduces (gradients, normalizer statistics, metrics).
 """
@@ -121,7 +121,7 @@ def init_train_state(
     *,
     mesh: Mesh | None = None,
 ) -> tuple[nnx.GraphDef, TrainState]:
-    """Split the network and build the initial :class:`TrainState`.
+    """Split the network and build the initial `TrainState`.
 
     Every array is copied, so donating the state to the jitted iteration never
     invalidates the arrays held by ``network``.
@@ -130,12 +130,12 @@ def init_train_state(
         env: The unbatched environment.
         network: The PPO network (in train mode).
         config: The algorithm configuration.
-        optimizer: From :func:`make_optimizer`.
+        optimizer: From `make_optimizer`.
         key: The run's raw PRNG key (``jax.random.PRNGKey``).
         mesh: A device mesh with a ``"data"`` axis: the state is placed on it
             (environment states, carries and episode statistics sharded along
             ``"data"``, the rest replicated; see
-            :func:`~nnx_ppo.algorithms.distributed.state_shardings`), and each process
+            `state_shardings`), and each process
             resets only its own share of the environments. ``None``: default device.
 
     Returns:
@@ -179,7 +179,7 @@ def _init_sharded(
     reset_key: jax.Array,
     mesh: Mesh,
 ) -> TrainState:
-    """:func:`init_train_state` on a mesh: the same values, placed on ``mesh``."""
+    """`init_train_state` on a mesh: the same values, placed on ``mesh``."""
     check_batch_divisible(config.n_envs, mesh, n_minibatches=config.n_minibatches)
     _, params, network_state = split_network(network)
     host = TrainState(
@@ -239,7 +239,7 @@ def make_training_iteration(
 
     Args:
         env: The unbatched environment.
-        graphdef: The network's ``GraphDef`` (train mode), from :func:`init_train_state`.
+        graphdef: The network's ``GraphDef`` (train mode), from `init_train_state`.
         optimizer: The optax optimizer whose state is in ``TrainState.opt_state``.
         config: The algorithm configuration (static).
         mesh: The device mesh the state lives on (from ``init_train_state(...,
@@ -425,10 +425,10 @@ def make_train_call(
     """Jit ``iterations_per_call`` iterations into one device call, donating the state.
 
     Args:
-        training_iteration: From :func:`make_training_iteration`.
+        training_iteration: From `make_training_iteration`.
         iterations_per_call: Iterations per call (a ``lax.scan`` if > 1).
         shardings: The state's shardings on a mesh
-            (:func:`~nnx_ppo.algorithms.distributed.state_shardings`): the call takes and
+            (`state_shardings`): the call takes and
             returns the state laid out so, and returns replicated metrics. ``None``:
             wherever the state is.
 

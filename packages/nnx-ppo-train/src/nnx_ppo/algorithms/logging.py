@@ -1,17 +1,17 @@
 """Logging: the ``log_fn(metrics, step)`` callback and built-in sinks.
 
-:func:`~nnx_ppo.algorithms.ppo.train_ppo` calls every sink with a flat dict of Python
+`train_ppo` calls every sink with a flat dict of Python
 floats and the exact number of env steps so far (a Python ``int``). A sink is any
 callable ``(metrics, step) -> None``; the built-in ones also have ``close()``.
 
-- :class:`ProgressBar`: a live tqdm bar (steps, steps per second, latest eval reward,
+- `ProgressBar`: a live tqdm bar (steps, steps per second, latest eval reward,
   ETA), silent when the output is not a terminal;
-- :class:`JSONLWriter`: one JSON object per call, ``{"step": ..., **metrics}``;
-- :class:`TensorBoardWriter`: scalars via ``tensorboardX`` (extra ``logging``);
-- :class:`WandbWriter`: ``wandb.log`` (extra ``wandb``).
+- `JSONLWriter`: one JSON object per call, ``{"step": ..., **metrics}``;
+- `TensorBoardWriter`: scalars via ``tensorboardX`` (extra ``logging``);
+- `WandbWriter`: ``wandb.log`` (extra ``wandb``).
 
 Metric names. Which groups are computed is set by
-:class:`~nnx_ppo.algorithms.config.LogLevel` (``PPOConfig.log_level``); training metrics
+`LogLevel` (``PPOConfig.log_level``); training metrics
 are averaged over the epochs and minibatches of an iteration (and over the iterations
 of one device call), evaluation metrics are logged when an evaluation runs.
 
@@ -81,7 +81,7 @@ class ProgressBar:
             ``True`` / ``False`` force it.
         file: Where to draw (default ``sys.stderr``).
 
-    Example:
+    Examples:
         >>> bar = ProgressBar(1000, disable=True)
         >>> bar({"throughput/sps": 500.0, "eval/episode_reward/mean": 3.0}, 500)
         >>> bar.close()
@@ -138,7 +138,7 @@ class JSONLWriter:
     Args:
         path: The ``.jsonl`` file; parent directories are created.
 
-    Example:
+    Examples:
         >>> import json, pathlib, tempfile
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "metrics.jsonl"
         >>> with JSONLWriter(path) as log:

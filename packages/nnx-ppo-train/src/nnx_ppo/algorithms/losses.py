@@ -6,18 +6,18 @@ The total loss of a minibatch is
 
     L = L_\text{policy} + c_v\, L_\text{critic} + \overline{\text{reg}},
 
-- :func:`policy_loss`: the clipped surrogate
+- `policy_loss`: the clipped surrogate
   :math:`-\operatorname{mean}\min(\rho A, \operatorname{clip}(\rho, 1 \pm \epsilon) A)`
   with :math:`\rho = \exp(\log\pi_\text{new} - \log\pi_\text{old})`;
-- :func:`critic_loss`: ``0.5 * mean((V - target)**2)``, optionally PPO2-clipped, summed
+- `critic_loss`: ``0.5 * mean((V - target)**2)``, optionally PPO2-clipped, summed
   over value heads (with the default ``critic_loss_weight=0.5`` this is brax's
   ``0.25 * MSE``);
 - the network's own per-sample ``regularization_loss`` (the sampler's entropy bonus
   lives there, as do KL terms of variational layers), averaged over the minibatch.
 
-:func:`ppo_loss` combines them, normalising advantages per minibatch and pairing
+`ppo_loss` combines them, normalising advantages per minibatch and pairing
 advantages with log-likelihoods per reward key or combined (see
-:class:`~nnx_ppo.algorithms.config.PPOConfig`). Every input is ``[T, b]`` (a minibatch
+`PPOConfig`). Every input is ``[T, b]`` (a minibatch
 of ``b`` environment sequences), or any shape as long as all agree.
 """
 
@@ -184,11 +184,11 @@ def ppo_loss(
             network emitted during replay.
         old_log_likelihoods: Like ``log_likelihoods``, from the rollout.
         old_values: Like ``values``, from the rollout.
-        advantages: Like ``values``, from :func:`~nnx_ppo.algorithms.gae.gae`.
+        advantages: Like ``values``, from `gae`.
         value_targets: Like ``values``.
         clip_range: Policy ratio clipping ``epsilon``.
         critic_loss_weight: ``c_v``.
-        value_clip_range: See :func:`critic_loss`.
+        value_clip_range: See `critic_loss`.
         normalize: Normalise advantages over this minibatch (per key in ``"per_key"``
             mode).
         advantage_mode: ``"combined"``: sum the advantages of all reward keys and pair
@@ -199,7 +199,7 @@ def ppo_loss(
 
     Returns:
         ``(loss, metrics)``: the scalar loss and the ``loss/*``, ``actor/*`` and
-        ``critic/*`` metrics (see :mod:`nnx_ppo.algorithms.logging`).
+        ``critic/*`` metrics (see `nnx_ppo.algorithms.logging`).
     """
     if advantage_mode == "per_key":
         if jax.tree.structure(log_likelihoods) != jax.tree.structure(advantages):  # type: ignore[operator]

@@ -1,6 +1,6 @@
 """``train_ppo``: PPO for stateful NNX networks on batched JAX environments.
 
-Example:
+Examples:
     >>> from flax import nnx
     >>> from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
     >>> from nnx_ppo.envs import PointMass
@@ -20,7 +20,7 @@ After training, ``nets`` holds the trained parameters and statistics: call
 ``nets.eval()`` and run it.
 
 By default a run uses every device (``devices=None``): the environments are sharded
-over them and the parameters replicated (see :mod:`nnx_ppo.algorithms.distributed`).
+over them and the parameters replicated (see `nnx_ppo.algorithms.distributed`).
 On a plain CPU that is a single device, and nothing is sharded.
 """
 
@@ -68,7 +68,7 @@ __all__ = ["CheckpointHook", "TrainResult", "check_env_network", "train_ppo"]
 @runtime_checkable
 class CheckpointHook(Protocol):
     """What ``train_ppo(..., checkpoint=...)`` calls; implemented by
-    :class:`~nnx_ppo.algorithms.checkpointing.Checkpointer`.
+    `Checkpointer`.
 
     ``restore`` is called once before training with a freshly initialised state as
     template and returns the state to resume from (or ``None`` to start fresh);
@@ -77,10 +77,10 @@ class CheckpointHook(Protocol):
     write; it must write when ``final``). ``save`` must have read (copied) ``state``
     before it returns: the next device call donates the state's buffers. It should not
     write a state whose ``non_finite`` record is set (raise
-    :class:`~nnx_ppo.algorithms.faults.NonFiniteError`).
+    `NonFiniteError`).
 
     In a multi-process run ``restore`` and ``save`` are called on process 0 only, with
-    host copies of the state (see :func:`~nnx_ppo.algorithms.distributed.save_checkpoint`);
+    host copies of the state (see `save_checkpoint`);
     an optional ``is_due(step, *, final)`` method lets the other processes skip
     gathering the state when no save is due.
     """
@@ -103,10 +103,10 @@ class CheckpointHook(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class TrainResult:
-    """What :func:`train_ppo` returns.
+    """What `train_ppo` returns.
 
     Attributes:
-        state: The final :class:`~nnx_ppo.algorithms.types.TrainState`.
+        state: The final `TrainState`.
         eval_history: ``[(step, eval_metrics), ...]`` in order.
         metrics: The last logged training metrics (and the last evaluation's), floats.
         total_steps: Env steps trained, an exact ``int``.
@@ -306,7 +306,7 @@ def train_ppo(
 
     The network is split once; each device call runs ``iterations_per_call`` jitted
     iterations (rollout, advantages, epochs of minibatch updates, statistics update;
-    see :mod:`nnx_ppo.algorithms.iteration`) on the donated training state. Between
+    see `nnx_ppo.algorithms.iteration`) on the donated training state. Between
     calls the host logs, evaluates and checkpoints. At the end the trained state is
     written back into ``networks`` (left in ``train()`` mode).
 
@@ -314,7 +314,7 @@ def train_ppo(
     are sharded along the mesh's ``"data"`` axis and the parameters, optimizer state
     and statistics replicated; gradients and statistics are reduced across devices,
     so the result equals a one-device run up to floating-point reduction order (see
-    :mod:`nnx_ppo.algorithms.distributed`). After ``jax.distributed.initialize()``
+    `nnx_ppo.algorithms.distributed`). After ``jax.distributed.initialize()``
     the run spans every process's devices; each process steps its own environments,
     and only process 0 calls ``log_fn``, writes ``jsonl_path``, shows the progress
     bar, records videos and has ``checkpoint`` write (every process must call
@@ -323,48 +323,48 @@ def train_ppo(
     Args:
         env: An unbatched environment with ``reset(key)`` and ``step(state, action)``
             (ours, brax's or MuJoCo Playground's), wrapped in
-            :class:`~nnx_ppo.wrappers.EpisodeWrapper` for a time limit. Truncation is
+            `EpisodeWrapper` for a time limit. Truncation is
             read from ``state.info["truncation"]``.
-        networks: A :class:`~nnx_ppo.networks.types.StatefulModule` whose output is a
-            :class:`~nnx_ppo.networks.types.PPONetworkOutput`, e.g. from
-            :func:`~nnx_ppo.networks.factories.make_mlp_actor_critic`.
-        config: A :class:`~nnx_ppo.algorithms.config.TrainConfig`, or a bare
-            :class:`~nnx_ppo.algorithms.config.PPOConfig` (default evaluation).
+        networks: A `StatefulModule` whose output is a
+            `PPONetworkOutput`, e.g. from
+            `make_mlp_actor_critic`.
+        config: A `TrainConfig`, or a bare
+            `PPOConfig` (default evaluation).
         log_fn: Called as ``log_fn(metrics, step)`` after every ``log_every_calls``
             device calls and after each evaluation (see
-            :mod:`nnx_ppo.algorithms.logging` for the names).
+            `nnx_ppo.algorithms.logging` for the names).
         eval_env: Environment for evaluation (default: ``env``). Use it to evaluate
             without reward scaling.
         progress: Show a progress bar: ``None`` (default) when the output is a
             terminal, or force ``True`` / ``False``.
         jsonl_path: Also append every log record to this JSONL file.
-        checkpoint: A :class:`CheckpointHook`, e.g. a
-            :class:`~nnx_ppo.algorithms.checkpointing.Checkpointer`: training resumes
+        checkpoint: A `CheckpointHook`, e.g. a
+            `Checkpointer`: training resumes
             from what its ``restore`` returns, and it is offered the state after every
             device call and at the end (``final=True``). ``None`` saves nothing.
             A checkpoint resumes on any device count.
         devices: Devices to train on: ``None`` (default) for all of them
             (``jax.devices()``; one on a plain CPU), an ``int`` for the first that
             many, or a sequence of devices.
-        mesh: Instead of ``devices``, a :class:`jax.sharding.Mesh` with a ``"data"``
-            axis (see :func:`~nnx_ppo.algorithms.distributed.make_mesh`).
+        mesh: Instead of ``devices``, a `jax.sharding.Mesh` with a ``"data"``
+            axis (see `make_mesh`).
 
     Returns:
-        A :class:`TrainResult`. On several devices its ``state`` is laid out on the
+        A `TrainResult`. On several devices its ``state`` is laid out on the
         mesh; ``networks`` gets plain single-device copies.
 
     Raises:
-        NonFiniteError: (:mod:`nnx_ppo.algorithms.faults`) If a loss, parameter or
+        NonFiniteError: (`nnx_ppo.algorithms.faults`) If a loss, parameter or
             statistic became NaN or infinite: raised when the host next reads the state
             (at the next log or checkpoint), naming the iteration and the quantity; the
             diverged state is not saved.
         TypeError: If ``config`` is not a config object or the network's output is not a
             ``PPONetworkOutput``.
         ValueError: If the network and the environment do not fit together (checked
-            before anything is compiled; see :func:`check_env_network`), if
+            before anything is compiled; see `check_env_network`), if
             ``n_envs`` is not a multiple of ``n_minibatches`` times the number of
             devices, or if ``devices`` / ``mesh`` are invalid (see
-            :func:`~nnx_ppo.algorithms.distributed.resolve_mesh`).
+            `resolve_mesh`).
     """
     if isinstance(config, PPOConfig):
         config = TrainConfig(ppo=config)

@@ -1,4 +1,4 @@
-"""Rollout collection (:func:`unroll_env`) and its exact replay (:func:`replay`).
+"""Rollout collection (`unroll_env`) and its exact replay (`replay`).
 
 A rollout runs ``T`` steps of ``B`` environments with a stateful network. Per step::
 
@@ -7,7 +7,7 @@ A rollout runs ``T`` steps of ``B`` environments with a stateful network. Per st
     carry'   = reset where next.done (per environment)  # lockstep with the env reset
     env'     = restart the environments where next.done
 
-and the step is recorded as a :class:`~nnx_ppo.algorithms.types.Transition`. The replay
+and the step is recorded as a `Transition`. The replay
 runs the same recurrence over a stored rollout: it starts from the carry stored at the
 start of the rollout, feeds the stored observations and ``rollout_extras`` (so samplers
 re-score the stored actions instead of drawing new ones) and resets the carry exactly
@@ -15,11 +15,11 @@ where the rollout did. With unchanged parameters the replay reproduces the rollo
 log-likelihoods and values (ratio 1 before the first update).
 
 **Auto-reset.** Finished environments restart without resetting every environment at
-every step (``reset_mode`` of :class:`~nnx_ppo.algorithms.config.PPOConfig`):
+every step (``reset_mode`` of `PPOConfig`):
 
 - ``"cached"`` (default, brax's approach): a batched reset state drawn once at the start
   of training; each finished environment is replaced by its cached state with one
-  elementwise select (:func:`nnx_ppo.wrappers.reset_done`). No reset is ever computed
+  elementwise select (`nnx_ppo.wrappers.reset_done`). No reset is ever computed
   in the loop, but each environment always restarts from the same state (diversity
   comes from having many environments).
 - ``"refresh"``: as ``"cached"``, but the cache is redrawn with fresh keys at the start
@@ -36,7 +36,7 @@ costs about as much as 7 steps), ``"fresh"`` 13k (0.67x: a batched reset at ever
 step). ``"fresh"`` costs nothing extra at steps where no episode ends.
 
 **Truncation.** Truncation is read from ``state.info["truncation"]`` (written by our
-:class:`~nnx_ppo.wrappers.EpisodeWrapper`, brax's and MuJoCo Playground's); environments
+`EpisodeWrapper`, brax's and MuJoCo Playground's); environments
 without it never truncate. With ``bootstrap_on_truncation`` the value of the true final
 observation (before the reset replaces it) is computed for the advantage estimate: one
 extra network call, again under ``lax.cond`` only at steps where some environment was
@@ -72,7 +72,7 @@ class Rollout:
     """The result of a rollout.
 
     Attributes:
-        transitions: :class:`~nnx_ppo.algorithms.types.Transition` with leaves
+        transitions: `Transition` with leaves
             ``[T, B, ...]``.
         initial_carry: The network carry before the first step, leaves ``[B, ...]``
             (where the replay starts).
@@ -114,8 +114,8 @@ def network_step(
 
     Returns:
         ``(network_state, output)``: the non-param state after the call (RNG streams
-        advance when sampling) and the module's :class:`StatefulModuleOutput`, whose
-        ``output`` is a :class:`~nnx_ppo.networks.types.PPONetworkOutput`.
+        advance when sampling) and the module's `StatefulModuleOutput`, whose
+        ``output`` is a `PPONetworkOutput`.
     """
     model = nnx.merge(graphdef, params, network_state)
     out = model(carry, obs, rollout_extras)
@@ -294,7 +294,7 @@ def _unroll(
 
 
 def initial_episode_stats(n_envs: int) -> EpisodeStats:
-    """Zeroed :class:`~nnx_ppo.algorithms.types.EpisodeStats` for ``n_envs`` environments."""
+    """Zeroed `EpisodeStats` for ``n_envs`` environments."""
     return EpisodeStats(
         episode_return=jnp.zeros((n_envs,), jnp.float32),
         episode_length=jnp.zeros((n_envs,), jnp.int32),
@@ -321,10 +321,10 @@ def unroll_env(
     Args:
         env: An unbatched environment (``reset(key)``, ``step(state, action)``); it is
             vmapped here.
-        network: A :class:`~nnx_ppo.networks.types.StatefulModule` whose output is a
-            :class:`~nnx_ppo.networks.types.PPONetworkOutput`.
+        network: A `StatefulModule` whose output is a
+            `PPONetworkOutput`.
         env_state: Batched environment state, leaves ``[B, ...]`` (e.g. from
-            :func:`reset_envs`).
+            `reset_envs`).
         carry: The network carry, leaves ``[B, ...]``.
         length: ``T``, the number of steps.
         reset_state: Batched state that finished environments restart from (the cached
@@ -338,13 +338,13 @@ def unroll_env(
     Returns:
         ``(env_state, carry, rollout)``: the batched environment state and the carry
         after the last step (finished environments already restarted and their carries
-        reset), and the :class:`Rollout`.
+        reset), and the `Rollout`.
 
     Raises:
         ValueError: If neither ``reset_state`` nor ``key`` is given.
         TypeError: If the network's output is not a ``PPONetworkOutput``.
 
-    Example:
+    Examples:
         >>> import jax
         >>> from flax import nnx
         >>> from nnx_ppo.envs import PointMass
@@ -429,7 +429,7 @@ def replay(
         collect_metrics: Also return the network's ``metrics`` (else ``{}``).
 
     Returns:
-        A :class:`ReplayOutput`.
+        A `ReplayOutput`.
     """
     n = jnp.shape(transitions.done)[1]
 

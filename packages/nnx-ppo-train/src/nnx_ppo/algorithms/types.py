@@ -1,6 +1,6 @@
-"""The trainer's pytrees: :class:`TrainState`, :class:`Transition` and :class:`EpisodeStats`.
+"""The trainer's pytrees: `TrainState`, `Transition` and `EpisodeStats`.
 
-Everything a run needs to continue is one :class:`TrainState` pytree (network
+Everything a run needs to continue is one `TrainState` pytree (network
 parameters and other network state, optimizer state, random key, iteration counter,
 environment states, network carries, open-episode statistics), so saving and restoring
 it restores the run exactly. The network's structure (the ``nnx.GraphDef``) is static
@@ -34,13 +34,13 @@ class EpisodeStats:
 @struct.dataclass
 class NonFinite:
     """Where training first produced a NaN or an infinity (see
-    :mod:`nnx_ppo.algorithms.faults`), written inside the jitted iteration.
+    `nnx_ppo.algorithms.faults`), written inside the jitted iteration.
 
     Attributes:
         iteration: int32 ``[]``, the 1-based iteration in which a monitored quantity
             first went non-finite; ``0`` while everything is finite.
         quantity: int32 ``[]``, its index in
-            :data:`~nnx_ppo.algorithms.faults.MONITORED_QUANTITIES`; ``-1`` while finite.
+            `MONITORED_QUANTITIES`; ``-1`` while finite.
         value: float32 ``[]``, the offending value (``nan``, ``inf`` or ``-inf``).
     """
 
@@ -54,7 +54,7 @@ class TrainState:
     """All the mutable state of a PPO run, one pytree (what a checkpoint saves).
 
     Attributes:
-        params: ``nnx.State`` of the network's :class:`flax.nnx.Param` variables (what
+        params: ``nnx.State`` of the network's `flax.nnx.Param` variables (what
             the optimizer updates).
         network_state: ``nnx.State`` of every other network variable (normalizer
             statistics, RNG stream keys and counters).
@@ -64,12 +64,12 @@ class TrainState:
             (``reset_mode`` ``"cached"`` or ``"refresh"``), or ``None`` (``"fresh"``).
         carry: The network carry at the start of the next rollout, leaves
             ``[n_envs, ...]``.
-        episodes: :class:`EpisodeStats` of the open episodes.
+        episodes: `EpisodeStats` of the open episodes.
         rng: The run's PRNG key (raw ``uint32[2]``).
         iteration: int32 ``[]``, completed iterations. Env steps so far are
             ``iteration * steps_per_iteration``, computed exactly on the host.
-        non_finite: :class:`NonFinite`, the first NaN/inf seen (the host raises
-            :class:`~nnx_ppo.algorithms.faults.NonFiniteError` when it reads one).
+        non_finite: `NonFinite`, the first NaN/inf seen (the host raises
+            `NonFiniteError` when it reads one).
     """
 
     params: Any

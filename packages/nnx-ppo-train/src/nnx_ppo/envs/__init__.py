@@ -1,9 +1,9 @@
 """Tiny pure-JAX environments for tests, docs and smoke runs.
 
-All follow the brax / MuJoCo Playground API described in :mod:`nnx_ppo.envs.base`:
+All follow the brax / MuJoCo Playground API described in `nnx_ppo.envs.base`:
 unbatched ``reset(rng)`` and ``step(state, action)``, jit- and vmap-able, deterministic
 given the key, no simulator dependency, and no built-in episode limit (wrap them in
-:class:`nnx_ppo.wrappers.EpisodeWrapper`).
+`nnx_ppo.wrappers.EpisodeWrapper`).
 """
 
 from nnx_ppo.envs.base import ActionSize, Env, ObservationSize, State

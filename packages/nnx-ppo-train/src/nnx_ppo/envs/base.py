@@ -1,4 +1,4 @@
-"""The environment API: :class:`Env` and the :class:`State` it returns.
+"""The environment API: `Env` and the `State` it returns.
 
 The API is the one of brax and MuJoCo Playground, so the trainer, the wrappers and user
 code treat our environments, ``brax.envs.get_environment(...)`` environments and
@@ -7,16 +7,16 @@ code treat our environments, ``brax.envs.get_environment(...)`` environments and
 - An environment is a **single, unbatched** environment. ``reset(key) -> State`` and
   ``step(state, action) -> State`` are pure functions of their inputs; the trainer
   ``jax.vmap``s them over environments and ``jax.jit``s the result.
-- A :class:`State` is a pytree with ``obs``, ``reward``, ``done``, ``metrics`` and
+- A `State` is a pytree with ``obs``, ``reward``, ``done``, ``metrics`` and
   ``info``. ``done`` is a float32 scalar (1.0 = the episode ended at this step);
   ``info`` carries per-environment bookkeeping such as ``info["truncation"]``, which
-  :class:`~nnx_ppo.wrappers.EpisodeWrapper` writes, exactly as brax and Playground do.
+  `EpisodeWrapper` writes, exactly as brax and Playground do.
 - ``observation_size`` is an ``int`` for array observations and a dict of shape tuples
   for dict observations; ``action_size`` is an ``int`` for array actions and a dict of
   ``int`` for dict actions.
 
 Our environments never truncate by themselves: wrap them in
-:class:`~nnx_ppo.wrappers.EpisodeWrapper` to bound the episode length.
+`EpisodeWrapper` to bound the episode length.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class State:
         reward: The reward of the step that produced this state, a float32 scalar
             ``[]`` or a dict of scalars (one per reward stream, e.g. per agent).
         done: Float32 scalar ``[]``, 1.0 when the episode ended at this step
-            (terminated, or truncated by :class:`~nnx_ppo.wrappers.EpisodeWrapper`).
+            (terminated, or truncated by `EpisodeWrapper`).
         metrics: Dict of float32 scalars for logging.
         info: Dict of per-environment bookkeeping (``"truncation"``, ``"steps"``, ...).
         pipeline_state: The environment's internal dynamics state (any pytree), or
@@ -69,10 +69,10 @@ class State:
 
 
 class Env(abc.ABC):
-    """Base class of the environments in :mod:`nnx_ppo.envs`.
+    """Base class of the environments in `nnx_ppo.envs`.
 
-    Subclasses implement :meth:`reset`, :meth:`step` and :attr:`action_size`;
-    :attr:`observation_size` is derived from the shape of ``reset``'s observation
+    Subclasses implement `reset`, `step` and `action_size`;
+    `observation_size` is derived from the shape of ``reset``'s observation
     (without running it) and may be overridden with a constant.
     """
 
@@ -95,7 +95,7 @@ class Env(abc.ABC):
         Args:
             state: The current state.
             action: An array ``[action_size]`` or a dict of arrays matching
-                :attr:`action_size`. Values are clipped to ``[-1, 1]``.
+                `action_size`. Values are clipped to ``[-1, 1]``.
 
         Returns:
             The next state, whose ``reward`` and ``done`` describe this step.

@@ -28,14 +28,14 @@ class DictObsEnv(Env):
     So the gripper should be closed (``g = +1``) near the goal and open (``g = -1``)
     elsewhere. Hand and goal start uniform in ``[-1, 1]^2``; the reward is a float32
     scalar; the episode never terminates (wrap in
-    :class:`~nnx_ppo.wrappers.EpisodeWrapper`). Metrics: ``"distance"`` (``d``).
+    `EpisodeWrapper`). Metrics: ``"distance"`` (``d``).
 
     Args:
         step_size: Hand distance per unit ``arm`` action per step; > 0.
         grip_radius: Distance to the goal within which closing pays; > 0.
         grip_weight: Reward per unit of correct gripper action; >= 0.
 
-    Example:
+    Examples:
         >>> import jax
         >>> env = DictObsEnv()
         >>> env.observation_size, env.action_size

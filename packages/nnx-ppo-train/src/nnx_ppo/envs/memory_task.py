@@ -36,7 +36,7 @@ class MemoryTask(Env):
     ``metrics["max_reward"]`` is ``mean_i |target_t[i]|``, the reward the optimal
     policy gets at that step (divide the summed rewards by its sum for a score in
     ``[-1, 1]``). The task never terminates; wrap it in
-    :class:`~nnx_ppo.wrappers.EpisodeWrapper`.
+    `EpisodeWrapper`.
 
     Args:
         delay: ``k``, steps between a cue and the action that must reproduce it; an
@@ -44,7 +44,7 @@ class MemoryTask(Env):
         cue_size: Number of cue entries; an int >= 1.
         cue_probability: Probability that a cue is shown at a step, in ``(0, 1]``.
 
-    Example:
+    Examples:
         >>> import jax, jax.numpy as jnp
         >>> env = MemoryTask(delay=1)
         >>> s0 = env.reset(jax.random.key(0))

@@ -26,7 +26,7 @@ class PointMass(Env):
     - Start: ``p`` uniform in ``[-init_radius, init_radius]^2``.
     - Termination: never, unless ``terminate_radius`` is set, in which case the episode
       terminates (``done = 1``) on the step that brings ``||p'|| < terminate_radius``.
-      Wrap in :class:`~nnx_ppo.wrappers.EpisodeWrapper` to bound episode length.
+      Wrap in `EpisodeWrapper` to bound episode length.
     - Metrics: ``"distance"`` (``||p'||``).
 
     A memoryless policy is optimal (``a = -p / max|p|``, scaled down near the origin),
@@ -43,7 +43,7 @@ class PointMass(Env):
         terminate_radius: If not ``None``, terminate on reaching this distance of the
             origin; must be > 0.
 
-    Example:
+    Examples:
         >>> import jax
         >>> env = PointMass()
         >>> state = env.reset(jax.random.key(0))

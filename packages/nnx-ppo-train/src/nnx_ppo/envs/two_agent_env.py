@@ -24,14 +24,14 @@ class TwoAgentEnv(Env):
 
     Each agent sees its own position first. Both start uniform in ``[-1, 1]^2``;
     ``done`` is shared and the episode never terminates (wrap in
-    :class:`~nnx_ppo.wrappers.EpisodeWrapper`). Metrics: ``"distance_a"``
+    `EpisodeWrapper`). Metrics: ``"distance_a"``
     (``||p_a'||``) and ``"distance_ab"`` (``||p_b' - p_a'||``). Memoryless policies are
     optimal.
 
     Args:
         step_size: Distance per unit action per step, for both agents; > 0.
 
-    Example:
+    Examples:
         >>> env = TwoAgentEnv()
         >>> env.observation_size, env.action_size
         ({'agent_a': (4,), 'agent_b': (4,)}, {'agent_a': 2, 'agent_b': 2})

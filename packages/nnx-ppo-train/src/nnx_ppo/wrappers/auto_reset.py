@@ -1,4 +1,4 @@
-"""AutoResetWrapper and :func:`reset_done`: restart environments whose episode ended.
+"""AutoResetWrapper and `reset_done`: restart environments whose episode ended.
 
 Auto-reset is the trainer's job (``train_ppo`` resets finished environments itself);
 this module gives it, and anyone writing their own loop, one tested helper.
@@ -38,7 +38,7 @@ fresh reset at about 0.35x.
 
 A caller holding the *batched* state (outside ``jax.vmap``) can skip the work on steps
 where no environment finished: ``lax.cond(jnp.any(next.done > 0), lambda:
-reset_done(next, reset_states), lambda: next)``. :func:`reset_done` accepts batched
+reset_done(next, reset_states), lambda: next)``. `reset_done` accepts batched
 states for this reason. (Inside ``vmap`` a ``cond`` becomes a select and saves nothing.)
 """
 
@@ -99,7 +99,7 @@ def reset_done(
         ValueError: If an ``info`` key other than the preserved ones is in one state but
             not the other, or a field's tree structure differs.
 
-    Example:
+    Examples:
         >>> import jax, jax.numpy as jnp
         >>> from nnx_ppo.envs import PointMass
         >>> env = PointMass()
@@ -138,7 +138,7 @@ def reset_done(
 class AutoResetWrapper(Wrapper):
     """Resets an environment inside ``step`` when its episode ends (brax style).
 
-    Use it outermost, around :class:`~nnx_ppo.wrappers.EpisodeWrapper`. See the module
+    Use it outermost, around `EpisodeWrapper`. See the module
     documentation for what a reset step returns and what each mode costs. ``train_ppo``
     does not need it (it resets finished environments itself); it is for hand-written
     loops and for evaluation.
@@ -154,7 +154,7 @@ class AutoResetWrapper(Wrapper):
         preserve_info_keys: ``info`` keys that describe the transition and survive a
             reset (default: ``("truncation",)``).
 
-    Example:
+    Examples:
         >>> import jax, jax.numpy as jnp
         >>> from nnx_ppo.envs import PointMass
         >>> from nnx_ppo.wrappers import EpisodeWrapper

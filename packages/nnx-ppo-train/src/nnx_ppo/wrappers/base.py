@@ -1,4 +1,4 @@
-"""The :class:`Wrapper` base class: forwards everything it does not change."""
+"""The `Wrapper` base class: forwards everything it does not change."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class Wrapper(Env):
         env: The environment to wrap: any object with ``reset(rng)``,
             ``step(state, action)``, ``observation_size`` and ``action_size``.
 
-    Example:
+    Examples:
         >>> from nnx_ppo.envs import PointMass
         >>> env = Wrapper(PointMass(step_size=0.2))
         >>> env.step_size, env.action_size, type(env.unwrapped).__name__

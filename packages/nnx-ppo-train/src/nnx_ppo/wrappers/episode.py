@@ -25,31 +25,31 @@ class EpisodeWrapper(Wrapper):
     ``EpisodeWrapper``, so the trainer reads truncation the same way for all of them):
 
     - ``info["steps"]``: int32 ``[]``, environment steps since the last reset
-      (``action_repeat`` per :meth:`step`).
+      (``action_repeat`` per `step`).
     - ``info["truncation"]``: float32 ``[]``, 1.0 on the step where ``steps`` reaches
       ``episode_length`` **and** the environment did not terminate on that same step,
       else 0.0. On that step ``done`` is set to 1.0 as well. A termination (the
       environment's own ``done``) keeps ``truncation = 0``, so ``done - truncation`` is
       the termination flag.
 
-    With ``action_repeat = r`` each :meth:`step` applies the action ``r`` times and
+    With ``action_repeat = r`` each `step` applies the action ``r`` times and
     returns the summed reward (a dict reward is summed per key). If the environment
     terminates during the repeats, the state is frozen at the terminating step and
     later repeats add no reward (brax keeps stepping a terminated environment; we do
     not). This costs one select over the state per repeat, and only when ``r > 1``.
 
     The wrapper never resets: that is the trainer's job (or
-    :class:`~nnx_ppo.wrappers.AutoResetWrapper`'s, which must wrap this one, not be
+    `AutoResetWrapper`'s, which must wrap this one, not be
     wrapped by it, so that ``info["steps"]`` restarts at 0).
 
     Args:
         env: The unbatched environment to wrap (ours, brax's or Playground's).
         episode_length: Environment steps per episode, an int >= 1. The episode is
             truncated on the step at which ``info["steps"] >= episode_length``, i.e.
-            after ``ceil(episode_length / action_repeat)`` calls to :meth:`step`.
+            after ``ceil(episode_length / action_repeat)`` calls to `step`.
         action_repeat: Times each action is applied, an int >= 1.
 
-    Example:
+    Examples:
         >>> import jax
         >>> from nnx_ppo.envs import PointMass
         >>> env = EpisodeWrapper(PointMass(), episode_length=2)

@@ -49,7 +49,7 @@ class RewardScalingWrapper(Wrapper):
     Raises:
         TypeError: If ``scale`` (or one of its values) is not a finite number.
 
-    Example:
+    Examples:
         >>> import jax
         >>> from nnx_ppo.envs import PointMass
         >>> env = RewardScalingWrapper(PointMass(), 10.0)

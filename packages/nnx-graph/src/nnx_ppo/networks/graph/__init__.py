@@ -1,9 +1,9 @@
 """Population graphs: named populations joined by delayed connections.
 
-:class:`PopulationGraph` is a :class:`~nnx_ppo.networks.types.StatefulModule` declared
+`PopulationGraph` is a `StatefulModule` declared
 with ``add_input`` / ``add_population`` / ``add_output`` / ``connect`` and frozen by
-``finalize()``. The build-time records it exposes (:class:`Population`,
-:class:`Connection`) are defined in :mod:`nnx_ppo.networks.graph.topology`.
+``finalize()``. The build-time records it exposes (`Population`,
+`Connection`) are defined in `nnx_ppo.networks.graph.topology`.
 """
 
 from importlib.metadata import version as _version

@@ -1,8 +1,8 @@
-"""The :class:`PopulationGraph` module: named populations joined by delayed connections.
+"""The `PopulationGraph` module: named populations joined by delayed connections.
 
 A graph is declared once (``add_input`` / ``add_population`` / ``add_output`` /
-``connect``), checked and planned by :meth:`PopulationGraph.finalize`, and then stepped
-like any other :class:`~nnx_ppo.networks.types.StatefulModule`. All per-step bookkeeping
+``connect``), checked and planned by `PopulationGraph.finalize`, and then stepped
+like any other `StatefulModule`. All per-step bookkeeping
 (execution order, incoming connections, buffer lengths) is computed at ``finalize()``, so
 a traced step is straight-line array code.
 """
@@ -33,7 +33,7 @@ class PopulationGraph(StatefulModule):
     connections (ties broken by declaration order):
 
     1. sums the outputs of its incoming connections, plus ``obs[input_from]`` if it was
-       declared with :meth:`add_input`;
+       declared with `add_input`;
     2. applies its activation once to that sum (connections are linear by default,
        activations live on populations);
     3. writes the result into its delay buffer, if a delayed connection reads it.
@@ -43,12 +43,12 @@ class PopulationGraph(StatefulModule):
     episode is ``k`` steps old. Each population read through delayed connections owns a
     single circular buffer sized to its longest outgoing delay, shared by all of them.
 
-    Populations declared with :meth:`add_output` make up the forward output, a dict
+    Populations declared with `add_output` make up the forward output, a dict
     ``{output_to: [B, size]}``.
 
-    Connections carry any :class:`~nnx_ppo.networks.types.StatefulModule` as
+    Connections carry any `StatefulModule` as
     ``transform`` (default ``Dense(src.size, dst.size)``), kept in the ``nnx.Dict``
-    :attr:`transforms` under the connection's name: ``"src->dst"`` for ``delay=0`` and
+    `transforms` under the connection's name: ``"src->dst"`` for ``delay=0`` and
     ``"src->dst@k"`` for ``delay=k``. Their carry, ``rollout_extras``,
     ``update_statistics``, regularization (summed, per sample ``[B]``) and metrics are
     routed under the same names.
@@ -65,7 +65,7 @@ class PopulationGraph(StatefulModule):
 
     Args:
         rngs: Random streams for the default ``Dense`` connections. The graph keeps a
-            reference while it is being built and drops it at :meth:`finalize`.
+            reference while it is being built and drops it at `finalize`.
         record_populations: If true, every population's output is added to the metrics
             under ``"populations"`` (for analysis; off by default).
 
@@ -125,16 +125,16 @@ class PopulationGraph(StatefulModule):
 
     @property
     def is_finalized(self) -> bool:
-        """Whether :meth:`finalize` has been called."""
+        """Whether `finalize` has been called."""
         return self._plan is not None
 
     @property
     def execution_order(self) -> tuple[str, ...]:
-        """Population names in the order a step runs them (after :meth:`finalize`)."""
+        """Population names in the order a step runs them (after `finalize`)."""
         return tuple(p.name for p in self._require_plan("execution_order").order)
 
     def describe(self) -> str:
-        """A plain-text summary of the topology; works before :meth:`finalize` too.
+        """A plain-text summary of the topology; works before `finalize` too.
 
         Lists populations (size, activation, observation input, output key, and after
         finalize their execution order and buffer lengths) and connections (name,
@@ -183,7 +183,7 @@ class PopulationGraph(StatefulModule):
         Raises:
             TypeError: On a wrongly typed argument.
             ValueError: On a duplicate or invalid name or a non-positive size.
-            RuntimeError: After :meth:`finalize`.
+            RuntimeError: After `finalize`.
         """
         self._add("add_population", name, size, activation, None, None)
 
@@ -197,12 +197,12 @@ class PopulationGraph(StatefulModule):
             name: Unique name.
             size: Width of the population; ``obs[input_from]`` must be ``[B, size]``.
             input_from: Key of the observation dict to read.
-            activation: Optional activation, as in :meth:`add_population`.
+            activation: Optional activation, as in `add_population`.
 
         Raises:
             TypeError: On a wrongly typed argument.
             ValueError: On a duplicate or invalid name or a non-positive size.
-            RuntimeError: After :meth:`finalize`.
+            RuntimeError: After `finalize`.
         """
         input_from = topology.check_key("add_input", "input_from", input_from)
         self._add("add_input", name, size, activation, input_from, None)
@@ -216,13 +216,13 @@ class PopulationGraph(StatefulModule):
             name: Unique name.
             size: Width of the population; the output entry is ``[B, size]``.
             output_to: Key in the output dict; defaults to ``name``.
-            activation: Optional activation, as in :meth:`add_population`.
+            activation: Optional activation, as in `add_population`.
 
         Raises:
             TypeError: On a wrongly typed argument.
             ValueError: On a duplicate or invalid name, a duplicate output key or a
                 non-positive size.
-            RuntimeError: After :meth:`finalize`.
+            RuntimeError: After `finalize`.
         """
         if output_to is not None:
             output_to = topology.check_key("add_output", "output_to", output_to)
@@ -240,13 +240,13 @@ class PopulationGraph(StatefulModule):
         """Connect two declared populations.
 
         The connection is named ``"src->dst"`` (``delay=0``) or ``"src->dst@k"``
-        (``delay=k``); that name keys its transform in :attr:`transforms` and its carry,
+        (``delay=k``); that name keys its transform in `transforms` and its carry,
         extras and metrics.
 
         Args:
             src: Source population.
             dst: Destination population.
-            transform: Any :class:`~nnx_ppo.networks.types.StatefulModule` mapping
+            transform: Any `StatefulModule` mapping
                 ``[B, src.size]`` to ``[B, dst.size]``; defaults to a fresh
                 ``Dense(src.size, dst.size)``. The same module may be passed to several
                 connections to share weights (each connection keeps its own carry).
@@ -262,7 +262,7 @@ class PopulationGraph(StatefulModule):
             ValueError: On an unknown population, a negative delay, a ``delay=0``
                 self-loop, a duplicate connection, or ``reciprocal=True`` together with
                 a custom transform, a self-loop or ``delay=0``.
-            RuntimeError: After :meth:`finalize`.
+            RuntimeError: After `finalize`.
         """
         self._check_building("connect")
         known = {p.name: p for p in self._populations}
@@ -400,7 +400,7 @@ class PopulationGraph(StatefulModule):
                 emitted by the rollout for this step.
 
         Returns:
-            A :class:`~nnx_ppo.networks.types.StatefulModuleOutput` whose ``output`` is
+            A `StatefulModuleOutput` whose ``output`` is
             ``{output_to: [B, size]}`` and whose ``regularization_loss`` is ``[B]``.
         """
         plan = self._require_plan("__call__")

@@ -1,4 +1,4 @@
-"""Build-time bookkeeping of a :class:`~nnx_ppo.networks.graph.PopulationGraph`.
+"""Build-time bookkeeping of a `PopulationGraph`.
 
 Everything here is plain Python that runs while a graph is declared and finalized, never
 inside a traced step: the records of populations and connections, argument validation,
@@ -275,7 +275,7 @@ def build_plan(
         connections: All connections, in insertion order.
 
     Returns:
-        The :class:`ExecutionPlan`.
+        The `ExecutionPlan`.
 
     Raises:
         ValueError: If the graph has no population or no output, a population has
