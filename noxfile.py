@@ -154,6 +154,27 @@ def docs(session: nox.Session) -> None:
     )
 
 
+_MODULES_ALONE_CHECK = """
+import ast, importlib, importlib.metadata as md, importlib.util as u, pkgutil, re
+import nnx_ppo.networks as networks
+declared = sorted(re.split(r"[<>=!~ ;\\[]", r)[0] for r in md.requires("nnx-modules") or [])
+assert declared == ["flax", "jax", "numpy"], f"nnx-modules declares {declared}"
+present = [m for m in ("brax", "mujoco_playground", "tqdm", "nnx_ppo.algorithms",
+                       "nnx_ppo.networks.graph") if u.find_spec(m) is not None]
+assert not present, f"installing nnx-modules alone brought {present}"
+for info in pkgutil.iter_modules(networks.__path__):
+    module = importlib.import_module("nnx_ppo.networks." + info.name)
+    tree = ast.parse(open(module.__file__).read())
+    for node in ast.walk(tree):
+        names = [a.name for a in getattr(node, "names", [])] if isinstance(node, ast.Import) else (
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        bad = [n for n in names if n.split(".")[0] in ("optax", "orbax", "brax", "tqdm")
+               or n.startswith("nnx_ppo.algorithms")]
+        assert not bad, f"{module.__name__} imports {bad}"
+print("nnx-modules", md.version("nnx-modules"), "installs and imports alone")
+"""
+
+
 @nox.session(venv_backend="none")
 def build(session: nox.Session) -> None:
     """Build wheels without workspace sources; install them into clean venvs outside it."""
@@ -171,22 +192,15 @@ def build(session: nox.Session) -> None:
         )
     wheels = {p: next(dist.glob(p.replace("-", "_") + "-*.whl")) for p in PACKAGES}
     with tempfile.TemporaryDirectory() as tmp:
-        # nnx-modules alone: imports, and pulls in none of the trainer's dependencies.
+        # nnx-modules alone: installs and imports, and brings none of the trainer's layer.
+        # (flax itself requires optax and orbax-checkpoint, so those arrive with any
+        # flax install; what we check is that nnx-modules declares and imports only
+        # jax, flax and numpy, and that no trainer/simulator package comes along.)
         alone = Path(tmp) / "alone"
         session.run("uv", "venv", "--quiet", str(alone))
         py = str(alone / "bin" / "python")
         session.run("uv", "pip", "install", "--quiet", "-p", py, str(wheels["nnx-modules"]))
-        session.run(
-            py,
-            "-c",
-            "import importlib.util as u\n"
-            "import nnx_ppo.networks.containers\n"
-            "from nnx_ppo.networks.version import __version__\n"
-            "missing = [m for m in ('optax', 'orbax', 'brax', 'nnx_ppo.algorithms')"
-            " if u.find_spec(m) is not None]\n"
-            "assert not missing, f'nnx-modules pulled in {missing}'\n"
-            "print('nnx-modules', __version__, 'installs and imports alone')",
-        )
+        session.run(py, "-c", _MODULES_ALONE_CHECK)
         # All three together.
         full = Path(tmp) / "full"
         session.run("uv", "venv", "--quiet", str(full))
@@ -196,7 +210,7 @@ def build(session: nox.Session) -> None:
             py,
             "-c",
             "import nnx_ppo.networks.containers, nnx_ppo.networks.graph\n"
-            "import nnx_ppo.algorithms\n"
+            "import nnx_ppo.algorithms.ppo\n"
             "print('all three distributions install and import together')",
         )
 
