@@ -1,0 +1,36 @@
+"""The ``graph`` family's topology, built through the PopulationGraph API that nnx-ppo
+0.3.0 and this workspace share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nnx_ppo_benchmarks.settings import GRAPH_POPULATION_SIZE, GRAPH_POPULATIONS
+
+__all__ = ["build_ring_graph"]
+
+
+def build_ring_graph(graph: Any, obs_size: int, action_size: int, activation: Any) -> Any:
+    """Populate and finalize ``graph`` (a fresh ``PopulationGraph``).
+
+    Eight hidden populations of 16 units in a ring: each reads the observation
+    (delay 0), its clockwise neighbour one step ago (delay 1) and its anticlockwise
+    neighbour two steps ago (delay 2). Two read-outs sum all populations (delay 0):
+    ``action_params`` (``2 * action_size``) and ``value`` (1). 40 connections.
+
+    Reads ``obs["obs"]``; outputs ``{"action_params": [B, 2A], "value": [B, 1]}``.
+    """
+    n, size = GRAPH_POPULATIONS, GRAPH_POPULATION_SIZE
+    graph.add_input("obs", size=obs_size, input_from="obs")
+    for i in range(n):
+        graph.add_population(f"p{i}", size=size, activation=activation)
+    graph.add_output("action_params", size=2 * action_size)
+    graph.add_output("value", size=1)
+    for i in range(n):
+        graph.connect("obs", f"p{i}")
+        graph.connect(f"p{(i - 1) % n}", f"p{i}", delay=1)
+        graph.connect(f"p{(i + 1) % n}", f"p{i}", delay=2)
+        graph.connect(f"p{i}", "action_params")
+        graph.connect(f"p{i}", "value")
+    graph.finalize()
+    return graph

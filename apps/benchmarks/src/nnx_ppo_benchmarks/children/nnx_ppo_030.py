@@ -1,0 +1,161 @@
+"""Child: the public nnx-ppo 0.3.0 release (its own environment: its regular ``nnx_ppo``
+package would shadow this workspace's namespace packages).
+
+Its own ``EpisodeWrapper`` and ``RewardScalingWrapper`` (the episode wrapper starts each
+episode at a random step counter in ``[0, episode_length / 2)``, its design). Built-in
+evaluation is disabled during training (it would otherwise run at step 0); the final
+evaluation calls its ``eval_rollout`` the way its ``train_ppo`` does, on the raw
+environment cut at ``episode_length`` steps. ``log_fn`` is called after every
+iteration, after a host synchronisation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from nnx_ppo_benchmarks.children._common import Recorder, main, package_versions
+from nnx_ppo_benchmarks.children._graph import build_ring_graph
+from nnx_ppo_benchmarks.settings import RunSpec
+
+__all__ = ["build_network", "run"]
+
+
+def build_network(spec: RunSpec, obs_size: int, action_size: int) -> Any:
+    """The network of ``spec.network`` from nnx-ppo 0.3.0's modules."""
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from nnx_ppo.networks.adapter import PPOAdapter
+    from nnx_ppo.networks.containers import Sequential
+    from nnx_ppo.networks.factories import make_mlp_actor_critic, make_mlp_layers
+    from nnx_ppo.networks.graph import PopulationGraph
+    from nnx_ppo.networks.normalizer import Normalizer
+    from nnx_ppo.networks.recurrent import LSTM
+    from nnx_ppo.networks.sampling_layers import NormalTanhSampler
+    from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput
+
+    family, hp = spec.family, spec.ppo
+    rngs = nnx.Rngs(spec.seed)
+
+    def sampler() -> Any:
+        return NormalTanhSampler(rngs, entropy_weight=hp.entropy_cost, min_std=hp.min_std)
+
+    if family.kind == "mlp":
+        return make_mlp_actor_critic(
+            obs_size,
+            action_size,
+            list(family.policy_hidden),
+            list(family.value_hidden),
+            rngs,
+            activation=nnx.swish,
+            normalize_obs=hp.normalize_observations,
+            entropy_weight=hp.entropy_cost,
+            min_std=hp.min_std,
+        )
+    front = [Normalizer(obs_size)] if hp.normalize_observations else []
+    if family.kind == "lstm":
+        size = family.lstm_size
+
+        def head(hidden: tuple[int, ...], out: int) -> list[Any]:
+            return make_mlp_layers(
+                [size, *hidden, out], rngs, nnx.swish, activation_last_layer=False
+            )
+
+        adapter = PPOAdapter(
+            action=Sequential(
+                [
+                    LSTM(obs_size, size, rngs),
+                    *head(family.policy_hidden, 2 * action_size),
+                    sampler(),
+                ]
+            ),
+            value=Sequential([LSTM(obs_size, size, rngs), *head(family.value_hidden, 1)]),
+        )
+        return Sequential([*front, adapter])
+
+    class _Pick(StatefulModule):
+        """``x -> {"obs": x}`` (``key=None``) or ``x -> x[key]``."""
+
+        def __init__(self, key: str | None) -> None:
+            self.key = key
+
+        def __call__(self, state: Any, x: Any, rollout_extras: Any = None) -> Any:
+            out = {"obs": x} if self.key is None else x[self.key]
+            return StatefulModuleOutput((), out, jnp.array(0.0), {}, None)
+
+    graph = build_ring_graph(PopulationGraph(rngs), obs_size, action_size, nnx.swish)
+    adapter = PPOAdapter(
+        action=Sequential([_Pick("action_params"), sampler()]), value=_Pick("value")
+    )
+    return Sequential([*front, _Pick(None), graph, adapter])
+
+
+def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
+    """Train, then evaluate once; returns the result fields."""
+    import jax
+    from flax import nnx
+    from mujoco_playground import registry
+
+    from nnx_ppo.algorithms import rollout
+    from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
+    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.wrappers.episode_wrapper import EpisodeWrapper
+    from nnx_ppo.wrappers.reward_scaling_wrapper import RewardScalingWrapper
+
+    hp = spec.ppo
+    with recorder.phase("setup"):
+        base = registry.load(spec.env_name, config_overrides={"impl": "jax"})
+        env = RewardScalingWrapper(EpisodeWrapper(base, hp.episode_length), hp.reward_scaling)
+        network = build_network(spec, base.observation_size, base.action_size)
+        config = TrainConfig(
+            ppo=PPOConfig(
+                n_envs=hp.n_envs,
+                rollout_length=hp.rollout_length,
+                total_steps=spec.total_steps,
+                gae_lambda=hp.gae_lambda,
+                discounting_factor=hp.discounting,
+                clip_range=hp.clip_range,
+                learning_rate=hp.learning_rate,
+                normalize_advantages=True,
+                n_epochs=hp.n_epochs,
+                n_minibatches=hp.n_minibatches,
+                critic_loss_weight=hp.critic_loss_weight,
+            ),
+            eval=EvalConfig(enabled=False),
+            seed=spec.seed,
+        )
+
+    def log_fn(metrics: Any, step: int) -> None:
+        recorder.progress_callback(step)
+
+    with recorder.phase("train"):
+        result = train_ppo(env, network, config, log_fn=log_fn)
+
+    with recorder.phase("eval"):
+        network.eval()
+        evaluate = nnx.jit(rollout.eval_rollout, static_argnums=(0, 2, 3, 5, 6))
+        metrics = evaluate(
+            base,
+            network,
+            spec.eval.n_envs,
+            spec.eval.episode_length,
+            jax.random.key(spec.seed + 10_000),
+            None,
+            config.eval.logging_level,
+        )
+        reward = float(metrics["eval/episode_reward/mean"])
+
+    params = nnx.state(network, nnx.Param)
+    return {
+        "total_steps": int(result.total_steps),
+        "final_eval_reward": reward,
+        "n_params": sum(math.prod(x.shape) for x in jax.tree.leaves(params)),
+        "versions": package_versions(
+            "jax", "jaxlib", "flax", "optax", "mujoco", "mujoco-mjx", "playground", "nnx-ppo"
+        ),
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(run))

@@ -1,0 +1,176 @@
+"""``nnx-ppo-bench``: run the side-by-side benchmark and write JSON, markdown and a chart.
+
+Example (the table of ``docs/project/benchmarks.md``)::
+
+    uv run nnx-ppo-bench --output-dir apps/benchmarks/results
+
+Quick check of our implementation only, in the current environment::
+
+    uv run nnx-ppo-bench --implementations ours --networks mlp_small \\
+        --environments current --steps 20480 --chunks 2 --repeats 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from nnx_ppo_benchmarks.report import write_results
+from nnx_ppo_benchmarks.runner import BenchOptions, run_benchmark
+from nnx_ppo_benchmarks.settings import IMPLEMENTATIONS, NETWORKS, EvalSettings, PPOSettings
+from nnx_ppo_benchmarks.venvs import DEFAULT_JAX
+
+__all__ = ["build_parser", "main"]
+
+
+def _names(choices: Sequence[str]):
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(n.strip() for n in text.split(",") if n.strip())
+        unknown = [n for n in names if n not in choices]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: use a comma-separated list of {', '.join(choices)}"
+            )
+        return names
+
+    return parse
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser (every option has a default)."""
+    defaults, ppo, ev = BenchOptions(), PPOSettings(), EvalSettings()
+    p = argparse.ArgumentParser(
+        prog="nnx-ppo-bench",
+        description=(
+            "Benchmark our train_ppo against brax PPO 0.14.2 and nnx-ppo 0.3.0 on a MuJoCo "
+            "Playground environment with identical hyperparameters, each implementation in "
+            "its own process and virtual environment on the same JAX version."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--implementations",
+        type=_names(list(IMPLEMENTATIONS)),
+        default=defaults.implementations,
+        help=f"comma-separated subset of {', '.join(IMPLEMENTATIONS)}",
+    )
+    p.add_argument(
+        "--networks",
+        type=_names(list(NETWORKS)),
+        default=tuple(NETWORKS),
+        help=f"comma-separated subset of {', '.join(NETWORKS)}",
+    )
+    p.add_argument("--repeats", type=_positive, default=defaults.repeats)
+    p.add_argument(
+        "--steps", type=_positive, default=defaults.total_steps, help="training budget (env steps)"
+    )
+    p.add_argument(
+        "--chunks", type=int, default=defaults.n_chunks, help="progress reports per run (>= 2)"
+    )
+    p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument("--env", default=defaults.env_name, help="MuJoCo Playground environment")
+    p.add_argument("--n-envs", type=_positive, default=ppo.n_envs)
+    p.add_argument("--rollout-length", type=_positive, default=ppo.rollout_length)
+    p.add_argument("--n-minibatches", type=_positive, default=ppo.n_minibatches)
+    p.add_argument("--n-epochs", type=_positive, default=ppo.n_epochs)
+    p.add_argument("--eval-envs", type=_positive, default=ev.n_envs)
+    p.add_argument("--eval-length", type=_positive, default=ev.episode_length)
+    p.add_argument(
+        "--environments",
+        choices=("isolated", "current"),
+        default=defaults.environments,
+        help="one uv venv per implementation (same JAX), or this interpreter for all",
+    )
+    p.add_argument("--jax", default=DEFAULT_JAX, help="JAX version of the isolated venvs")
+    p.add_argument(
+        "--iterations-per-call",
+        type=_positive,
+        default=None,
+        help="ours only: PPOConfig.iterations_per_call (default: the trainer's)",
+    )
+    p.add_argument("--timeout", type=float, default=defaults.timeout_s, help="seconds per run")
+    p.add_argument("--output-dir", type=Path, default=defaults.output_dir)
+    p.add_argument(
+        "--note",
+        default=None,
+        help="a remark printed above the table (e.g. 'preliminary: shared machine')",
+    )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="re-render results.md and results.png from OUTPUT_DIR/results.json",
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns 0 if every run succeeded, 1 if one failed, 2 on bad input."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.report_only:
+        path = args.output_dir / "results.json"
+        if not path.is_file():
+            print(f"nnx-ppo-bench: error: {path} does not exist", file=sys.stderr)
+            return 2
+        results = json.loads(path.read_text())
+        if args.note is not None:
+            results["meta"]["note"] = args.note
+        paths = write_results(results, args.output_dir)
+        print(f"wrote {', '.join(str(p) for p in paths.values())}")
+        return 0
+    try:
+        options = BenchOptions(
+            implementations=args.implementations,
+            networks=args.networks,
+            repeats=args.repeats,
+            total_steps=args.steps,
+            n_chunks=args.chunks,
+            seed=args.seed,
+            env_name=args.env,
+            ppo=PPOSettings(
+                n_envs=args.n_envs,
+                rollout_length=args.rollout_length,
+                n_minibatches=args.n_minibatches,
+                n_epochs=args.n_epochs,
+            ),
+            eval=EvalSettings(n_envs=args.eval_envs, episode_length=args.eval_length),
+            environments=args.environments,
+            jax_version=args.jax,
+            iterations_per_call=args.iterations_per_call,
+            timeout_s=args.timeout,
+            output_dir=args.output_dir,
+        )
+    except ValueError as e:
+        print(f"nnx-ppo-bench: error: {e}", file=sys.stderr)
+        return 2
+    command = ["nnx-ppo-bench", *(sys.argv[1:] if argv is None else argv)]
+    results = run_benchmark(options, command=command)
+    results["meta"]["note"] = args.note
+    paths = write_results(results, options.output_dir)
+    print(Path(paths["markdown"]).read_text())
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    failed = [r for r in results["runs"] if r.get("status") != "ok"]
+    for r in failed:
+        print(
+            f"FAILED {r['network']} {r['implementation']} seed {r['seed']}: {r.get('error')} "
+            f"(log: {r.get('log')})",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,302 @@
+"""Run the benchmark: every (network, repeat, implementation) in its own child process.
+
+Runs alternate between implementations: for each network family and repeat, every
+implementation runs once, in an order rotated by one each repeat (A B C, B C A, ...),
+so slow drifts of the machine load spread over all of them. ``env-only`` (the physical
+limit) does not depend on the network and runs in the first family's cycles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from nnx_ppo_benchmarks.metrics import derive, json_safe
+from nnx_ppo_benchmarks.settings import (
+    IMPLEMENTATIONS,
+    NETWORKS,
+    EvalSettings,
+    PPOSettings,
+    RunSpec,
+    chunk_plan,
+)
+from nnx_ppo_benchmarks.venvs import (
+    DEFAULT_JAX,
+    ENV_OF_IMPLEMENTATION,
+    Environment,
+    child_env_vars,
+    current_environment,
+    ensure_environments,
+)
+
+__all__ = ["BenchOptions", "plan_runs", "run_benchmark", "run_child"]
+
+CHILD_MODULES = {
+    "ours": "ours",
+    "brax": "brax_ppo",
+    "nnx-ppo-0.3.0": "nnx_ppo_030",
+    "env-only": "env_only",
+}
+SRC_DIR = Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchOptions:
+    """What to run (the command line, as data).
+
+    Attributes:
+        implementations: Keys of :data:`~nnx_ppo_benchmarks.settings.IMPLEMENTATIONS`.
+        networks: Keys of :data:`~nnx_ppo_benchmarks.settings.NETWORKS`.
+        repeats: Cycles over the implementations per network family.
+        total_steps: Requested training budget (rounded up by
+            :func:`~nnx_ppo_benchmarks.settings.chunk_plan`).
+        n_chunks: Progress reports per run (>= 2 for a steady-state rate).
+        seed: Seed of repeat 0 (repeat ``r`` uses ``seed + r``).
+        env_name: MuJoCo Playground environment.
+        ppo: Shared hyperparameters.
+        eval: Final evaluation.
+        environments: ``"isolated"`` (one uv venv per implementation, same JAX) or
+            ``"current"`` (this interpreter for all; for smoke tests).
+        jax_version: JAX of the isolated environments.
+        iterations_per_call: ``ours`` only (``None``: the trainer's default).
+        timeout_s: Limit per child process.
+        output_dir: Where results, per-run JSON and logs go.
+    """
+
+    implementations: tuple[str, ...] = ("ours", "brax", "nnx-ppo-0.3.0", "env-only")
+    networks: tuple[str, ...] = ("mlp_small", "mlp_default")
+    repeats: int = 3
+    total_steps: int = 1_024_000
+    n_chunks: int = 10
+    seed: int = 0
+    env_name: str = "CartpoleBalance"
+    ppo: PPOSettings = dataclasses.field(default_factory=PPOSettings)
+    eval: EvalSettings = dataclasses.field(default_factory=EvalSettings)
+    environments: str = "isolated"
+    jax_version: str = DEFAULT_JAX
+    iterations_per_call: int | None = None
+    timeout_s: float = 3600.0
+    output_dir: Path = Path("outputs/benchmarks")
+
+    def __post_init__(self) -> None:
+        for impl in self.implementations:
+            if impl not in IMPLEMENTATIONS:
+                raise ValueError(
+                    f"unknown implementation {impl!r}; choose from {', '.join(IMPLEMENTATIONS)}"
+                )
+        for net in self.networks:
+            if net not in NETWORKS:
+                raise ValueError(f"unknown network {net!r}; choose from {', '.join(NETWORKS)}")
+        if self.repeats < 1:
+            raise ValueError(f"repeats={self.repeats} must be >= 1")
+        if self.n_chunks < 2:
+            raise ValueError(
+                f"n_chunks={self.n_chunks} must be >= 2: the steady-state rate is measured "
+                "between the first and the last progress report"
+            )
+        if self.environments not in ("isolated", "current"):
+            raise ValueError(f"environments={self.environments!r} must be 'isolated' or 'current'")
+        if self.ppo.n_envs % self.ppo.n_minibatches:
+            raise ValueError(
+                f"n_envs={self.ppo.n_envs} must be divisible by "
+                f"n_minibatches={self.ppo.n_minibatches}"
+            )
+
+
+def plan_runs(options: BenchOptions) -> list[RunSpec]:
+    """The child runs in execution order (see the module docstring).
+
+    Example:
+        >>> plan = plan_runs(BenchOptions(implementations=("ours", "brax"),
+        ...                               networks=("mlp_small", "lstm"), repeats=2))
+        >>> [(s.network, s.implementation, s.seed) for s in plan]  # doctest: +NORMALIZE_WHITESPACE
+        [('mlp_small', 'ours', 0), ('mlp_small', 'brax', 0),
+         ('mlp_small', 'brax', 1), ('mlp_small', 'ours', 1),
+         ('lstm', 'ours', 0), ('lstm', 'ours', 1)]
+    """
+    _, total = chunk_plan(options.total_steps, options.n_chunks, options.ppo.steps_per_iteration)
+    specs = []
+    for index, network in enumerate(options.networks):
+        family = NETWORKS[network]
+        impls = [
+            i
+            for i in options.implementations
+            if i in family.implementations or (i == "env-only" and index == 0)
+        ]
+        for repeat in range(options.repeats):
+            shift = repeat % len(impls) if impls else 0
+            for impl in impls[shift:] + impls[:shift]:
+                specs.append(
+                    RunSpec(
+                        implementation=impl,
+                        network=network,
+                        env_name=options.env_name,
+                        seed=options.seed + repeat,
+                        total_steps=total,
+                        n_chunks=options.n_chunks,
+                        ppo=options.ppo,
+                        eval=options.eval,
+                        iterations_per_call=options.iterations_per_call,
+                    )
+                )
+    return specs
+
+
+def _run_name(spec: RunSpec) -> str:
+    return f"{spec.network}__{spec.implementation}__seed{spec.seed}"
+
+
+def run_child(spec: RunSpec, environment: Environment, output_dir: Path, timeout_s: float) -> dict:
+    """Run one child process and return its raw result plus the derived numbers.
+
+    The child's output goes to ``output_dir/logs/<run>.log`` and its JSON to
+    ``output_dir/runs/<run>.json``. A crash, a timeout or a missing result is
+    recorded as ``{"status": "failed", "error": ...}``, never raised.
+    """
+    name = _run_name(spec)
+    (output_dir / "runs").mkdir(parents=True, exist_ok=True)
+    (output_dir / "logs").mkdir(parents=True, exist_ok=True)
+    result_path = output_dir / "runs" / f"{name}.json"
+    log_path = output_dir / "logs" / f"{name}.log"
+    result_path.unlink(missing_ok=True)
+    module = f"nnx_ppo_benchmarks.children.{CHILD_MODULES[spec.implementation]}"
+    command = [str(environment.python), "-m", module, "--spec", spec.to_json()]
+    command += ["--out", str(result_path)]
+    start = time.perf_counter()
+    error = None
+    with log_path.open("w") as log:
+        try:
+            process = subprocess.run(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=child_env_vars(SRC_DIR),
+                timeout=timeout_s,
+                check=False,
+            )
+            if process.returncode != 0:
+                error = f"exit status {process.returncode}"
+        except subprocess.TimeoutExpired:
+            error = f"timed out after {timeout_s:.0f} s"
+    wall = time.perf_counter() - start
+    if result_path.exists():
+        raw = json.loads(result_path.read_text())
+    else:
+        raw = {"status": "failed", "error": error or "no result written"}
+    raw.update(
+        implementation=spec.implementation,
+        network=spec.network,
+        seed=spec.seed,
+        environment=environment.name,
+        process_wall_s=wall,
+        log=str(log_path),
+    )
+    if raw.get("status") == "ok":
+        raw["derived"] = derive(raw)
+    elif "error" not in raw:
+        raw["error"] = error or "unknown failure"
+    result_path.write_text(json.dumps(json_safe(raw), indent=1, allow_nan=False))
+    return raw
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _git_state() -> dict[str, Any] | None:
+    """Commit of the workspace and whether packages/ has uncommitted changes."""
+    root = SRC_DIR.parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "packages"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "packages_modified": bool(dirty)}
+
+
+def _describe(raw: dict[str, Any]) -> str:
+    if raw.get("status") != "ok":
+        return f"FAILED: {raw.get('error')}"
+    d = raw["derived"]
+    parts = []
+    if d["steady_sps"] is not None:
+        parts.append(f"{d['steady_sps']:,.0f} steps/s")
+    if d["compile_s"] is not None:
+        parts.append(f"compile {d['compile_s']:.1f} s")
+    if d["e2e_s"] is not None:
+        parts.append(f"e2e {d['e2e_s']:.1f} s")
+    if d["final_eval_reward"] is not None:
+        parts.append(f"eval return {d['final_eval_reward']:.1f}")
+    return ", ".join(parts)
+
+
+def run_benchmark(options: BenchOptions, *, command: list[str] | None = None) -> dict[str, Any]:
+    """Run every planned child and return the raw results with the run metadata.
+
+    Args:
+        options: What to run.
+        command: The command line, recorded in the metadata.
+
+    Returns:
+        ``{"meta": {...}, "runs": [raw result, ...]}`` (see :mod:`.report`).
+    """
+    specs = plan_runs(options)
+    if options.environments == "current":
+        environments = {name: current_environment() for name in ENV_OF_IMPLEMENTATION.values()}
+    else:
+        needed = {ENV_OF_IMPLEMENTATION[s.implementation] for s in specs}
+        environments = ensure_environments(needed, options.jax_version)
+    meta: dict[str, Any] = {
+        "command": command,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "load_before": _load(),
+        "cpu_count": os.cpu_count(),
+        "git": _git_state(),
+        "platform": sys.platform,
+        "environments": options.environments,
+        "jax_version": options.jax_version if options.environments == "isolated" else None,
+        "env_name": options.env_name,
+        "repeats": options.repeats,
+        "total_steps": specs[0].total_steps if specs else 0,
+        "n_chunks": options.n_chunks,
+        "iterations_per_chunk": specs[0].iterations_per_chunk if specs else 0,
+        "ppo": dataclasses.asdict(options.ppo),
+        "eval": dataclasses.asdict(options.eval),
+        "iterations_per_call": options.iterations_per_call,
+    }
+    runs = []
+    for index, spec in enumerate(specs, 1):
+        environment = environments[ENV_OF_IMPLEMENTATION[spec.implementation]]
+        raw = run_child(spec, environment, options.output_dir, options.timeout_s)
+        raw["load_after"] = _load()
+        runs.append(raw)
+        print(
+            f"[{index}/{len(specs)}] {spec.network} {spec.implementation} seed {spec.seed}: "
+            f"{_describe(raw)}",
+            file=sys.stderr,
+            flush=True,
+        )
+    meta["load_after"] = _load()
+    meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return {"meta": meta, "runs": runs}
