@@ -1,10 +1,13 @@
-"""Training runs for ``test_distributed.py``, executed in subprocesses.
+"""Training runs for ``test_distributed.py`` and ``test_distillation_distributed.py``,
+executed in subprocesses.
 
 The pytest process has one CPU device; these runs need several, or several processes,
 which JAX fixes at start-up. Usage::
 
     XLA_FLAGS=--xla_force_host_platform_device_count=4 python _distributed_runs.py sharded OUT
     python _distributed_runs.py worker PROCESS_ID PORT CHECKPOINT_DIR OUT   # x2 processes
+    XLA_FLAGS=--xla_force_host_platform_device_count=4 python _distributed_runs.py distill OUT
+    python _distributed_runs.py distill-worker PROCESS_ID PORT CHECKPOINT_DIR OUT  # x2
 
 Results go to ``OUT`` as ``OUT.json`` (facts) and ``OUT-<name>.npz`` (network variables).
 """
@@ -196,10 +199,174 @@ def worker(process_id: int, port: int, directory: str, out: str) -> None:
     Path(f"{out}.json").write_text(json.dumps(facts))
 
 
+# --------------------------------------------------------------------------- distillation
+
+DISTILL_ITERATIONS = 4  # two device calls of two iterations each
+
+
+def _distill_config(*, evaluate: bool = False):
+    from nnx_ppo.algorithms.config import EvalConfig
+    from nnx_ppo.algorithms.distillation import DistillationConfig
+
+    return DistillationConfig(
+        n_envs=N_ENVS,
+        rollout_length=ROLLOUT,
+        n_minibatches=2,
+        n_epochs=2,
+        learning_rate=1e-2,
+        total_steps=DISTILL_ITERATIONS * STEPS_PER_ITERATION,
+        value_loss_weight=0.5,  # the teacher's value labels are sharded too
+        reset_mode="refresh",  # a batched reset inside the sharded scan
+        iterations_per_call=2,
+        eval=EvalConfig(enabled=evaluate, n_envs=8, max_episode_length=12, at_start=False),
+    )
+
+
+def _teacher_student():
+    """An LSTM teacher (its carry is sharded) and an LSTM student; both start with a
+    Normalizer, whose statistics the student updates from the sharded rollout."""
+    from nnx_ppo.networks.factories import make_lstm_actor_critic
+
+    teacher = make_lstm_actor_critic(2, 2, 8, (8,), (8,), rngs=nnx.Rngs(1))
+    student = make_lstm_actor_critic(2, 2, 6, (8,), (8,), rngs=nnx.Rngs(2))
+    return teacher, student
+
+
+def distill(out: str) -> None:
+    """4 forced CPU devices, `train_distillation`: 4 vs 1 device, the error for an
+    indivisible n_envs, and a 4-device checkpoint resumed on 2 and on 1 device."""
+    from jax.sharding import PartitionSpec
+
+    from nnx_ppo.algorithms.checkpointing import Checkpointer
+    from nnx_ppo.algorithms.distillation import train_distillation
+
+    facts: dict = {"device_count": jax.device_count()}
+    env = _env()
+    root = Path(out).parent
+    half = DISTILL_ITERATIONS // 2 * STEPS_PER_ITERATION
+
+    # 1. The reference: one device, no checkpoint.
+    teacher, student = _teacher_student()
+    result = train_distillation(
+        env, teacher, student, _distill_config(evaluate=True), progress=False, devices=1
+    )
+    _save(out, "student-1", student)
+    facts["student-1-eval"] = result.eval_history[-1][1]
+    facts["student-1-metrics"] = result.metrics
+    facts["student-1-env-devices"] = len(jax.tree.leaves(result.state.env_state)[0].devices())
+
+    # 2. Four devices, checkpointed halfway and at the end.
+    teacher, student = _teacher_student()
+    logged: list[int] = []
+    with Checkpointer(root / "distill4", save_every_steps=half, max_to_keep=None) as ckpt:
+        result = train_distillation(
+            env,
+            teacher,
+            student,
+            _distill_config(evaluate=True),
+            progress=False,
+            devices=4,
+            checkpoint=ckpt,
+            log_fn=lambda metrics, step: logged.append(step),
+        )
+        facts["ckpt4-steps"] = ckpt.steps
+    _save(out, "student-4", student)
+    _save(out, "teacher-4", teacher)
+    facts["student-4-eval"] = result.eval_history[-1][1]
+    facts["student-4-metrics"] = result.metrics
+    facts["student-4-logged"] = logged
+    state = result.state
+    data = PartitionSpec("data")
+    for field in ("env_state", "reset_state", "carry", "teacher_carry", "episodes"):
+        leaves = jax.tree.leaves(getattr(state, field))
+        facts[f"student-4-{field}-sharded"] = bool(leaves) and all(
+            x.sharding.spec == data and {s.data.shape[0] for s in x.addressable_shards} == {4}
+            for x in leaves
+        )
+    facts["student-4-replicated"] = all(
+        x.sharding.is_fully_replicated
+        for x in jax.tree.leaves((state.params, state.network_state, state.opt_state))
+    )
+    facts["student-4-network-devices"] = sorted(
+        {len(x.devices()) for x in jax.tree.leaves(nnx.state(student))}
+    )
+
+    # 3. Resume the halfway checkpoint on 2 devices and on 1 device.
+    for devices in (2, 1):
+        directory = root / f"distill-resume{devices}"
+        shutil.copytree(root / "distill4" / str(half), directory / str(half))
+        teacher, student = _teacher_student()
+        with Checkpointer(directory) as ckpt:
+            result = train_distillation(
+                env,
+                teacher,
+                student,
+                _distill_config(),
+                progress=False,
+                devices=devices,
+                checkpoint=ckpt,
+            )
+            facts[f"resume{devices}-restored"] = ckpt.restored_step
+        facts[f"resume{devices}-total-steps"] = result.total_steps
+        _save(out, f"student-resume-{devices}", student)
+
+    # 4. n_envs = 16 is not a multiple of n_minibatches * devices = 2 * 3.
+    teacher, student = _teacher_student()
+    try:
+        train_distillation(env, teacher, student, _distill_config(), progress=False, devices=3)
+    except ValueError as e:
+        facts["indivisible-error"] = str(e)
+    Path(f"{out}.json").write_text(json.dumps(facts))
+
+
+def distill_worker(process_id: int, port: int, directory: str, out: str) -> None:
+    """One of two processes (one CPU device each) of a ``jax.distributed``
+    `train_distillation` run, checkpointed halfway and at the end."""
+    facts: dict = {}
+    try:
+        jax.distributed.initialize(
+            coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=process_id
+        )
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("collectives work")  # a first CPU collective
+    except Exception as e:  # e.g. a JAX without CPU collectives
+        facts["unsupported"] = f"{type(e).__name__}: {e}"
+        Path(f"{out}.json").write_text(json.dumps(facts))
+        return
+
+    from nnx_ppo.algorithms.checkpointing import Checkpointer
+    from nnx_ppo.algorithms.distillation import train_distillation
+
+    facts.update(process_count=jax.process_count(), device_count=jax.device_count())
+    logged: list[int] = []
+    half = DISTILL_ITERATIONS // 2 * STEPS_PER_ITERATION
+    teacher, student = _teacher_student()
+    with Checkpointer(directory, save_every_steps=half, max_to_keep=None) as ckpt:
+        result = train_distillation(
+            _env(),
+            teacher,
+            student,
+            _distill_config(evaluate=True),
+            progress=False,
+            checkpoint=ckpt,
+            log_fn=lambda metrics, step: logged.append(step),
+        )
+    facts["logged"] = logged
+    facts["eval"] = result.eval_history[-1][1]
+    facts["total_steps"] = result.total_steps
+    _save(out, "student", student)
+    Path(f"{out}.json").write_text(json.dumps(facts))
+
+
 if __name__ == "__main__":
     try:
         if sys.argv[1] == "sharded":
             sharded(sys.argv[2])
+        elif sys.argv[1] == "distill":
+            distill(sys.argv[2])
+        elif sys.argv[1] == "distill-worker":
+            distill_worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
         else:
             worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
     except BaseException:

@@ -55,6 +55,14 @@ random key, iteration counter), the same fields a
 The teacher's variables are an input of the jitted iteration, never saved: pass the
 same teacher when resuming.
 
+**Devices.** Like `train_ppo`, a run uses every device by default (``devices=None``;
+one on a plain CPU) and takes ``devices=`` / ``mesh=`` (see
+`nnx_ppo.algorithms.distributed`): the environments, both carries and the rollout
+(with the teacher's labels) are sharded along the mesh's ``"data"`` axis, the
+student's parameters, statistics and optimizer state and the teacher's variables are
+replicated. The result equals a one-device run up to floating-point reduction order,
+and a checkpoint resumes on any device count.
+
 Examples:
     >>> from flax import nnx
     >>> from nnx_ppo.algorithms.config import EvalConfig
@@ -78,13 +86,14 @@ import contextvars
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
 import optax
 from flax import nnx, struct
+from jax.sharding import Mesh
 
 from nnx_ppo.algorithms.config import (
     EvalConfig,
@@ -94,6 +103,20 @@ from nnx_ppo.algorithms.config import (
     _check_float,
     _check_int,
 )
+from nnx_ppo.algorithms.distributed import (
+    check_batch_divisible,
+    constrain_batch,
+    gather_state,
+    is_primary,
+    replicate,
+    replicated_sharding,
+    resolve_mesh,
+    restore_checkpoint,
+    save_checkpoint,
+    shard_state,
+    state_shardings,
+    uses_mesh,
+)
 from nnx_ppo.algorithms.evaluation import make_evaluator
 from nnx_ppo.algorithms.faults import healthy, raise_if_non_finite, record_non_finite
 from nnx_ppo.algorithms.iteration import (
@@ -101,6 +124,7 @@ from nnx_ppo.algorithms.iteration import (
     _enabled,
     _flatten_metrics,
     _global_norm,
+    reset_on_mesh,
     split_network,
 )
 from nnx_ppo.algorithms.logging import JSONLWriter, LogFn, ProgressBar
@@ -669,26 +693,43 @@ def _init_state(
     config: DistillationConfig,
     optimizer: optax.GradientTransformation,
     key: jax.Array,
+    *,
+    mesh: Mesh | None = None,
 ) -> tuple[nnx.GraphDef, DistillationState]:
     """Split the student and build the initial `DistillationState` (every leaf
-    its own buffer, so the state can be donated)."""
+    its own buffer, so the state can be donated).
+
+    With a ``mesh`` the same values are placed on it (`shard_state`: batch fields
+    sharded along ``"data"``, the rest replicated), and each process resets only its
+    own share of the environments, as `init_train_state` does.
+    """
     graphdef, params, network_state = split_network(student)
     key, reset_key = jax.random.split(key)
-    env_state = jax.jit(lambda k: reset_envs(env, k, config.n_envs))(reset_key)
+    n_envs = config.n_envs
     state = DistillationState(
         params=params,
         network_state=network_state,
         opt_state=optimizer.init(params),
-        env_state=env_state,
-        reset_state=None if config.reset_mode == "fresh" else env_state,
-        carry=student.initialize_state(config.n_envs),
-        teacher_carry=teacher.initialize_state(config.n_envs),
-        episodes=initial_episode_stats(config.n_envs),
+        env_state=None,
+        reset_state=None,
+        carry=student.initialize_state(n_envs),
+        teacher_carry=teacher.initialize_state(n_envs),
+        episodes=initial_episode_stats(n_envs),
         rng=key,
         iteration=jnp.zeros((), jnp.int32),
         non_finite=healthy(),
     )
-    return graphdef, jax.tree.map(jnp.copy, state)
+    if mesh is None:
+        # Jitted: an eager vmapped reset of a physics env dispatches op by op (slow).
+        env_state = jax.jit(lambda k: reset_envs(env, k, n_envs))(reset_key)
+        reset_state = None if config.reset_mode == "fresh" else env_state
+        state = state.replace(env_state=env_state, reset_state=reset_state)
+        return graphdef, jax.tree.map(jnp.copy, state)
+
+    # Private copies, placed on the mesh; each process resets its own environments.
+    state = shard_state(jax.tree.map(jnp.copy, state), mesh)
+    env_state, reset_state = reset_on_mesh(env, reset_key, n_envs, config.reset_mode, mesh)
+    return graphdef, state.replace(env_state=env_state, reset_state=reset_state)
 
 
 def _label(
@@ -731,8 +772,15 @@ def _make_iteration(
     config: DistillationConfig,
     teacher_slots: _Slots,
     student_slots: _Slots,
+    *,
+    mesh: Mesh | None = None,
 ) -> Callable[[DistillationState, Any], tuple[DistillationState, Metrics]]:
-    """Build ``iteration(state, (teacher_params, teacher_state)) -> (state, metrics)``."""
+    """Build ``iteration(state, (teacher_params, teacher_state)) -> (state, metrics)``.
+
+    With a ``mesh`` the environment axis of the rollout, the labels and every
+    minibatch is kept sharded along its ``"data"`` axis (as in
+    `make_training_iteration`).
+    """
     level = config.log_level
     n_envs, n_minibatches = config.n_envs, config.n_minibatches
     distill_value = config.value_loss_weight > 0
@@ -794,10 +842,12 @@ def _make_iteration(
         def split_batch_major(x):  # [B, ...] -> [M, B/M, ...]
             return jnp.take(x, perm, axis=0).reshape(n_minibatches, -1, *x.shape[1:])
 
+        # On a mesh, the shuffle gathers the rollout across devices; each device then
+        # keeps its slice of every minibatch ([M, T, B/M, ...]: axis 2 is sharded).
         minibatches = (
-            jax.tree.map(split_time_major, transitions),
-            jax.tree.map(split_batch_major, initial_carry),
-            jax.tree.map(split_time_major, labels),
+            constrain_batch(jax.tree.map(split_time_major, transitions), mesh, axis=2),
+            constrain_batch(jax.tree.map(split_batch_major, initial_carry), mesh, axis=1),
+            constrain_batch(jax.tree.map(split_time_major, labels), mesh, axis=2),
         )
         return jax.lax.scan(
             lambda c, mb: minibatch_update(c, mb, network_state), carry, minibatches
@@ -809,7 +859,7 @@ def _make_iteration(
         # 1. Rollout: the student drives all environments for T steps.
         reset_state = state.reset_state
         if config.reset_mode == "refresh":
-            reset_state = reset_envs(env, refresh_key, n_envs)
+            reset_state = constrain_batch(reset_envs(env, refresh_key, n_envs), mesh)
         network_state, env_state, carry, episodes, _, rollout = _unroll(
             env,
             graphdef,
@@ -824,7 +874,7 @@ def _make_iteration(
             bootstrap_on_truncation=False,
             env_metrics=LogLevel.ENV_METRICS in level,
         )
-        transitions: Transition = rollout.transitions
+        transitions: Transition = constrain_batch(rollout.transitions, mesh, axis=1)
 
         # 2. Labels: the teacher's mean action (and value) at every visited state.
         teacher_carry, labels = _label(
@@ -836,6 +886,7 @@ def _make_iteration(
             transitions.done,
             with_value=distill_value,
         )
+        labels = constrain_batch(labels, mesh, axis=1)
 
         # 3. Gradient phase: n_epochs passes of n_minibatches replayed minibatches.
         data = (transitions, rollout.initial_carry, labels)
@@ -881,9 +932,16 @@ def _make_iteration(
 def _make_call(
     iteration: Callable[[DistillationState, Any], tuple[DistillationState, Metrics]],
     iterations_per_call: int,
+    *,
+    shardings: DistillationState | None = None,
 ) -> Callable[[DistillationState, Any], tuple[DistillationState, Metrics]]:
     """Jit ``iterations_per_call`` iterations into one device call (state donated; the
-    teacher's variables are a non-donated argument, not baked-in constants)."""
+    teacher's variables are a non-donated argument, not baked-in constants).
+
+    With ``shardings`` (`state_shardings` of the state on a mesh) the call takes and
+    returns the state laid out so, takes the teacher's variables replicated and
+    returns replicated metrics, as `make_train_call`.
+    """
 
     def call(state: DistillationState, teacher: Any) -> tuple[DistillationState, Metrics]:
         if iterations_per_call == 1:
@@ -893,7 +951,15 @@ def _make_call(
         )
         return state, _aggregate(metrics)
 
-    return jax.jit(call, donate_argnums=0)
+    if shardings is None:
+        return jax.jit(call, donate_argnums=0)
+    replicated = replicated_sharding(jax.tree.leaves(shardings)[0].mesh)
+    return jax.jit(
+        call,
+        donate_argnums=0,
+        in_shardings=(shardings, replicated),
+        out_shardings=(shardings, replicated),
+    )
 
 
 # --------------------------------------------------------------------------- train
@@ -914,6 +980,8 @@ def train_distillation(
     progress: bool | None = None,
     jsonl_path: str | os.PathLike[str] | None = None,
     checkpoint: CheckpointHook | None = None,
+    devices: int | Sequence[jax.Device] | None = None,
+    mesh: Mesh | None = None,
 ) -> DistillationResult:
     """Distill ``teacher`` into ``student`` on-policy (see the module docstring).
 
@@ -924,6 +992,17 @@ def train_distillation(
     checkpointing work as in `train_ppo`. At the end the
     trained state is written back into ``student`` (left in ``train()`` mode); the
     teacher is not modified.
+
+    Devices work as in `train_ppo`: on several devices (``devices`` / ``mesh``) the
+    environments, the student's and the teacher's carries and the rollout are sharded
+    along the mesh's ``"data"`` axis; the student's parameters, statistics and
+    optimizer state and the teacher's variables are replicated; gradients and
+    statistics are reduced across devices, so the result equals a one-device run up to
+    floating-point reduction order (see `nnx_ppo.algorithms.distributed`). After
+    ``jax.distributed.initialize()`` the run spans every process's devices; each
+    process steps its own environments, and only process 0 calls ``log_fn``, writes
+    ``jsonl_path``, shows the progress bar and has ``checkpoint`` write (every process
+    must call ``train_distillation`` with the same arguments).
 
     Args:
         env: An unbatched environment (``reset(key)``, ``step(state, action)``), e.g.
@@ -945,17 +1024,26 @@ def train_distillation(
             `Checkpointer`): the run resumes
             from what its ``restore`` returns (given a fresh `DistillationState`
             as template) and offers it the state after every device call
-            (``final=True`` after the last). Resume with the same teacher.
+            (``final=True`` after the last). Resume with the same teacher. A
+            checkpoint resumes on any device count.
+        devices: Devices to train on: ``None`` (default) for all of them
+            (``jax.devices()``; one on a plain CPU), an ``int`` for the first that
+            many, or a sequence of devices.
+        mesh: Instead of ``devices``, a `jax.sharding.Mesh` with a ``"data"``
+            axis (see `make_mesh`).
 
     Returns:
-        A `DistillationResult`.
+        A `DistillationResult`. On several devices its ``state`` is laid out on the
+        mesh; ``student`` gets plain single-device copies.
 
     Raises:
         TypeError: If ``config`` is not a `DistillationConfig` or a network is
             not a PPO network.
         ValueError: If the student does not fit the environment, or teacher and student
-            do not fit each other (see `check_distillation_pair`); checked before
-            anything is compiled.
+            do not fit each other (see `check_distillation_pair`), if ``n_envs`` is
+            not a multiple of ``n_minibatches`` times the number of devices (see
+            `check_batch_divisible`), or if ``devices`` / ``mesh`` are invalid (see
+            `resolve_mesh`); all checked before anything is compiled.
         NonFiniteError: (`nnx_ppo.algorithms.faults`) If a loss, parameter or
             statistic became NaN or infinite (raised at the next log or checkpoint).
     """
@@ -965,6 +1053,12 @@ def train_distillation(
             "DistillationConfig(n_envs=256, total_steps=1_000_000)."
         )
     eval_env = env if eval_env is None else eval_env
+    # One default device and one process: no mesh at all (plain arrays).
+    run_mesh = resolve_mesh(devices, mesh)
+    sharded = run_mesh if uses_mesh(run_mesh) else None
+    if sharded is not None:
+        check_batch_divisible(config.n_envs, sharded, n_minibatches=config.n_minibatches)
+    primary = is_primary()
 
     # Check the pair before compiling anything; find the samplers' extras slots.
     student.train()
@@ -977,17 +1071,27 @@ def train_distillation(
     init_key, eval_key = jax.random.split(key)
     teacher_graphdef, *teacher_vars = split_network(_eval_copy(teacher))
     teacher_arrays = tuple(teacher_vars)
+    if sharded is not None:
+        teacher_arrays = replicate(teacher_arrays, sharded)
     optimizer = _make_optimizer(config)
-    graphdef, state = _init_state(env, student, teacher, config, optimizer, init_key)
+    graphdef, state = _init_state(env, student, teacher, config, optimizer, init_key, mesh=sharded)
     if checkpoint is not None:
-        restored = checkpoint.restore(state)  # type: ignore[arg-type]
+        restored = restore_checkpoint(checkpoint, state, sharded)
         if restored is not None:
-            state = restored  # type: ignore[assignment]
+            state = restored
     train_call = _make_call(
         _make_iteration(
-            env, graphdef, teacher_graphdef, optimizer, config, teacher_slots, student_slots
+            env,
+            graphdef,
+            teacher_graphdef,
+            optimizer,
+            config,
+            teacher_slots,
+            student_slots,
+            mesh=sharded,
         ),
         config.iterations_per_call,
+        shardings=None if sharded is None else state_shardings(state, sharded),
     )
     evaluator = (
         make_evaluator(
@@ -995,6 +1099,7 @@ def train_distillation(
             split_network(_eval_copy(student))[0] if config.eval.deterministic else graphdef,
             n_envs=config.eval.n_envs,
             max_episode_length=config.eval.max_episode_length,
+            mesh=sharded,
         )
         if config.eval.enabled
         else None
@@ -1007,11 +1112,12 @@ def train_distillation(
     total_steps = config.n_iterations * steps_per_iteration
     n_calls = max(0, (config.n_iterations - iteration) // config.iterations_per_call)
 
-    disable = None if progress is None else not progress
+    # Only process 0 reports (every process computes the same replicated metrics).
+    disable = (None if progress is None else not progress) if primary else True
     bar = ProgressBar(total_steps, initial_step=step, disable=disable)
     bar._bar.set_description("train_distillation", refresh=False)
-    jsonl = JSONLWriter(jsonl_path) if jsonl_path is not None else None
-    sinks = [fn for fn in (log_fn, jsonl, bar) if fn is not None]
+    jsonl = JSONLWriter(jsonl_path) if jsonl_path is not None and primary else None
+    sinks = [fn for fn in (log_fn if primary else None, jsonl, bar) if fn is not None]
     eval_history: list[tuple[int, dict[str, float]]] = []
     last_metrics: dict[str, float] = {}
     last_eval: int | None = None
@@ -1066,7 +1172,7 @@ def train_distillation(
                 last_metrics.update(record)
                 emit(record)
             if checkpoint is not None:
-                checkpoint.save(state, step, record, final=last_call)  # type: ignore[arg-type]
+                save_checkpoint(checkpoint, state, step, record, final=last_call, mesh=sharded)
 
         if n_calls == 0 and evaluator is not None and last_eval != step:
             last_metrics.update(run_eval())
@@ -1077,12 +1183,12 @@ def train_distillation(
             jsonl.close()
 
     # Write the trained state back into the student (copies: the returned state's
-    # buffers may be donated if the caller keeps training from it).
-    nnx.update(
-        student,
-        jax.tree.map(jnp.copy, state.params),
-        jax.tree.map(jnp.copy, state.network_state),
-    )
+    # buffers may be donated if the caller keeps training from it; off a mesh: plain
+    # default-device arrays).
+    variables = (state.params, state.network_state)
+    if sharded is not None:
+        variables = jax.tree.map(jnp.asarray, gather_state(variables))
+    nnx.update(student, *jax.tree.map(jnp.copy, variables))
     student.train()
     return DistillationResult(
         state=state, eval_history=eval_history, metrics=last_metrics, total_steps=step

@@ -60,6 +60,7 @@ __all__ = [
     "make_optimizer",
     "make_train_call",
     "make_training_iteration",
+    "reset_on_mesh",
     "split_network",
 ]
 
@@ -196,21 +197,27 @@ def _init_sharded(
     )
     # Private copies (see init_train_state), then placed on the mesh.
     state = shard_state(jax.tree.map(jnp.copy, host), mesh)
-
-    # Each process resets only its own environments: the global reset's keys, sliced.
-    mine = process_env_slice(config.n_envs, mesh)
-
-    def local_reset(k: jax.Array) -> Any:
-        return jax.vmap(env.reset)(jax.random.split(k, config.n_envs)[mine])
-
-    local = jax.jit(local_reset)(reset_key)
-    env_state = shard_batch(jax.tree.map(jnp.copy, local), mesh, process_local=True)
-    reset_state = (
-        None
-        if config.reset_mode == "fresh"
-        else shard_batch(jax.tree.map(jnp.copy, local), mesh, process_local=True)
-    )
+    env_state, reset_state = reset_on_mesh(env, reset_key, config.n_envs, config.reset_mode, mesh)
     return state.replace(env_state=env_state, reset_state=reset_state)
+
+
+def reset_on_mesh(
+    env: Any, key: jax.Array, n_envs: int, reset_mode: str, mesh: Mesh
+) -> tuple[Any, Any]:
+    """The initial ``(env_state, reset_state)`` of ``n_envs`` environments on ``mesh``.
+
+    Each process resets only its own environments (the global reset's keys, sliced:
+    the same states as ``reset_envs(env, key, n_envs)`` on one device) and contributes
+    them to arrays sharded along ``"data"``. ``reset_state`` is a separate copy, or
+    ``None`` for ``reset_mode="fresh"``.
+    """
+    mine = process_env_slice(n_envs, mesh)
+    local = jax.jit(lambda k: jax.vmap(env.reset)(jax.random.split(k, n_envs)[mine]))(key)
+
+    def place() -> Any:
+        return shard_batch(jax.tree.map(jnp.copy, local), mesh, process_local=True)
+
+    return place(), None if reset_mode == "fresh" else place()
 
 
 def _flatten_metrics(prefix: str, tree: Any) -> Metrics:

@@ -1,0 +1,223 @@
+"""Scale-out of ``train_distillation``: sharded vs one-device distillation, checkpoints
+across device counts, and a two-process ``jax.distributed`` run.
+
+As in ``test_distributed.py``, runs on several devices or processes are subprocesses
+(``_distributed_runs.py distill`` with 4 forced host devices, and a pair of
+``distill-worker`` processes joined by ``jax.distributed.initialize``). All of them
+distill the same LSTM teacher into the same LSTM student, both with a Normalizer (16
+PointMass envs, 8-step rollouts, 2 minibatches, 2 epochs, 4 iterations in 2 device
+calls, value distillation, "refresh" resets), so the one-device run of the first is the
+reference for everything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from nnx_ppo.algorithms.checkpointing import Checkpointer, load_network
+from nnx_ppo.algorithms.config import EvalConfig
+from nnx_ppo.algorithms.distillation import DistillationConfig, train_distillation
+from nnx_ppo.algorithms.distributed import make_mesh
+from nnx_ppo.envs import PointMass
+from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
+
+RUNS = Path(__file__).parent / "_distributed_runs.py"
+STEPS_PER_ITERATION = 16 * 8
+HALF = 2 * STEPS_PER_ITERATION  # one device call of two iterations
+# Reduction order differs between 1 and 4 devices (sums of 4 partial sums); after 4
+# iterations the student's variables agree to ~1e-7, far below these bounds.
+TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _env_vars(device_count: int | None) -> dict[str, str]:
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    if device_count is not None:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={device_count}"
+    return env
+
+
+def _variables(path: Path) -> list[np.ndarray]:
+    with np.load(path) as data:
+        return [data[f"arr_{i}"] for i in range(len(data.files))]
+
+
+def _raw(x) -> np.ndarray:
+    is_key = jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+    return np.asarray(jax.random.key_data(x) if is_key else x)
+
+
+def _assert_same(a: list[np.ndarray], b: list[np.ndarray]) -> None:
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_allclose(x, y, **TOLERANCE)
+
+
+def _fresh_student() -> nnx.Module:
+    """The untrained student of the runs (``_distributed_runs._teacher_student``)."""
+    return make_lstm_actor_critic(2, 2, 6, (8,), (8,), rngs=nnx.Rngs(2))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def distill(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """Run the 4-device distillation script once: ``(facts, output prefix)``."""
+    out = tmp_path_factory.mktemp("distill") / "out"
+    proc = subprocess.run(
+        [sys.executable, str(RUNS), "distill", str(out)],
+        env=_env_vars(4),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(Path(f"{out}.json").read_text()), out
+
+
+# --------------------------------------------------------------------------- in-process
+
+
+def test_devices_and_mesh_are_checked_before_anything_is_compiled() -> None:
+    env = PointMass()
+    teacher = make_mlp_actor_critic(2, 2, (4,), (4,), rngs=nnx.Rngs(0))
+    student = make_mlp_actor_critic(2, 2, (4,), (4,), rngs=nnx.Rngs(1))
+    config = DistillationConfig(n_envs=4, n_minibatches=2, total_steps=0, eval=EvalConfig())
+    with pytest.raises(ValueError, match=r"pass devices=\.\.\. or mesh=\.\.\., not both"):
+        train_distillation(env, teacher, student, config, devices=1, mesh=make_mesh())
+    # This process has one CPU device.
+    with pytest.raises(ValueError, match="devices=2 must be between 1 and the number of devices"):
+        train_distillation(env, teacher, student, config, devices=2)
+
+
+# --------------------------------------------------------------------------- 4 devices
+
+
+def test_four_devices_distill_like_one_with_lstm_and_normalizer(distill) -> None:
+    facts, out = distill
+    assert facts["device_count"] == 4
+    reference = _variables(Path(f"{out}-student-1.npz"))
+    _assert_same(reference, _variables(Path(f"{out}-student-4.npz")))
+    # Training moved the student: the comparison is not between two untouched networks.
+    fresh = [_raw(x) for x in jax.tree.leaves(nnx.state(_fresh_student()))]
+    assert any(not np.allclose(a, b, **TOLERANCE) for a, b in zip(reference, fresh, strict=True))
+    # Logged training metrics (global: losses over all devices' minibatches, rollout
+    # statistics over all envs) and the evaluation (sharded 4 ways: 8 envs) agree too.
+    one, four = facts["student-1-metrics"], facts["student-4-metrics"]
+    names = [k for k in one if not k.startswith("throughput/")]
+    assert {"loss/action_nll", "loss/value", "rollout/episodes", "eval/episode_reward/mean"} <= set(
+        names
+    )
+    for name in names:
+        np.testing.assert_allclose(four[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    assert facts["student-4-eval"] == pytest.approx(facts["student-1-eval"], rel=1e-5)
+
+
+def test_four_device_state_layout_and_reporting(distill) -> None:
+    facts, out = distill
+    # The reference ran on one device; on 4, every batch field (both carries included)
+    # is sharded along "data" with 16 / 4 = 4 envs per device, and the student's
+    # parameters, statistics and optimizer state are replicated.
+    assert facts["student-1-env-devices"] == 1
+    for field in ("env_state", "reset_state", "carry", "teacher_carry", "episodes"):
+        assert facts[f"student-4-{field}-sharded"], field
+    assert facts["student-4-replicated"]
+    # The student got plain one-device copies back; the teacher was not changed.
+    assert facts["student-4-network-devices"] == [1]
+    teacher = make_lstm_actor_critic(2, 2, 8, (8,), (8,), rngs=nnx.Rngs(1))
+    fresh_teacher = [_raw(x) for x in jax.tree.leaves(nnx.state(teacher))]
+    for a, b in zip(_variables(Path(f"{out}-teacher-4.npz")), fresh_teacher, strict=True):
+        np.testing.assert_array_equal(a, b)
+    # log_fn ran after each of the 2 device calls (2 iterations of 128 steps each).
+    assert facts["student-4-logged"] == [HALF, 2 * HALF]
+
+
+def test_checkpoint_from_four_devices_resumes_on_two_and_one(distill) -> None:
+    facts, out = distill
+    assert facts["ckpt4-steps"] == [HALF, 2 * HALF]
+    reference = _variables(Path(f"{out}-student-1.npz"))  # uninterrupted, one device
+    for devices in (2, 1):
+        assert facts[f"resume{devices}-restored"] == HALF
+        assert facts[f"resume{devices}-total-steps"] == 2 * HALF
+        _assert_same(reference, _variables(Path(f"{out}-student-resume-{devices}.npz")))
+
+
+def test_indivisible_n_envs_is_a_clear_error(distill) -> None:
+    facts, _ = distill
+    # 16 envs, 2 minibatches, 3 devices: multiples of 2 * 3 = 6 around 16 are 18 and 12.
+    assert facts["indivisible-error"].startswith(
+        "n_envs=16 is not divisible by n_minibatches=2 * 3 devices = 6"
+    )
+    assert "Use n_envs=18 or n_envs=12, or fewer devices" in facts["indivisible-error"]
+
+
+# --------------------------------------------------------------------------- 2 processes
+
+
+def test_two_processes_distill_like_one_process(distill, tmp_path: Path) -> None:
+    facts, out = distill
+    port = _free_port()
+    directory = tmp_path / "ckpt"
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(RUNS),
+                "distill-worker",
+                str(i),
+                str(port),
+                str(directory),
+                str(tmp_path / f"p{i}"),
+            ],
+            env=_env_vars(None),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in (0, 1)
+    ]
+    logs = []
+    try:
+        for proc in procs:
+            logs.append(proc.communicate(timeout=600)[0])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert all(p.returncode == 0 for p in procs), "\n".join(logs)
+    worker = [json.loads((tmp_path / f"p{i}.json").read_text()) for i in (0, 1)]
+    if "unsupported" in worker[0]:
+        pytest.skip(f"no CPU collectives across processes in this JAX: {worker[0]['unsupported']}")
+
+    assert [(w["process_count"], w["device_count"]) for w in worker] == [(2, 2), (2, 2)]
+    reference = _variables(Path(f"{out}-student-1.npz"))
+    for i in (0, 1):
+        _assert_same(reference, _variables(tmp_path / f"p{i}-student.npz"))
+        assert worker[i]["total_steps"] == 2 * HALF
+        assert worker[i]["eval"] == pytest.approx(facts["student-1-eval"], rel=1e-5)
+    # Only process 0 logs.
+    assert worker[0]["logged"] == [HALF, 2 * HALF]
+    assert worker[1]["logged"] == []
+    # Process 0 wrote the gathered state: readable here, the student equal to the
+    # reference.
+    with Checkpointer(directory) as ckpt:
+        assert ckpt.steps == [HALF, 2 * HALF]
+    student = load_network(directory, make_lstm_actor_critic(2, 2, 6, (8,), (8,), rngs=nnx.Rngs(5)))
+    _assert_same(reference, [_raw(x) for x in jax.tree.leaves(nnx.state(student))])
