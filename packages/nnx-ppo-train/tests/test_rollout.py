@@ -187,3 +187,35 @@ def test_docstring_examples_run():
     from nnx_ppo.algorithms import rollout
 
     assert doctest.testmod(rollout, raise_on_error=True).failed == 0
+
+
+def test_networks_without_a_carry_are_replayed_batched_and_exactly():
+    from nnx_ppo.networks.factories import make_mlp_actor_critic
+
+    env = PointMass()
+    net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+    first = reset_envs(env, jax.random.PRNGKey(0), 4)
+    _, _, rollout = unroll_env(env, net, first, net.initialize_state(4), 6, reset_state=first)
+    tr = rollout.transitions
+    # The Normalizer's extras are its raw input, the observation: the rollout stores it
+    # once and hands the same array back as both.
+    assert any(leaf is tr.obs for leaf in jax.tree.leaves(tr.rollout_extras))
+    graphdef, params, rest = nnx.split(net, nnx.Param, ...)
+
+    def run(p, carry, transitions):
+        return replay(graphdef, p, rest, carry, transitions)
+
+    out = run(params, rollout.initial_carry, tr)
+    np.testing.assert_allclose(out.log_likelihood, tr.log_likelihood, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out.value, tr.value, rtol=1e-5, atol=1e-5)
+    assert out.regularization.shape == (6, 4)
+    # One batched call over [T * b]: no loop over time in the replay's program ...
+    assert "scan" not in str(jax.make_jaxpr(run)(params, rollout.initial_carry, tr))
+    # ... while a network with a carry is scanned.
+    counter = CounterNet()
+    c_graphdef, c_params, c_rest = nnx.split(counter, nnx.Param, ...)
+    c_tr = tr.replace(rollout_extras=jnp.zeros((6, 4)))
+    jaxpr = jax.make_jaxpr(lambda c: replay(c_graphdef, c_params, c_rest, c, c_tr))(
+        counter.initialize_state(4)
+    )
+    assert "scan" in str(jaxpr)

@@ -161,6 +161,30 @@ def _ppo_output(out: StatefulModuleOutput) -> PPONetworkOutput:
     return out.output
 
 
+def _store_extras(extras: Any, obs: Any, aliases: list[Any]) -> list[Any]:
+    """The extras leaves to stack over the rollout, without copies of the observation.
+
+    A module that emits (part of) its input as ``rollout_extras`` unchanged, e.g. the
+    `Normalizer`'s raw observations, would make the rollout buffer hold those
+    observations twice. At trace time, leaves that *are* observation leaves (the same
+    traced value) are stored as ``None`` and their observation index is recorded in
+    ``aliases`` as ``(treedef, [obs index or None per leaf])``; `_restore_extras`
+    puts the stacked observations back after the scan.
+    """
+    leaves, treedef = jax.tree.flatten(extras)
+    obs_leaves = jax.tree.leaves(obs)
+    index = [next((i for i, o in enumerate(obs_leaves) if o is leaf), None) for leaf in leaves]
+    aliases[:] = [(treedef, index)]
+    return [None if i is not None else leaf for leaf, i in zip(leaves, index, strict=True)]
+
+
+def _restore_extras(stored: list[Any], obs: Any, aliases: list[Any]) -> Any:
+    """Invert `_store_extras` on the stacked ``[T, B, ...]`` rollout."""
+    (treedef, index), obs_leaves = aliases[0], jax.tree.leaves(obs)
+    leaves = [leaf if i is None else obs_leaves[i] for leaf, i in zip(stored, index, strict=True)]
+    return jax.tree.unflatten(treedef, leaves)
+
+
 # --------------------------------------------------------------------------- rollout
 
 
@@ -254,7 +278,7 @@ def _unroll(
         )
         transition = Transition(
             obs=obs,
-            rollout_extras=out.rollout_extras,
+            rollout_extras=_store_extras(out.rollout_extras, obs, aliases),
             log_likelihood=ppo.loglikelihoods,
             value=ppo.value_estimates,
             reward=next_env.reward,
@@ -265,8 +289,12 @@ def _unroll(
         return (net_state, next_env_state, next_carry, eps, key), (transition, summary)
 
     initial_carry = carry
+    aliases: list[Any] = []  # filled when env_step is traced
     loop = (network_state, env_state, carry, episodes, key)
     loop, (transitions, summary) = jax.lax.scan(env_step, loop, None, length=length)
+    transitions = transitions.replace(
+        rollout_extras=_restore_extras(transitions.rollout_extras, transitions.obs, aliases)
+    )
     network_state, env_state, carry, episodes, key = loop
 
     _, last = network_step(graphdef, params, network_state, carry, env_state.obs)
@@ -420,6 +448,12 @@ def replay(
     and resets the carry where ``transitions.done`` is set, exactly as the rollout did.
     Differentiable in ``params``.
 
+    A network whose carry has no leaves (feed-forward, e.g. an MLP actor-critic) is
+    replayed as one call over the flattened ``[T * b]`` batch instead of a scan over
+    time: the steps are independent, and the batched call forms each weight gradient
+    once (about 2x faster updates for a 256x5 critic). Networks with a carry are
+    scanned.
+
     Args:
         graphdef: The network's ``nnx.GraphDef`` (train mode).
         params: ``nnx.Param`` state to evaluate (gradients flow into it).
@@ -431,6 +465,10 @@ def replay(
     Returns:
         A `ReplayOutput`.
     """
+    if not jax.tree.leaves(initial_carry):
+        return _replay_batched(
+            graphdef, params, network_state, initial_carry, transitions, collect_metrics
+        )
     n = jnp.shape(transitions.done)[1]
 
     def replay_step(carry, step):
@@ -449,4 +487,47 @@ def replay(
     )
     return ReplayOutput(
         log_likelihood=log_likelihood, value=value, regularization=regularization, metrics=metrics
+    )
+
+
+def _replay_batched(
+    graphdef: nnx.GraphDef,
+    params: nnx.State,
+    network_state: nnx.State,
+    initial_carry: Any,
+    transitions: Transition,
+    collect_metrics: bool,
+) -> ReplayOutput:
+    """`replay` of a network without a carry: one call on the ``[T * b]`` flattened batch.
+
+    Without a carry, a step's output depends only on its own observation and extras
+    (the non-param state is the same at every step of a replay), so the ``T`` steps are
+    independent and one batched call computes what the time scan would, while each
+    weight gradient is formed once instead of once per step. ``initial_carry`` has no
+    leaves but keeps its structure (containers index into it).
+    """
+    t, n = jnp.shape(transitions.done)[:2]
+
+    def flat(x: jax.Array) -> jax.Array:  # [T, b, ...] -> [T * b, ...]
+        return jnp.reshape(x, (t * n, *jnp.shape(x)[2:]))
+
+    def unflat(x: jax.Array) -> jax.Array:  # [T * b, ...] -> [T, b, ...]
+        return jnp.reshape(x, (t, n, *jnp.shape(x)[1:]))
+
+    obs, extras = jax.tree.map(flat, (transitions.obs, transitions.rollout_extras))
+    _, out = network_step(graphdef, params, network_state, initial_carry, obs, extras)
+    ppo = _ppo_output(out)
+    regularization = jnp.broadcast_to(jnp.asarray(out.regularization_loss), (t * n,))
+    # A metric is one value per call here (a scan would stack T of them): broadcast it
+    # over time so that means over the result are unchanged.
+    metrics = (
+        jax.tree.map(lambda m: jnp.broadcast_to(m, (t, *jnp.shape(m))), out.metrics)
+        if collect_metrics
+        else {}
+    )
+    return ReplayOutput(
+        log_likelihood=jax.tree.map(unflat, ppo.loglikelihoods),
+        value=jax.tree.map(unflat, ppo.value_estimates),
+        regularization=unflat(regularization),
+        metrics=metrics,
     )
