@@ -81,7 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--chunks", type=int, default=defaults.n_chunks, help="progress reports per run (>= 2)"
     )
     p.add_argument("--seed", type=int, default=defaults.seed)
-    p.add_argument("--env", default=defaults.env_name, help="MuJoCo Playground environment")
+    p.add_argument(
+        "--env",
+        default=defaults.env_name,
+        help="MuJoCo Playground environment, or brax/<name> (backend generalized)",
+    )
     p.add_argument("--n-envs", type=_positive, default=ppo.n_envs)
     p.add_argument("--rollout-length", type=_positive, default=ppo.rollout_length)
     p.add_argument("--n-minibatches", type=_positive, default=ppo.n_minibatches)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nnx_ppo_benchmarks.metrics import METRICS, derive, json_safe, ratio_summary, spread
-from nnx_ppo_benchmarks.settings import IMPLEMENTATIONS, NETWORKS
+from nnx_ppo_benchmarks.settings import IMPLEMENTATIONS, NETWORKS, describe_env
 
 __all__ = ["SCHEMA_VERSION", "summarize", "write_chart", "write_markdown", "write_results"]
 
@@ -132,7 +132,7 @@ def markdown(results: Mapping[str, Any]) -> str:
     device = next((r["device"] for r in runs if r.get("device")), "?")
     lines = [f"**{meta['note']}**", ""] if meta.get("note") else []
     lines += [
-        f"Environment `{meta['env_name']}` (MuJoCo Playground, impl jax), "
+        f"Environment `{meta['env_name']}` ({describe_env(meta['env_name'])}), "
         f"{meta['ppo']['n_envs']} envs, rollout {meta['ppo']['rollout_length']}, "
         f"{meta['ppo']['n_minibatches']} minibatches, {meta['ppo']['n_epochs']} epochs, "
         f"budget {meta['total_steps']:,} env steps in {meta['n_chunks']} chunks, "

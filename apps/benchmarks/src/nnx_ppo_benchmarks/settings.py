@@ -168,7 +168,8 @@ class RunSpec:
     Attributes:
         implementation: A key of :data:`IMPLEMENTATIONS`.
         network: A key of :data:`NETWORKS` (ignored by ``env-only``).
-        env_name: MuJoCo Playground environment (loaded with ``impl="jax"``).
+        env_name: MuJoCo Playground environment (loaded with ``impl="jax"``), or a brax
+            environment as ``brax/<name>`` (``backend="generalized"``).
         seed: Seed of the run (repeat ``r`` uses ``base_seed + r``).
         total_steps: The exact training budget (from :func:`chunk_plan`).
         n_chunks: Progress reports during training.
@@ -211,3 +212,18 @@ class RunSpec:
         data["ppo"] = PPOSettings(**data["ppo"])
         data["eval"] = EvalSettings(**data["eval"])
         return cls(**data)
+
+
+BRAX_PREFIX = "brax/"
+
+
+def is_brax_env(env_name: str) -> bool:
+    """``brax/<name>`` names a brax environment; anything else a Playground one."""
+    return env_name.startswith(BRAX_PREFIX)
+
+
+def describe_env(env_name: str) -> str:
+    """How the report names the environment's source."""
+    if is_brax_env(env_name):
+        return "brax, backend generalized"
+    return "MuJoCo Playground, impl jax"

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from nnx_ppo_benchmarks.metrics import json_safe
-from nnx_ppo_benchmarks.settings import RunSpec
+from nnx_ppo_benchmarks.settings import BRAX_PREFIX, RunSpec, is_brax_env
 
 __all__ = ["Recorder", "main", "package_versions", "write_result"]
 
@@ -91,6 +91,32 @@ class Recorder:
         if self._train_start is None:
             raise RuntimeError("progress_callback called outside the 'train' phase")
         self.progress.append((time.perf_counter() - self._train_start, int(step)))
+
+
+def load_env(env_name: str) -> Any:
+    """The unwrapped environment: Playground's ``registry.load(name, impl="jax")``, or
+    for ``brax/<name>`` brax's ``envs.get_environment(name, backend="generalized")``."""
+    if is_brax_env(env_name):
+        from brax import envs
+
+        return envs.get_environment(env_name[len(BRAX_PREFIX) :], backend="generalized")
+    from mujoco_playground import registry
+
+    return registry.load(env_name, config_overrides={"impl": "jax"})
+
+
+def brax_training_wrapper(env_name: str) -> Callable[..., Any]:
+    """brax PPO's environment wrapper for ``env_name``: Playground's
+    ``wrap_for_brax_training`` (what Playground's own training scripts pass), or brax's
+    ``envs.training.wrap`` for a brax environment. Both add vmap, the episode limit and
+    brax's cached auto-reset."""
+    if is_brax_env(env_name):
+        from brax.envs import training
+
+        return training.wrap  # type: ignore[no-any-return]
+    from mujoco_playground import wrapper
+
+    return wrapper.wrap_for_brax_training  # type: ignore[no-any-return]
 
 
 def package_versions(*names: str) -> dict[str, str]:

@@ -13,7 +13,13 @@ import functools
 import math
 from typing import Any
 
-from nnx_ppo_benchmarks.children._common import Recorder, main, package_versions
+from nnx_ppo_benchmarks.children._common import (
+    Recorder,
+    brax_training_wrapper,
+    load_env,
+    main,
+    package_versions,
+)
 from nnx_ppo_benchmarks.settings import RunSpec
 
 __all__ = ["run"]
@@ -25,7 +31,6 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
     from brax.training import acting
     from brax.training.agents.ppo import networks as ppo_networks
     from brax.training.agents.ppo import train as ppo
-    from mujoco_playground import registry, wrapper
 
     family, hp = spec.family, spec.ppo
     if "brax" not in family.implementations:
@@ -34,7 +39,8 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
         raise ValueError(f"n_envs={hp.n_envs} must be divisible by {hp.n_minibatches}")
 
     with recorder.phase("setup"):
-        env = registry.load(spec.env_name, config_overrides={"impl": "jax"})
+        env = load_env(spec.env_name)
+        wrap = brax_training_wrapper(spec.env_name)
         network_factory = functools.partial(
             ppo_networks.make_ppo_networks,
             policy_hidden_layer_sizes=family.policy_hidden,
@@ -51,7 +57,7 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
             num_evals=spec.n_chunks + 1,
             run_evals=False,
             episode_length=hp.episode_length,
-            wrap_env_fn=wrapper.wrap_for_brax_training,
+            wrap_env_fn=wrap,
             num_envs=hp.n_envs,
             unroll_length=hp.rollout_length,
             batch_size=hp.n_envs // hp.n_minibatches,
@@ -72,7 +78,7 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
         )
 
     with recorder.phase("eval"):
-        eval_env = wrapper.wrap_for_brax_training(env, episode_length=spec.eval.episode_length)
+        eval_env = wrap(env, episode_length=spec.eval.episode_length)
         evaluator = acting.Evaluator(
             eval_env,
             functools.partial(make_policy, deterministic=True),

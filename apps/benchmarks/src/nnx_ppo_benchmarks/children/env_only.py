@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from nnx_ppo_benchmarks.children._common import Recorder, main, package_versions
+from nnx_ppo_benchmarks.children._common import (
+    Recorder,
+    brax_training_wrapper,
+    load_env,
+    main,
+    package_versions,
+)
 from nnx_ppo_benchmarks.settings import RunSpec
 
 __all__ = ["run"]
@@ -20,12 +26,11 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
     """Step the environment for the budget; returns the result fields."""
     import jax
     import jax.numpy as jnp
-    from mujoco_playground import registry, wrapper
 
     hp = spec.ppo
     with recorder.phase("setup"):
-        base = registry.load(spec.env_name, config_overrides={"impl": "jax"})
-        env = wrapper.wrap_for_brax_training(base, episode_length=hp.episode_length)
+        base = load_env(spec.env_name)
+        env = brax_training_wrapper(spec.env_name)(base, episode_length=hp.episode_length)
         length = spec.iterations_per_chunk * hp.rollout_length
 
     def chunk(state: Any, key: jax.Array) -> tuple[Any, jax.Array, jax.Array]:

@@ -14,7 +14,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from nnx_ppo_benchmarks.children._common import Recorder, main, package_versions
+from nnx_ppo_benchmarks.children._common import (
+    Recorder,
+    load_env,
+    main,
+    package_versions,
+)
 from nnx_ppo_benchmarks.children._graph import build_ring_graph
 from nnx_ppo_benchmarks.settings import RunSpec
 
@@ -95,7 +100,6 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
     """Train, then evaluate once; returns the result fields."""
     import jax
     from flax import nnx
-    from mujoco_playground import registry
 
     from nnx_ppo.algorithms import rollout
     from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
@@ -105,7 +109,7 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
 
     hp = spec.ppo
     with recorder.phase("setup"):
-        base = registry.load(spec.env_name, config_overrides={"impl": "jax"})
+        base = load_env(spec.env_name)
         env = RewardScalingWrapper(EpisodeWrapper(base, hp.episode_length), hp.reward_scaling)
         network = build_network(spec, base.observation_size, base.action_size)
         config = TrainConfig(

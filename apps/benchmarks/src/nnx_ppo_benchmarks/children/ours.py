@@ -5,7 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from nnx_ppo_benchmarks.children._common import Recorder, main, package_versions
+from nnx_ppo_benchmarks.children._common import (
+    Recorder,
+    load_env,
+    main,
+    package_versions,
+)
 from nnx_ppo_benchmarks.children._graph import build_ring_graph
 from nnx_ppo_benchmarks.settings import RunSpec
 
@@ -13,13 +18,11 @@ __all__ = ["build_network", "make_envs", "make_train_config", "run"]
 
 
 def make_envs(spec: RunSpec) -> tuple[Any, Any]:
-    """``(train_env, eval_env)``: Playground (impl jax) with our episode and reward
-    scaling wrappers; evaluation sees the raw rewards."""
-    from mujoco_playground import registry
-
+    """``(train_env, eval_env)``: the environment (see `load_env`) with our episode and
+    reward scaling wrappers; evaluation sees the raw rewards."""
     from nnx_ppo.wrappers import EpisodeWrapper, RewardScalingWrapper
 
-    base = registry.load(spec.env_name, config_overrides={"impl": "jax"})
+    base = load_env(spec.env_name)
     episode = EpisodeWrapper(base, spec.ppo.episode_length)
     return RewardScalingWrapper(episode, spec.ppo.reward_scaling), episode
 

@@ -252,6 +252,19 @@ class PPOConfig:
 class EvalConfig:
     """Periodic evaluation on separate environments.
 
+    **Cost.** One evaluation steps ``n_envs`` environments for ``max_episode_length``
+    steps (a fixed-shape scan: finished episodes keep stepping, masked), i.e.
+    ``n_envs * max_episode_length`` env steps (128,000 by default) with the network in
+    inference mode, plus one compilation the first time. That is about as many env
+    steps as 25 training iterations of 256 x 20, but without the gradient updates, so
+    it usually costs a few training iterations' worth of time. ``at_start=True`` and
+    the final evaluation are two evaluations per run even with ``every_steps=None``;
+    with ``every_steps`` set, the share of wall time spent evaluating is roughly
+    ``n_envs * max_episode_length / every_steps`` times the cost ratio of an inference
+    step to a training step. Shrink ``n_envs`` (the estimate's spread grows) or
+    ``max_episode_length``, raise ``every_steps``, or set ``enabled=False`` when
+    evaluation shows up in the wall time; the ``throughput/sps`` metric excludes it.
+
     Attributes:
         enabled: Run evaluations at all.
         every_steps: Evaluate whenever this many env steps have passed since the last
