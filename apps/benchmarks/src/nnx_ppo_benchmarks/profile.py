@@ -18,10 +18,11 @@ Pieces (all per iteration of ``n_envs * rollout_length`` env steps):
 - ``rollout_network_only``: ``rollout_length`` network calls on fixed observations
   (actions, log-likelihoods, values and extras);
 - ``gae``: advantages and targets;
-- ``update_scan_replay``: ``n_epochs x n_minibatches`` minibatch updates (shuffle,
-  replay as a time scan, PPO loss, gradient, Adam), as the trainer does them;
-- ``update_batched_replay``: the same with the replay as one batched network call over
-  ``[T * b]`` samples (possible for networks without carry: the MLP families).
+- ``update``: ``n_epochs x n_minibatches`` minibatch updates (shuffle, replay, PPO
+  loss, gradient, Adam), as the trainer does them (a network without a carry, e.g. the
+  MLP families, is replayed as one batched call over ``[T * b]`` samples);
+- ``update_time_scan_replay`` (networks without a carry only): the same with the
+  replay as a scan over the ``T`` time steps, as the trainer did before.
 
 This uses the trainer's internal building blocks (``nnx_ppo.algorithms.rollout``,
 ``iteration``, ``gae``, ``losses``): it is a diagnostic for developers, and a piece
@@ -217,25 +218,19 @@ def profile(
     run("gae", lambda: gae_fn(transitions, rollout.bootstrap_value))
     advantages, targets = gae_fn(transitions, rollout.bootstrap_value)
 
-    def make_update(batched: bool) -> Callable[..., Any]:
+    def make_update(time_scan: bool) -> Callable[..., Any]:
         def loss(params: Any, network_state: Any, mb: Any) -> Any:
             tr, carry0, adv, tgt = mb
-            if batched:  # one network call over [T * b] samples (no carry)
-                flat = lambda x: x.reshape(-1, *x.shape[2:])
-                _, out = network_step(
-                    graphdef,
-                    params,
-                    network_state,
-                    carry0,
-                    jax.tree.map(flat, tr.obs),
-                    jax.tree.map(flat, tr.rollout_extras),
-                )
-                shape = tr.done.shape
-                ll = jax.tree.map(lambda x: x.reshape(shape), out.output.loglikelihoods)
-                value = jax.tree.map(lambda x: x.reshape(shape), out.output.value_estimates)
-                n = shape[0] * shape[1]
-                reg = jnp.broadcast_to(jnp.asarray(out.regularization_loss), (n,)).reshape(shape)
-            else:
+            if time_scan:  # a carry-less network replayed step by step (the old way)
+                n = tr.done.shape[1]
+
+                def step(_: Any, xs: Any) -> Any:
+                    _, out = network_step(graphdef, params, network_state, carry0, *xs)
+                    reg = jnp.broadcast_to(jnp.asarray(out.regularization_loss), (n,))
+                    return None, (out.output.loglikelihoods, out.output.value_estimates, reg)
+
+                _, (ll, value, reg) = jax.lax.scan(step, None, (tr.obs, tr.rollout_extras))
+            else:  # as the trainer replays (batched over [T * b] without a carry)
                 replayed = replay(graphdef, params, network_state, carry0, tr)
                 ll, value, reg = replayed.log_likelihood, replayed.value, replayed.regularization
             total, _ = ppo_loss(
@@ -287,16 +282,13 @@ def profile(
         return jax.jit(update)
 
     data = (transitions, rollout.initial_carry, advantages, targets)
-    update_scan = make_update(False)
-    run(
-        "update_scan_replay",
-        lambda: update_scan(state.params, state.opt_state, state.network_state, data, key),
-    )
+    update = make_update(False)
+    run("update", lambda: update(state.params, state.opt_state, state.network_state, data, key))
     if not jax.tree.leaves(state.carry):
-        update_batched = make_update(True)
+        update_scan = make_update(True)
         run(
-            "update_batched_replay",
-            lambda: update_batched(state.params, state.opt_state, state.network_state, data, key),
+            "update_time_scan_replay",
+            lambda: update_scan(state.params, state.opt_state, state.network_state, data, key),
         )
 
     # K iterations per device call (donating, so each call consumes the previous state).

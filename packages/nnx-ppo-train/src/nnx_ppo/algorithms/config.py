@@ -351,7 +351,10 @@ class TrainConfig:
             evaluation). Network initialisation is seeded by the ``nnx.Rngs`` the
             network was built with.
         log_every_calls: Call ``log_fn`` after every this many device calls (the last
-            call always logs).
+            call always logs). Reading metrics waits for their call to finish; the
+            trainer reads them once the next call is queued (unless an evaluation, a
+            video or a checkpoint needs that state), so logging every call costs
+            little device time.
     """
 
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)

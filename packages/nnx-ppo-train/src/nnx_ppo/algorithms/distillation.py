@@ -85,7 +85,6 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import os
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -95,6 +94,7 @@ import optax
 from flax import nnx, struct
 from jax.sharding import Mesh
 
+from nnx_ppo.algorithms._host_loop import evaluation_task, run_calls
 from nnx_ppo.algorithms.config import (
     EvalConfig,
     LogLevel,
@@ -107,18 +107,16 @@ from nnx_ppo.algorithms.distributed import (
     check_batch_divisible,
     constrain_batch,
     gather_state,
-    is_primary,
     replicate,
     replicated_sharding,
     resolve_mesh,
     restore_checkpoint,
-    save_checkpoint,
     shard_state,
     state_shardings,
     uses_mesh,
 )
 from nnx_ppo.algorithms.evaluation import make_evaluator
-from nnx_ppo.algorithms.faults import healthy, raise_if_non_finite, record_non_finite
+from nnx_ppo.algorithms.faults import healthy, record_non_finite
 from nnx_ppo.algorithms.iteration import (
     _aggregate,
     _enabled,
@@ -127,7 +125,7 @@ from nnx_ppo.algorithms.iteration import (
     reset_on_mesh,
     split_network,
 )
-from nnx_ppo.algorithms.logging import JSONLWriter, LogFn, ProgressBar
+from nnx_ppo.algorithms.logging import LogFn
 from nnx_ppo.algorithms.losses import explained_variance
 from nnx_ppo.algorithms.ppo import CheckpointHook, check_env_network
 from nnx_ppo.algorithms.rollout import (
@@ -965,10 +963,6 @@ def _make_call(
 # --------------------------------------------------------------------------- train
 
 
-def _due(step: int, last: int | None, every: int | None) -> bool:
-    return every is not None and (last is None or step - last >= every)
-
-
 def train_distillation(
     env: Any,
     teacher: nnx.Module,
@@ -1058,7 +1052,6 @@ def train_distillation(
     sharded = run_mesh if uses_mesh(run_mesh) else None
     if sharded is not None:
         check_batch_divisible(config.n_envs, sharded, n_minibatches=config.n_minibatches)
-    primary = is_primary()
 
     # Check the pair before compiling anything; find the samplers' extras slots.
     student.train()
@@ -1105,82 +1098,23 @@ def train_distillation(
         else None
     )
 
-    # Host-side bookkeeping: exact integer steps.
-    steps_per_iteration = config.steps_per_iteration
-    iteration = int(state.iteration)
-    step = iteration * steps_per_iteration
-    total_steps = config.n_iterations * steps_per_iteration
-    n_calls = max(0, (config.n_iterations - iteration) // config.iterations_per_call)
-
-    # Only process 0 reports (every process computes the same replicated metrics).
-    disable = (None if progress is None else not progress) if primary else True
-    bar = ProgressBar(total_steps, initial_step=step, disable=disable)
-    bar._bar.set_description("train_distillation", refresh=False)
-    jsonl = JSONLWriter(jsonl_path) if jsonl_path is not None and primary else None
-    sinks = [fn for fn in (log_fn if primary else None, jsonl, bar) if fn is not None]
-    eval_history: list[tuple[int, dict[str, float]]] = []
-    last_metrics: dict[str, float] = {}
-    last_eval: int | None = None
-
-    def emit(metrics: dict[str, float]) -> None:
-        for sink in sinks:
-            sink(metrics, step)
-
-    def run_eval() -> dict[str, float]:
-        nonlocal last_eval
-        assert evaluator is not None
-        eval_metrics = evaluator(
-            state.params, state.network_state, jax.random.fold_in(eval_key, iteration)
-        )
-        result = {k: float(v) for k, v in jax.device_get(eval_metrics).items()}
-        eval_history.append((step, result))
-        last_eval = step
-        return result
-
-    start = time.perf_counter()
-    last_log_time, last_log_step, eval_seconds = start, step, 0.0
-    try:
-        if evaluator is not None and config.eval.at_start and step == 0:
-            last_metrics.update(run_eval())
-            emit(dict(eval_history[-1][1]))
-
-        for call in range(n_calls):
-            state, metrics = train_call(state, teacher_arrays)
-            iteration += config.iterations_per_call
-            step = iteration * steps_per_iteration
-            last_call = call == n_calls - 1
-
-            record: dict[str, float] = {}
-            if last_call or (call + 1) % config.log_every_calls == 0:
-                # One sync for the metrics and the NaN/inf record of the state.
-                host_metrics, non_finite = jax.device_get((metrics, state.non_finite))
-                raise_if_non_finite(non_finite, step)
-                record = {k: float(v) for k, v in host_metrics.items()}
-                if LogLevel.THROUGHPUT in config.log_level:
-                    now = time.perf_counter()
-                    busy = max(now - last_log_time - eval_seconds, 1e-9)
-                    record["throughput/sps"] = (step - last_log_step) / busy
-                    record["throughput/wall_time"] = now - start
-                    last_log_time, last_log_step, eval_seconds = now, step, 0.0
-            eval_start = time.perf_counter()
-            if evaluator is not None and (
-                _due(step, last_eval, config.eval.every_steps) or last_call
-            ):
-                record.update(run_eval())
-            eval_seconds += time.perf_counter() - eval_start
-            if record:
-                last_metrics.update(record)
-                emit(record)
-            if checkpoint is not None:
-                save_checkpoint(checkpoint, state, step, record, final=last_call, mesh=sharded)
-
-        if n_calls == 0 and evaluator is not None and last_eval != step:
-            last_metrics.update(run_eval())
-            emit(dict(eval_history[-1][1]))
-    finally:
-        bar.close()
-        if jsonl is not None:
-            jsonl.close()
+    loop = run_calls(
+        state,
+        lambda current: train_call(current, teacher_arrays),
+        steps_per_iteration=config.steps_per_iteration,
+        iterations_per_call=config.iterations_per_call,
+        n_iterations=config.n_iterations,
+        log_every_calls=config.log_every_calls,
+        log_level=config.log_level,
+        evaluation=evaluation_task(evaluator, eval_key, config.eval),
+        checkpoint=checkpoint,
+        mesh=sharded,
+        log_fn=log_fn,
+        jsonl_path=jsonl_path,
+        progress=progress,
+        description="train_distillation",
+    )
+    state = loop.state
 
     # Write the trained state back into the student (copies: the returned state's
     # buffers may be donated if the caller keeps training from it; off a mesh: plain
@@ -1191,5 +1125,5 @@ def train_distillation(
     nnx.update(student, *jax.tree.map(jnp.copy, variables))
     student.train()
     return DistillationResult(
-        state=state, eval_history=eval_history, metrics=last_metrics, total_steps=step
+        state=state, eval_history=loop.eval_history, metrics=loop.metrics, total_steps=loop.step
     )

@@ -80,6 +80,7 @@ class ProgressBar:
         disable: ``None`` (default) disables the bar when the output is not a terminal;
             ``True`` / ``False`` force it.
         file: Where to draw (default ``sys.stderr``).
+        description: The bar's label.
 
     Examples:
         >>> bar = ProgressBar(1000, disable=True)
@@ -94,6 +95,7 @@ class ProgressBar:
         initial_step: int = 0,
         disable: bool | None = None,
         file: IO[str] | None = None,
+        description: str = "train_ppo",
     ) -> None:
         from tqdm.auto import tqdm
 
@@ -105,7 +107,7 @@ class ProgressBar:
             unit="step",
             unit_scale=True,
             dynamic_ncols=True,
-            desc="train_ppo",
+            desc=description,
         )
         self._step = initial_step
         self._eval: float | None = None

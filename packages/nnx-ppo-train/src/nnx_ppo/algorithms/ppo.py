@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -37,19 +36,17 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
-from nnx_ppo.algorithms.config import LogLevel, PPOConfig, TrainConfig
+from nnx_ppo.algorithms._host_loop import Periodic, evaluation_task, run_calls
+from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
 from nnx_ppo.algorithms.distributed import (
     check_batch_divisible,
     gather_state,
-    is_primary,
     resolve_mesh,
     restore_checkpoint,
-    save_checkpoint,
     state_shardings,
     uses_mesh,
 )
 from nnx_ppo.algorithms.evaluation import make_evaluator
-from nnx_ppo.algorithms.faults import raise_if_non_finite
 from nnx_ppo.algorithms.iteration import (
     init_train_state,
     make_optimizer,
@@ -57,7 +54,7 @@ from nnx_ppo.algorithms.iteration import (
     make_training_iteration,
     split_network,
 )
-from nnx_ppo.algorithms.logging import JSONLWriter, LogFn, ProgressBar
+from nnx_ppo.algorithms.logging import LogFn
 from nnx_ppo.algorithms.rollout import _ppo_output, network_step, reset_envs
 from nnx_ppo.algorithms.types import TrainState
 from nnx_ppo.networks.types import PPONetworkOutput
@@ -285,10 +282,6 @@ def _make_video_recorder(env: Any, graphdef: nnx.GraphDef, config: TrainConfig):
 # --------------------------------------------------------------------------- train
 
 
-def _due(step: int, last: int | None, every: int | None) -> bool:
-    return every is not None and (last is None or step - last >= every)
-
-
 def train_ppo(
     env: Any,
     networks: nnx.Module,
@@ -380,7 +373,6 @@ def train_ppo(
     sharded = run_mesh if uses_mesh(run_mesh) else None
     if sharded is not None:
         check_batch_divisible(ppo.n_envs, sharded, n_minibatches=ppo.n_minibatches)
-    primary = is_primary()
 
     # Check env and network against each other before compiling anything.
     networks.train()
@@ -421,98 +413,34 @@ def train_ppo(
         _make_video_recorder(eval_env, eval_graphdef, config) if config.video.enabled else None
     )
 
-    # Host-side bookkeeping: exact integer steps.
-    steps_per_iteration = ppo.steps_per_iteration
-    iteration = int(state.iteration)
-    step = iteration * steps_per_iteration
-    total_steps = ppo.n_iterations * steps_per_iteration
-    n_calls = max(0, (ppo.n_iterations - iteration) // ppo.iterations_per_call)
-
-    # Only process 0 reports (every process computes the same replicated metrics).
-    disable = (None if progress is None else not progress) if primary else True
-    bar = ProgressBar(total_steps, initial_step=step, disable=disable)
-    jsonl = JSONLWriter(jsonl_path) if jsonl_path is not None and primary else None
-    sinks = [fn for fn in (log_fn if primary else None, jsonl, bar) if fn is not None]
-    eval_history: list[tuple[int, dict[str, float]]] = []
-    last_metrics: dict[str, float] = {}
-    last_eval: int | None = None
-    last_video: int | None = None
-
-    def emit(metrics: dict[str, float]) -> None:
-        for sink in sinks:
-            sink(metrics, step)
-
-    def run_eval() -> dict[str, float]:
-        nonlocal last_eval
-        assert evaluator is not None
-        eval_metrics = evaluator(
-            state.params, state.network_state, jax.random.fold_in(eval_key, iteration)
-        )
-        result = {k: float(v) for k, v in jax.device_get(eval_metrics).items()}
-        eval_history.append((step, result))
-        last_eval = step
-        return result
-
-    def run_video() -> None:
-        nonlocal last_video
+    def record_video(current: TrainState, at_iteration: int, at_step: int) -> None:
         assert recorder is not None
-        params, network_state = state.params, state.network_state
+        params, network_state = current.params, current.network_state
         if sharded is not None and jax.process_count() > 1:
             # Process 0 alone records: on local copies of the replicated variables.
             params, network_state = gather_state((params, network_state))
-        recorder(params, network_state, jax.random.fold_in(video_key, iteration), step)
-        last_video = step
+        recorder(params, network_state, jax.random.fold_in(video_key, at_iteration), at_step)
 
-    start = time.perf_counter()
-    last_log_time, last_log_step, eval_seconds = start, step, 0.0
-    try:
-        if evaluator is not None and config.eval.at_start and step == 0:
-            last_metrics.update(run_eval())
-            emit(dict(eval_history[-1][1]))
-
-        for call in range(n_calls):
-            state, metrics = train_call(state)
-            iteration += ppo.iterations_per_call
-            step = iteration * steps_per_iteration
-            last_call = call == n_calls - 1
-
-            record: dict[str, float] = {}
-            if last_call or (call + 1) % config.log_every_calls == 0:
-                # One sync for the metrics and the NaN/inf record of the state.
-                host_metrics, non_finite = jax.device_get((metrics, state.non_finite))
-                raise_if_non_finite(non_finite, step)
-                record = {k: float(v) for k, v in host_metrics.items()}
-                if LogLevel.THROUGHPUT in ppo.log_level:
-                    now = time.perf_counter()
-                    busy = max(now - last_log_time - eval_seconds, 1e-9)
-                    record["throughput/sps"] = (step - last_log_step) / busy
-                    record["throughput/wall_time"] = now - start
-                    last_log_time, last_log_step, eval_seconds = now, step, 0.0
-            eval_start = time.perf_counter()
-            if evaluator is not None and (
-                _due(step, last_eval, config.eval.every_steps) or last_call
-            ):
-                record.update(run_eval())
-            if (
-                recorder is not None
-                and primary
-                and (_due(step, last_video, config.video.every_steps) or last_call)
-            ):
-                run_video()
-            eval_seconds += time.perf_counter() - eval_start
-            if record:
-                last_metrics.update(record)
-                emit(record)
-            if checkpoint is not None:
-                save_checkpoint(checkpoint, state, step, record, final=last_call, mesh=sharded)
-
-        if n_calls == 0 and evaluator is not None and last_eval != step:
-            last_metrics.update(run_eval())
-            emit(dict(eval_history[-1][1]))
-    finally:
-        bar.close()
-        if jsonl is not None:
-            jsonl.close()
+    loop = run_calls(
+        state,
+        train_call,
+        steps_per_iteration=ppo.steps_per_iteration,
+        iterations_per_call=ppo.iterations_per_call,
+        n_iterations=ppo.n_iterations,
+        log_every_calls=config.log_every_calls,
+        log_level=ppo.log_level,
+        evaluation=evaluation_task(evaluator, eval_key, config.eval),
+        video=None
+        if recorder is None
+        else Periodic(record_video, config.video.every_steps, primary_only=True),
+        checkpoint=checkpoint,
+        mesh=sharded,
+        log_fn=log_fn,
+        jsonl_path=jsonl_path,
+        progress=progress,
+        description="train_ppo",
+    )
+    state = loop.state
 
     # Write the trained state back into the user's network (copies: the returned
     # state's buffers may be donated if the caller keeps training from it; off a mesh:
@@ -523,5 +451,5 @@ def train_ppo(
     nnx.update(networks, *jax.tree.map(jnp.copy, variables))
     networks.train()
     return TrainResult(
-        state=state, eval_history=eval_history, metrics=last_metrics, total_steps=step
+        state=state, eval_history=loop.eval_history, metrics=loop.metrics, total_steps=loop.step
     )
