@@ -412,8 +412,14 @@ def test_tensorboard_writer_and_combine(tmp_path):
     tb = TensorBoardWriter(tmp_path / "tb")
     log = combine(tb, None, lambda m, s: seen.append((dict(m), s)))
     log({"loss/total": 0.5}, 7)
+    written = []
+    real_add = tb._writer.add_scalar
+    tb._writer.add_scalar = lambda *args: written.append(args) or real_add(*args)
+    # No episode ended: the NaN is left out, the finite value is written.
+    log({"rollout/episode_reward": float("nan"), "loss/total": 0.25}, 8)
+    assert written == [("loss/total", 0.25, 8)]
     tb.close()
-    assert seen == [({"loss/total": 0.5}, 7)]
+    assert seen[0] == ({"loss/total": 0.5}, 7)
     assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "tb").iterdir())
     with pytest.raises(TypeError, match="not callable"):
         combine("loss.txt")

@@ -197,9 +197,15 @@ class TensorBoardWriter:
         self._writer = SummaryWriter(os.fspath(logdir))
 
     def __call__(self, metrics: Mapping[str, float], step: int) -> None:
-        """Add one scalar per metric at ``step``."""
+        """Add one scalar per finite metric at ``step``.
+
+        Non-finite values are left out: a NaN means "no data" here (e.g.
+        ``rollout/episode_reward`` when no episode ended), and a NaN loss stops
+        training with `NonFiniteError` anyway.
+        """
         for name, value in metrics.items():
-            self._writer.add_scalar(name, float(value), int(step))
+            if math.isfinite(float(value)):
+                self._writer.add_scalar(name, float(value), int(step))
         self._writer.flush()
 
     def close(self) -> None:
