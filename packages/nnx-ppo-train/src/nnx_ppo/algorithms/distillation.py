@@ -108,7 +108,6 @@ from nnx_ppo.algorithms.distributed import (
     constrain_batch,
     gather_state,
     replicate,
-    replicated_sharding,
     resolve_mesh,
     restore_checkpoint,
     shard_state,
@@ -116,13 +115,14 @@ from nnx_ppo.algorithms.distributed import (
     uses_mesh,
 )
 from nnx_ppo.algorithms.evaluation import make_evaluator
-from nnx_ppo.algorithms.faults import healthy, record_non_finite
+from nnx_ppo.algorithms.faults import healthy
 from nnx_ppo.algorithms.iteration import (
-    _aggregate,
-    _enabled,
     _flatten_metrics,
     _global_norm,
+    after_gradients,
+    make_train_call,
     reset_on_mesh,
+    split_minibatches,
     split_network,
 )
 from nnx_ppo.algorithms.logging import LogFn
@@ -827,28 +827,14 @@ def _make_iteration(
         return (params, opt_state), metrics
 
     def epoch(carry, key, data, network_state):
-        # Minibatches are sets of whole environment sequences: shuffle the env axis
-        # (axis 1 of [T, B, ...] data, axis 0 of the [B, ...] initial carry).
         transitions, initial_carry, labels = data
-        perm = jax.random.permutation(key, n_envs)
-
-        def split_time_major(x):  # [T, B, ...] -> [M, T, B/M, ...]
-            x = jnp.take(x, perm, axis=1)
-            x = x.reshape(x.shape[0], n_minibatches, -1, *x.shape[2:])
-            return jnp.swapaxes(x, 0, 1)
-
-        def split_batch_major(x):  # [B, ...] -> [M, B/M, ...]
-            return jnp.take(x, perm, axis=0).reshape(n_minibatches, -1, *x.shape[1:])
-
-        # On a mesh, the shuffle gathers the rollout across devices; each device then
-        # keeps its slice of every minibatch ([M, T, B/M, ...]: axis 2 is sharded).
-        minibatches = (
-            constrain_batch(jax.tree.map(split_time_major, transitions), mesh, axis=2),
-            constrain_batch(jax.tree.map(split_batch_major, initial_carry), mesh, axis=1),
-            constrain_batch(jax.tree.map(split_time_major, labels), mesh, axis=2),
+        (transitions, labels), initial_carry = split_minibatches(
+            key, n_envs, n_minibatches, (transitions, labels), initial_carry, mesh
         )
         return jax.lax.scan(
-            lambda c, mb: minibatch_update(c, mb, network_state), carry, minibatches
+            lambda c, mb: minibatch_update(c, mb, network_state),
+            carry,
+            (transitions, initial_carry, labels),
         )
 
     def iteration(state: DistillationState, teacher: Any) -> tuple[DistillationState, Metrics]:
@@ -895,20 +881,10 @@ def _make_iteration(
         )
         metrics = {k: jnp.mean(v) for k, v in metrics.items()}
 
-        # 4. The student's running statistics, once, from its own rollout.
-        model = nnx.merge(graphdef, params, network_state)
-        model.update_statistics(transitions.rollout_extras)
-        _, _, network_state = nnx.split(model, nnx.Param, ...)
-
-        # 5. NaN/inf check, recorded in the state (the host reads it when it syncs).
-        non_finite = record_non_finite(
-            state.non_finite, state.iteration + 1, metrics["loss/total"], params, network_state
+        # 4-5. The student's statistics (from its own rollout), NaN/inf check, metrics.
+        network_state, non_finite, metrics = after_gradients(
+            graphdef, params, network_state, transitions, state, metrics, rollout.metrics, level
         )
-
-        metrics.update(rollout.metrics)
-        if LogLevel.WEIGHTS in level:
-            metrics["train/param_norm"] = _global_norm(params)
-        metrics = {k: v for k, v in metrics.items() if _enabled(k, level)}
         new_state = DistillationState(
             params=params,
             network_state=network_state,
@@ -925,39 +901,6 @@ def _make_iteration(
         return new_state, metrics
 
     return iteration
-
-
-def _make_call(
-    iteration: Callable[[DistillationState, Any], tuple[DistillationState, Metrics]],
-    iterations_per_call: int,
-    *,
-    shardings: DistillationState | None = None,
-) -> Callable[[DistillationState, Any], tuple[DistillationState, Metrics]]:
-    """Jit ``iterations_per_call`` iterations into one device call (state donated; the
-    teacher's variables are a non-donated argument, not baked-in constants).
-
-    With ``shardings`` (`state_shardings` of the state on a mesh) the call takes and
-    returns the state laid out so, takes the teacher's variables replicated and
-    returns replicated metrics, as `make_train_call`.
-    """
-
-    def call(state: DistillationState, teacher: Any) -> tuple[DistillationState, Metrics]:
-        if iterations_per_call == 1:
-            return iteration(state, teacher)
-        state, metrics = jax.lax.scan(
-            lambda s, _: iteration(s, teacher), state, None, length=iterations_per_call
-        )
-        return state, _aggregate(metrics)
-
-    if shardings is None:
-        return jax.jit(call, donate_argnums=0)
-    replicated = replicated_sharding(jax.tree.leaves(shardings)[0].mesh)
-    return jax.jit(
-        call,
-        donate_argnums=0,
-        in_shardings=(shardings, replicated),
-        out_shardings=(shardings, replicated),
-    )
 
 
 # --------------------------------------------------------------------------- train
@@ -1072,7 +1015,7 @@ def train_distillation(
         restored = restore_checkpoint(checkpoint, state, sharded)
         if restored is not None:
             state = restored
-    train_call = _make_call(
+    train_call = make_train_call(
         _make_iteration(
             env,
             graphdef,
@@ -1085,6 +1028,7 @@ def train_distillation(
         ),
         config.iterations_per_call,
         shardings=None if sharded is None else state_shardings(state, sharded),
+        n_args=1,
     )
     evaluator = (
         make_evaluator(

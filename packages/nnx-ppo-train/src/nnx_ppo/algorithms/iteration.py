@@ -56,11 +56,13 @@ from nnx_ppo.algorithms.rollout import (
 from nnx_ppo.algorithms.types import TrainState, Transition
 
 __all__ = [
+    "after_gradients",
     "init_train_state",
     "make_optimizer",
     "make_train_call",
     "make_training_iteration",
     "reset_on_mesh",
+    "split_minibatches",
     "split_network",
 ]
 
@@ -234,6 +236,75 @@ def _flatten_metrics(prefix: str, tree: Any) -> Metrics:
     return flat
 
 
+def split_minibatches(
+    key: jax.Array,
+    n_envs: int,
+    n_minibatches: int,
+    time_major: Any,
+    batch_major: Any,
+    mesh: Mesh | None = None,
+) -> tuple[Any, Any]:
+    """Shuffle the environments and cut them into ``n_minibatches`` minibatches.
+
+    Minibatches are sets of whole environment sequences: one permutation of the
+    environment axis is applied to every leaf (axis 1 of the ``[T, B, ...]`` leaves of
+    ``time_major``, axis 0 of the ``[B, ...]`` leaves of ``batch_major``, e.g. the
+    initial carry). On a mesh the shuffle gathers the rollout across devices; each device
+    then keeps its slice of every minibatch.
+
+    Returns:
+        ``(time_major, batch_major)`` with leaves ``[M, T, B/M, ...]`` and
+        ``[M, B/M, ...]``.
+    """
+    perm = jax.random.permutation(key, n_envs)
+
+    def split_time_major(x: jax.Array) -> jax.Array:  # [T, B, ...] -> [M, T, B/M, ...]
+        x = jnp.take(x, perm, axis=1)
+        x = x.reshape(x.shape[0], n_minibatches, -1, *x.shape[2:])
+        return jnp.swapaxes(x, 0, 1)
+
+    def split_batch_major(x: jax.Array) -> jax.Array:  # [B, ...] -> [M, B/M, ...]
+        return jnp.take(x, perm, axis=0).reshape(n_minibatches, -1, *x.shape[1:])
+
+    return (
+        constrain_batch(jax.tree.map(split_time_major, time_major), mesh, axis=2),
+        constrain_batch(jax.tree.map(split_batch_major, batch_major), mesh, axis=1),
+    )
+
+
+def after_gradients(
+    graphdef: nnx.GraphDef,
+    params: nnx.State,
+    network_state: nnx.State,
+    transitions: Transition,
+    state: Any,
+    metrics: Metrics,
+    rollout_metrics: Metrics,
+    level: LogLevel,
+) -> tuple[nnx.State, Any, Metrics]:
+    """The end of an iteration, after the gradient phase.
+
+    Merges the rollout into the running statistics (e.g. the observation normalizer,
+    once, from ``transitions.rollout_extras``), records a NaN/inf of the loss, the
+    parameters or the statistics in ``state.non_finite`` (the host reads it when it
+    syncs), and adds the rollout metrics and the parameter norm to ``metrics``, keeping
+    only the groups enabled in ``level``.
+
+    Returns:
+        ``(network_state, non_finite, metrics)``.
+    """
+    model = nnx.merge(graphdef, params, network_state)
+    model.update_statistics(transitions.rollout_extras)
+    _, _, network_state = nnx.split(model, nnx.Param, ...)
+    non_finite = record_non_finite(
+        state.non_finite, state.iteration + 1, metrics["loss/total"], params, network_state
+    )
+    metrics = {**metrics, **rollout_metrics}
+    if LogLevel.WEIGHTS in level:
+        metrics["train/param_norm"] = _global_norm(params)
+    return network_state, non_finite, {k: v for k, v in metrics.items() if _enabled(k, level)}
+
+
 def make_training_iteration(
     env: Any,
     graphdef: nnx.GraphDef,
@@ -300,27 +371,11 @@ def make_training_iteration(
         return (params, opt_state), metrics
 
     def epoch(carry, key, data, network_state):
-        # Minibatches are sets of whole environment sequences: shuffle the env axis
-        # (axis 1 of [T, B, ...] data, axis 0 of the [B, ...] initial carry).
         transitions, initial_carry, advantages, targets = data
-        perm = jax.random.permutation(key, n_envs)
-
-        def split_time_major(x):  # [T, B, ...] -> [M, T, B/M, ...]
-            x = jnp.take(x, perm, axis=1)
-            x = x.reshape(x.shape[0], n_minibatches, -1, *x.shape[2:])
-            return jnp.swapaxes(x, 0, 1)
-
-        def split_batch_major(x):  # [B, ...] -> [M, B/M, ...]
-            return jnp.take(x, perm, axis=0).reshape(n_minibatches, -1, *x.shape[1:])
-
-        # On a mesh, the shuffle gathers the rollout across devices; each device then
-        # keeps its slice of every minibatch ([M, T, B/M, ...]: axis 2 is sharded).
-        minibatches = (
-            constrain_batch(jax.tree.map(split_time_major, transitions), mesh, axis=2),
-            constrain_batch(jax.tree.map(split_batch_major, initial_carry), mesh, axis=1),
-            constrain_batch(jax.tree.map(split_time_major, advantages), mesh, axis=2),
-            constrain_batch(jax.tree.map(split_time_major, targets), mesh, axis=2),
+        (transitions, advantages, targets), initial_carry = split_minibatches(
+            key, n_envs, n_minibatches, (transitions, advantages, targets), initial_carry, mesh
         )
+        minibatches = (transitions, initial_carry, advantages, targets)
         return jax.lax.scan(
             lambda c, mb: minibatch_update(c, mb, network_state), carry, minibatches
         )
@@ -373,20 +428,10 @@ def make_training_iteration(
             for k, v in metrics.items()
         }
 
-        # 4. Running statistics (e.g. the observation normalizer), once, afterwards.
-        model = nnx.merge(graphdef, params, network_state)
-        model.update_statistics(transitions.rollout_extras)
-        _, _, network_state = nnx.split(model, nnx.Param, ...)
-
-        # 5. NaN/inf check, recorded in the state (the host reads it when it syncs).
-        non_finite = record_non_finite(
-            state.non_finite, state.iteration + 1, metrics["loss/total"], params, network_state
+        # 4-5. Statistics, NaN/inf check, metrics of the enabled groups.
+        network_state, non_finite, metrics = after_gradients(
+            graphdef, params, network_state, transitions, state, metrics, rollout.metrics, level
         )
-
-        metrics.update(rollout.metrics)
-        if LogLevel.WEIGHTS in level:
-            metrics["train/param_norm"] = _global_norm(params)
-        metrics = {k: v for k, v in metrics.items() if _enabled(k, level)}
 
         new_state = TrainState(
             params=params,
@@ -424,41 +469,45 @@ def _aggregate(metrics: Metrics) -> Metrics:
 
 
 def make_train_call(
-    training_iteration: Callable[[TrainState], tuple[TrainState, Metrics]],
+    training_iteration: Callable[..., tuple[Any, Metrics]],
     iterations_per_call: int = 1,
     *,
-    shardings: TrainState | None = None,
-) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
+    shardings: Any = None,
+    n_args: int = 0,
+) -> Callable[..., tuple[Any, Metrics]]:
     """Jit ``iterations_per_call`` iterations into one device call, donating the state.
 
     Args:
-        training_iteration: From `make_training_iteration`.
+        training_iteration: From `make_training_iteration`:
+            ``training_iteration(state, *args) -> (state, metrics)``.
         iterations_per_call: Iterations per call (a ``lax.scan`` if > 1).
         shardings: The state's shardings on a mesh
             (`state_shardings`): the call takes and
-            returns the state laid out so, and returns replicated metrics. ``None``:
-            wherever the state is.
+            returns the state laid out so, takes ``args`` replicated, and returns
+            replicated metrics. ``None``: wherever the state is.
+        n_args: The number of arguments after the state (not donated, e.g. the
+            teacher's variables in distillation: inputs, not baked-in constants).
 
     Returns:
-        ``train_call(state) -> (state, metrics)``; the metrics are averaged over the
-        call's iterations (``rollout/episodes`` is summed and the per-episode means are
-        weighted by it). The input state's buffers are donated: do not reuse it.
+        ``train_call(state, *args) -> (state, metrics)``; the metrics are averaged over
+        the call's iterations (``rollout/episodes`` is summed and the per-episode means
+        are weighted by it). The input state's buffers are donated: do not reuse it.
     """
 
-    def train_call(state: TrainState) -> tuple[TrainState, Metrics]:
+    def train_call(state: Any, *args: Any) -> tuple[Any, Metrics]:
         if iterations_per_call == 1:
-            return training_iteration(state)
+            return training_iteration(state, *args)
         state, metrics = jax.lax.scan(
-            lambda s, _: training_iteration(s), state, None, length=iterations_per_call
+            lambda s, _: training_iteration(s, *args), state, None, length=iterations_per_call
         )
         return state, _aggregate(metrics)
 
     if shardings is None:
         return jax.jit(train_call, donate_argnums=0)
-    mesh = jax.tree.leaves(shardings)[0].mesh
+    replicated = replicated_sharding(jax.tree.leaves(shardings)[0].mesh)
     return jax.jit(
         train_call,
         donate_argnums=0,
-        in_shardings=(shardings,),
-        out_shardings=(shardings, replicated_sharding(mesh)),
+        in_shardings=(shardings, *[replicated] * n_args),
+        out_shardings=(shardings, replicated),
     )
