@@ -75,6 +75,18 @@ def test_plan_alternates_and_rotates():
     assert {s.total_steps for s in plan} == {10_240}
 
 
+def test_the_minibatch_variant_is_ours_with_minibatch_advantages():
+    from nnx_ppo_benchmarks.children.ours import make_train_config
+
+    modes = {
+        impl: make_train_config(
+            RunSpec(implementation=impl, network="mlp_small")
+        ).ppo.advantage_estimation
+        for impl in ("ours", "ours-minibatch-gae")
+    }
+    assert modes == {"ours": "rollout", "ours-minibatch-gae": "minibatch"}
+
+
 def test_run_spec_round_trips_through_json():
     spec = RunSpec(
         implementation="ours",
@@ -143,6 +155,7 @@ def test_summary_pairs_ratios_by_seed():
         _run("ours", 1, 400.0, 900.0),
         _run("brax", 1, 400.0, 900.0),
         _run("env-only", 1, 800.0, 500.0),
+        _run("ours-minibatch-gae", 0, 200.0, 900.0),
         {"status": "failed", "implementation": "brax", "network": "mlp_small", "seed": 2},
     ]
     summary = summarize({"runs": runs})
@@ -154,6 +167,9 @@ def test_summary_pairs_ratios_by_seed():
     # Against the limit: 300 / 600 = 0.5 and 400 / 800 = 0.5.
     assert summary["mlp_small"]["ratios"]["ours/env-only"]["steady_sps"]["median"] == 0.5
     assert summary["mlp_small"]["brax"]["failed"] == 1
+    # Each of our implementations is compared with each other one (seed 0 only here).
+    variant = summary["mlp_small"]["ratios"]["ours-minibatch-gae/brax"]["steady_sps"]
+    assert (variant["median"], variant["n"]) == (2.0, 1)
     assert summary["env-only"]["env-only"]["steady_sps"]["median"] == 700.0
     meta = {
         "env_name": "CartpoleBalance",

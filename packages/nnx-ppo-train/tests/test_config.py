@@ -49,6 +49,7 @@ def test_indivisible_minibatches_name_both_numbers_and_a_fix():
         ("max_grad_norm", -1.0, ValueError),
         ("weight_decay", -1e-4, ValueError),
         ("advantage_mode", "sum", ValueError),
+        ("advantage_estimation", "per_step", ValueError),
         ("reset_mode", "always", ValueError),
         ("normalize_advantages", 1, TypeError),
         ("log_level", 3, TypeError),
@@ -59,6 +60,14 @@ def test_invalid_fields_raise_with_the_field_and_value(field, value, error):
     with pytest.raises(error) as info:
         PPOConfig(**{field: value})
     assert field in str(info.value)
+
+
+def test_minibatch_advantages_exclude_value_clipping():
+    with pytest.raises(ValueError) as info:
+        PPOConfig(advantage_estimation="minibatch", value_clip_range=0.2)
+    message = str(info.value)
+    assert "value_clip_range=0.2" in message and "advantage_estimation='rollout'" in message
+    assert PPOConfig(advantage_estimation="minibatch").value_clip_range is None
 
 
 def test_schedule_learning_rate_is_accepted():

@@ -7,11 +7,13 @@ child's raw result with its ``derived`` numbers) and ``summary``:
 
     summary[network][implementation][metric] = {"min", "median", "max", "mean", "n"}
     summary[network]["ratios"]["ours/brax"][metric]  = spread of repeat-wise ratios
+                                                        (also ours-minibatch-gae/...)
     summary[network]["ratios"]["<impl>/env-only"]["steady_sps"] = the same vs the limit
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,9 +25,12 @@ from nnx_ppo_benchmarks.settings import IMPLEMENTATIONS, NETWORKS, describe_env
 __all__ = ["SCHEMA_VERSION", "summarize", "write_chart", "write_markdown", "write_results"]
 
 SCHEMA_VERSION = 1
+OURS = ("ours", "ours-minibatch-gae")
+"""Our implementations (ratios are ours/theirs)."""
 RATIO_METRICS = ("steady_sps", "compile_s", "e2e_s", "peak_rss_mb", "final_eval_reward")
 _LABELS = {
     "ours": "ours (train_ppo)",
+    "ours-minibatch-gae": "ours, minibatch advantages",
     "brax": "brax PPO 0.14.2",
     "nnx-ppo-0.3.0": "nnx-ppo 0.3.0",
     "env-only": "env only (limit)",
@@ -75,17 +80,17 @@ def summarize(results: Mapping[str, Any]) -> dict[str, Any]:
             )
             section[impl] = entries
         ratios: dict[str, Any] = {}
-        for other in ("brax", "nnx-ppo-0.3.0"):
-            if "ours" in impls and other in impls:
+        for mine, other in itertools.product(OURS, ("brax", "nnx-ppo-0.3.0")):
+            if mine in impls and other in impls:
                 ratio = {}
                 for metric in RATIO_METRICS:
-                    ours = _by_repeat(runs, network, "ours", metric)
+                    ours = _by_repeat(runs, network, mine, metric)
                     theirs = _by_repeat(runs, network, other, metric)
                     seeds = sorted(set(ours) & set(theirs))
                     ratio[metric] = ratio_summary(
                         [ours[s] for s in seeds], [theirs[s] for s in seeds]
                     )
-                ratios[f"ours/{other}"] = ratio
+                ratios[f"{mine}/{other}"] = ratio
         if env_sps:
             for impl in impls:
                 sps = _by_repeat(runs, network, impl, "steady_sps")

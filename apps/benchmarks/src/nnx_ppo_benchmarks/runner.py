@@ -39,6 +39,7 @@ __all__ = ["BenchOptions", "plan_runs", "run_benchmark", "run_child"]
 
 CHILD_MODULES = {
     "ours": "ours",
+    "ours-minibatch-gae": "ours",
     "brax": "brax_ppo",
     "nnx-ppo-0.3.0": "nnx_ppo_030",
     "env-only": "env_only",
@@ -69,7 +70,13 @@ class BenchOptions:
         output_dir: Where results, per-run JSON and logs go.
     """
 
-    implementations: tuple[str, ...] = ("ours", "brax", "nnx-ppo-0.3.0", "env-only")
+    implementations: tuple[str, ...] = (
+        "ours",
+        "ours-minibatch-gae",
+        "brax",
+        "nnx-ppo-0.3.0",
+        "env-only",
+    )
     networks: tuple[str, ...] = ("mlp_small", "mlp_default")
     repeats: int = 3
     total_steps: int = 1_024_000

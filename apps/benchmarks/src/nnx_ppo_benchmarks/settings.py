@@ -29,6 +29,10 @@ __all__ = [
 
 IMPLEMENTATIONS: dict[str, str] = {
     "ours": "nnx-ppo (this workspace): train_ppo",
+    "ours-minibatch-gae": (
+        "nnx-ppo (this workspace): train_ppo with advantage_estimation='minibatch' "
+        "(advantages recomputed in every minibatch, as brax PPO does)"
+    ),
     "brax": "brax 0.14.2: brax.training.agents.ppo.train",
     "nnx-ppo-0.3.0": "nnx-ppo 0.3.0 from PyPI: train_ppo",
     "env-only": "environment only: random actions, jitted lax.scan with auto-reset",
@@ -56,7 +60,7 @@ class NetworkFamily:
     policy_hidden: tuple[int, ...] = ()
     value_hidden: tuple[int, ...] = ()
     lstm_size: int = 0
-    implementations: tuple[str, ...] = ("ours", "brax", "nnx-ppo-0.3.0")
+    implementations: tuple[str, ...] = ("ours", "ours-minibatch-gae", "brax", "nnx-ppo-0.3.0")
 
 
 NETWORKS: dict[str, NetworkFamily] = {
@@ -83,13 +87,13 @@ NETWORKS: dict[str, NetworkFamily] = {
             policy_hidden=(32,),
             value_hidden=(64,),
             lstm_size=64,
-            implementations=("ours", "nnx-ppo-0.3.0"),
+            implementations=("ours", "ours-minibatch-gae", "nnx-ppo-0.3.0"),
         ),
         NetworkFamily(
             "graph",
             "PopulationGraph: 8 populations of 16 in a ring, delays 1-2",
             "graph",
-            implementations=("ours", "nnx-ppo-0.3.0"),
+            implementations=("ours", "ours-minibatch-gae", "nnx-ppo-0.3.0"),
         ),
     )
 }
@@ -175,9 +179,9 @@ class RunSpec:
         n_chunks: Progress reports during training.
         ppo: Shared hyperparameters.
         eval: Final evaluation.
-        iterations_per_call: ``ours`` only: ``PPOConfig.iterations_per_call``
+        iterations_per_call: ``ours*`` only: ``PPOConfig.iterations_per_call``
             (``None``: the trainer's default).
-        profile_dir: If set, ``ours`` writes a ``jax.profiler`` trace there.
+        profile_dir: If set, ``ours*`` write a ``jax.profiler`` trace there.
     """
 
     implementation: str

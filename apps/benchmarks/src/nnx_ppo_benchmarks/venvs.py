@@ -45,6 +45,7 @@ NNX_PPO_RELEASE = "0.3.0"
 
 ENV_OF_IMPLEMENTATION = {
     "ours": "ours",
+    "ours-minibatch-gae": "ours",
     "brax": "brax",
     "env-only": "brax",
     "nnx-ppo-0.3.0": "nnx-ppo-0.3.0",

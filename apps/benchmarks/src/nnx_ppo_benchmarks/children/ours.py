@@ -102,6 +102,9 @@ def make_train_config(spec: RunSpec) -> Any:
         clip_range=ppo.clip_range,
         critic_loss_weight=ppo.critic_loss_weight,
         bootstrap_on_truncation=False,
+        advantage_estimation="minibatch"
+        if spec.implementation == "ours-minibatch-gae"
+        else "rollout",
         **extra,
     )
     per_call = config.iterations_per_call

@@ -153,6 +153,14 @@ class PPOConfig:
             log-likelihood; ``"per_key"`` pairs each key's advantage with the same key's
             log-likelihood (the action tree must then have the reward tree's keys).
             Array rewards behave the same in both modes.
+        advantage_estimation: When advantages and value targets are computed.
+            ``"rollout"``: once per iteration, from the values the critic gave in the
+            rollout (standard PPO). ``"minibatch"`` (brax's PPO): in every minibatch,
+            from the values its replay computes with the current parameters (no
+            gradient through them), so later epochs see targets of the improved critic;
+            the rollout then does not evaluate the critic, which saves its forward pass
+            (about 8% of an iteration with a 256x5 critic). Needs
+            ``value_clip_range=None`` (clipping is relative to the rollout's values).
         bootstrap_on_truncation: At a truncated step, bootstrap from the value of the
             true final observation (computed in the rollout, before the reset). If
             False, follow brax: the TD error at a truncated step is zeroed, so that
@@ -183,6 +191,7 @@ class PPOConfig:
     max_grad_norm: float | None = None
     weight_decay: float = 0.0
     advantage_mode: Literal["combined", "per_key"] = "combined"
+    advantage_estimation: Literal["rollout", "minibatch"] = "rollout"
     bootstrap_on_truncation: bool = True
     reset_mode: Literal["cached", "refresh", "fresh"] = "cached"
     iterations_per_call: int = 1
@@ -217,6 +226,13 @@ class PPOConfig:
         _check_float("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True, optional=True)
         _check_float("weight_decay", self.weight_decay, low=0.0)
         _check_choice("advantage_mode", self.advantage_mode, ("combined", "per_key"))
+        _check_choice("advantage_estimation", self.advantage_estimation, ("rollout", "minibatch"))
+        if self.advantage_estimation == "minibatch" and self.value_clip_range is not None:
+            raise ValueError(
+                f"value_clip_range={self.value_clip_range} needs the rollout's values, which "
+                "advantage_estimation='minibatch' does not compute: set "
+                "value_clip_range=None or advantage_estimation='rollout'."
+            )
         _check_bool("bootstrap_on_truncation", self.bootstrap_on_truncation)
         _check_choice("reset_mode", self.reset_mode, ("cached", "refresh", "fresh"))
         if not isinstance(self.log_level, LogLevel):

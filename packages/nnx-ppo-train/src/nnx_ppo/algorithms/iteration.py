@@ -4,10 +4,10 @@ The iteration reads like purejaxrl: nested ``lax.scan``s, one named function per
 
     training_iteration                 # one iteration
     ├── _unroll (env_step)             # rollout scan over T steps
-    ├── gae                            # advantages, reverse scan
+    ├── gae                            # advantages, reverse scan (or in minibatch_loss)
     ├── epoch                          # scan over n_epochs
     │   └── minibatch_update           # scan over n_minibatches
-    │       └── minibatch_loss         # replay scan over T + ppo_loss
+    │       └── minibatch_loss         # replay + ppo_loss (+ gae if "minibatch")
     ├── update_statistics              # e.g. observation normalizer, once
     └── record_non_finite              # NaN/inf check (nnx_ppo.algorithms.faults)
 
@@ -52,6 +52,7 @@ from nnx_ppo.algorithms.rollout import (
     initial_episode_stats,
     replay,
     reset_envs,
+    value_estimates,
 )
 from nnx_ppo.algorithms.types import TrainState, Transition
 
@@ -331,9 +332,22 @@ def make_training_iteration(
     level = config.log_level
     n_envs, n_minibatches = config.n_envs, config.n_minibatches
     want_network_metrics = LogLevel.NETWORK_METRICS in level
+    per_minibatch = config.advantage_estimation == "minibatch"
+
+    def advantages_of(transitions, values, bootstrap_value):
+        return gae(
+            transitions.reward,
+            values,
+            bootstrap_value,
+            transitions.termination,
+            transitions.truncation,
+            discounting_factor=config.discounting_factor,
+            gae_lambda=config.gae_lambda,
+            final_values=transitions.final_value,
+        )
 
     def minibatch_loss(params, network_state, minibatch):
-        transitions, initial_carry, advantages, targets = minibatch
+        transitions, (initial_carry, last_obs), advantages, targets = minibatch
         out = replay(
             graphdef,
             params,
@@ -342,12 +356,20 @@ def make_training_iteration(
             transitions,
             collect_metrics=want_network_metrics,
         )
+        old_values = transitions.value
+        if per_minibatch:
+            # brax-style: advantages and targets from this replay's values, with the
+            # observation after the rollout's last step valued from the replayed carry.
+            bootstrap = value_estimates(graphdef, params, network_state, out.final_carry, last_obs)
+            values, bootstrap = jax.lax.stop_gradient((out.value, bootstrap))
+            advantages, targets = advantages_of(transitions, values, bootstrap)
+            old_values = values  # unused: value clipping is off in this mode
         loss, metrics = ppo_loss(
             out.log_likelihood,
             out.value,
             out.regularization,
             transitions.log_likelihood,
-            transitions.value,
+            old_values,
             advantages,
             targets,
             clip_range=config.clip_range,
@@ -400,24 +422,24 @@ def make_training_iteration(
             length=config.rollout_length,
             bootstrap_on_truncation=config.bootstrap_on_truncation,
             env_metrics=LogLevel.ENV_METRICS in level,
+            store_values=not per_minibatch,
         )
         transitions: Transition = constrain_batch(rollout.transitions, mesh, axis=1)
 
-        # 2. Advantages and value targets, once per iteration.
-        advantages, targets = gae(
-            transitions.reward,
-            transitions.value,
-            rollout.bootstrap_value,
-            transitions.termination,
-            transitions.truncation,
-            discounting_factor=config.discounting_factor,
-            gae_lambda=config.gae_lambda,
-            final_values=transitions.final_value,
-        )
+        # 2. Advantages and value targets, once per iteration (or per minibatch, in
+        #    minibatch_loss, with the observation after the last step for bootstrapping).
+        if per_minibatch:
+            advantages = targets = None
+            last_obs = env_state.obs
+        else:
+            advantages, targets = advantages_of(
+                transitions, transitions.value, rollout.bootstrap_value
+            )
+            last_obs = None
 
         # 3. Gradient phase: n_epochs passes of n_minibatches replayed minibatches.
         #    The non-param network state stays as in the rollout throughout.
-        data = (transitions, rollout.initial_carry, advantages, targets)
+        data = (transitions, (rollout.initial_carry, last_obs), advantages, targets)
         (params, opt_state), metrics = jax.lax.scan(
             lambda c, k: epoch(c, k, data, network_state),
             (state.params, state.opt_state),

@@ -64,6 +64,7 @@ __all__ = [
     "reset_envs",
     "truncation_of",
     "unroll_env",
+    "value_estimates",
 ]
 
 
@@ -121,6 +122,24 @@ def network_step(
     out = model(carry, obs, rollout_extras)
     _, _, network_state = nnx.split(model, nnx.Param, ...)
     return network_state, out
+
+
+def value_estimates(
+    graphdef: nnx.GraphDef, params: nnx.State, network_state: nnx.State, carry: Any, obs: Any
+) -> Any:
+    """The network's ``value_estimates`` for ``obs`` from ``carry`` (acting mode).
+
+    The call is traced as its own (inlined) jitted function with every operand passed
+    explicitly, so that it can run inside other transformations (``grad``, ``cond``):
+    NNX creates the network's variables at that trace level, where sampling may advance
+    the random streams. The network state after the call is discarded.
+    """
+
+    def compute(p: nnx.State, ns: nnx.State, c: Any, o: Any) -> Any:
+        _, out = network_step(graphdef, p, ns, c, o)
+        return _ppo_output(out).value_estimates
+
+    return jax.jit(compute)(params, network_state, carry, obs)
 
 
 def _reset_carry(
@@ -202,12 +221,17 @@ def _unroll(
     length: int,
     bootstrap_on_truncation: bool,
     env_metrics: bool = False,
+    store_values: bool = True,
 ) -> tuple[nnx.State, Any, Any, EpisodeStats, jax.Array, Rollout]:
     """The rollout on split network state (the jitted trainer's building block).
 
     ``reset_state`` is the batched state finished environments restart from, or
-    ``None`` to draw fresh reset states from ``key``. Returns ``(network_state,
-    env_state, carry, episodes, key, rollout)``.
+    ``None`` to draw fresh reset states from ``key``. With ``store_values=False`` the
+    transitions' ``value`` and the rollout's ``bootstrap_value`` are ``None``: nothing
+    uses the critic's output inside the scan, so XLA leaves its computation out (the
+    values of truncated episodes' final observations are still computed if
+    ``bootstrap_on_truncation``). Returns ``(network_state, env_state, carry, episodes,
+    key, rollout)``.
     """
     batched_reset = jax.vmap(env.reset)
     n_envs = jnp.shape(env_state.done)[0]
@@ -216,12 +240,9 @@ def _unroll(
         """Values of the pre-reset observations (only computed if some env truncated)."""
 
         def compute(p, ns, c, o):
-            # Operands are passed explicitly (not closed over) so that NNX variables
-            # are created at this trace level. The network state after this extra
-            # call is discarded, so the rollout's random streams do not depend on
-            # when truncations happen.
-            _, out = network_step(graphdef, p, ns, c, o)
-            return _ppo_output(out).value_estimates
+            # The network state after this extra call is discarded, so the rollout's
+            # random streams do not depend on when truncations happen.
+            return value_estimates(graphdef, p, ns, c, o)
 
         operands = (params, net_state, next_carry, final_obs)
         shapes = jax.eval_shape(compute, *operands)
@@ -280,7 +301,7 @@ def _unroll(
             obs=obs,
             rollout_extras=_store_extras(out.rollout_extras, obs, aliases),
             log_likelihood=ppo.loglikelihoods,
-            value=ppo.value_estimates,
+            value=ppo.value_estimates if store_values else None,
             reward=next_env.reward,
             done=done,
             truncation=trunc,
@@ -297,8 +318,10 @@ def _unroll(
     )
     network_state, env_state, carry, episodes, key = loop
 
-    _, last = network_step(graphdef, params, network_state, carry, env_state.obs)
-    bootstrap_value = _ppo_output(last).value_estimates
+    bootstrap_value = None
+    if store_values:
+        _, last = network_step(graphdef, params, network_state, carry, env_state.obs)
+        bootstrap_value = jax.lax.stop_gradient(_ppo_output(last).value_estimates)
 
     n_done = jnp.sum(summary["episodes"])
 
@@ -315,7 +338,7 @@ def _unroll(
     rollout = Rollout(
         transitions=transitions,
         initial_carry=initial_carry,
-        bootstrap_value=jax.lax.stop_gradient(bootstrap_value),
+        bootstrap_value=bootstrap_value,
         metrics=metrics,
     )
     return network_state, env_state, carry, episodes, key, rollout
@@ -425,12 +448,15 @@ class ReplayOutput:
         value: Pytree (reward tree) of ``[T, b]``.
         regularization: ``[T, b]`` per-sample regularization loss (broadcast).
         metrics: The network's metrics dicts, stacked over time.
+        final_carry: The carry after the last step (reset where the last step ended
+            an episode), leaves ``[b, ...]``: where the rollout's next step would start.
     """
 
     log_likelihood: Any
     value: Any
     regularization: jax.Array
     metrics: Any
+    final_carry: Any = None
 
 
 def replay(
@@ -480,13 +506,17 @@ def replay(
         metrics = out.metrics if collect_metrics else {}
         return next_carry, (ppo.loglikelihoods, ppo.value_estimates, regularization, metrics)
 
-    _, (log_likelihood, value, regularization, metrics) = jax.lax.scan(
+    final_carry, (log_likelihood, value, regularization, metrics) = jax.lax.scan(
         replay_step,
         initial_carry,
         (transitions.obs, transitions.rollout_extras, transitions.done),
     )
     return ReplayOutput(
-        log_likelihood=log_likelihood, value=value, regularization=regularization, metrics=metrics
+        log_likelihood=log_likelihood,
+        value=value,
+        regularization=regularization,
+        metrics=metrics,
+        final_carry=final_carry,
     )
 
 
@@ -530,4 +560,5 @@ def _replay_batched(
         value=jax.tree.map(unflat, ppo.value_estimates),
         regularization=unflat(regularization),
         metrics=metrics,
+        final_carry=initial_carry,
     )
