@@ -10,6 +10,7 @@ noise keys (variational bottleneck) and a sampler that draws from its own RNG st
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import jax
@@ -160,3 +161,158 @@ def test_replayed_log_likelihood_is_differentiable_and_ratio_is_one() -> None:
     leaves = jax.tree.leaves(grads)
     assert all(np.all(np.isfinite(g)) for g in leaves)
     assert any(np.any(g != 0) for g in leaves)
+
+
+# --------------------------------------------------------------------------- sequence replay
+
+
+def _stepwise(model: Any, carry0: Any, obs: jax.Array, done: jax.Array, extras: Any) -> Any:
+    """The reference: one call per step, resetting the carry where done."""
+
+    def step(carry: Any, inputs: Any) -> Any:
+        obs_t, done_t, extras_t = inputs
+        out = model(carry, obs_t, extras_t)
+        reg = jnp.broadcast_to(jnp.asarray(out.regularization_loss), done_t.shape)
+        record = (out.output.loglikelihoods, out.output.value_estimates, reg, out.metrics)
+        return reset_where(model, done_t, out.next_state), record
+
+    return jax.lax.scan(step, carry0, (obs, done, extras))
+
+
+def _sequence_and_stepwise(net: Any, params: Any, carry0: Any, obs, done, extras) -> Any:
+    """Both replays of ``net`` with ``params``, their outputs and parameter gradients."""
+    graphdef, _ = nnx.split(net)
+    trainable, rest = nnx.split_state(params, nnx.Param, ...)
+
+    def replays(trainable: Any) -> Any:
+        model = nnx.merge(graphdef, nnx.merge_state(trainable, rest))
+        final, out = model.replay_sequence(carry0, obs, extras, done)
+        reg = jnp.broadcast_to(jnp.asarray(out.regularization_loss), done.shape)
+        seq = (final, out.output.loglikelihoods, out.output.value_estimates, reg, out.metrics)
+        return seq, _stepwise(model, carry0, obs, done, extras)
+
+    def losses(trainable: Any) -> Any:
+        (_, ll, v, reg, _), (_, (ll2, v2, reg2, _)) = replays(trainable)
+        weights = jnp.linspace(0.5, 1.5, ll.size).reshape(ll.shape)  # all steps matter
+        return (
+            jnp.sum(weights * (ll + v * v + reg)),
+            jnp.sum(weights * (ll2 + v2 * v2 + reg2)),
+        )
+
+    (seq, (final, ref)), grads = (
+        jax.jit(replays)(trainable),
+        jax.jit(
+            lambda t: (
+                jax.grad(lambda p: losses(p)[0])(t),
+                jax.grad(lambda p: losses(p)[1])(t),
+            )
+        )(trainable),
+    )
+    return seq, (final, ref), grads
+
+
+@pytest.mark.parametrize("categorical", [False, True], ids=["normal_tanh", "categorical"])
+def test_replay_sequence_equals_the_step_by_step_replay(categorical: bool) -> None:
+    # Every kind of state at once (see the module docstring): replaying the whole
+    # sequence layer by layer (stateless layers batched over T * B, only modules with a
+    # carry scanned, LSTMs projecting their inputs for all steps at once) gives the
+    # step-by-step replay's log-likelihoods, values, regularization, final carry,
+    # metrics and parameter gradients.
+    net = _network(categorical)
+    graphdef, params = nnx.split(net)
+    carry0 = net.initialize_state(B)
+    obs, done = _data(seed=4)
+    _, extras, _, _ = jax.jit(_rollout, static_argnums=0)(graphdef, params, carry0, obs, done)
+    seq, (final, ref), (grads, ref_grads) = _sequence_and_stepwise(
+        net, params, carry0, obs, done, extras
+    )
+    seq_final, ll, v, reg, metrics = seq
+    ref_ll, ref_v, ref_reg, ref_metrics = ref
+    assert ll.shape == v.shape == reg.shape == (T, B)
+    for got, want in ((ll, ref_ll), (v, ref_v), (reg, ref_reg), (seq_final, final)):
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), got, want)
+    # Per-call metrics of batched layers are repeated over time: equal means.
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(np.mean(a), np.mean(b), rtol=1e-5, atol=1e-6),
+        metrics,
+        ref_metrics,
+    )
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), grads, ref_grads
+    )
+    assert any(np.any(np.asarray(g) != 0) for g in jax.tree.leaves(grads))
+
+
+def test_replay_sequence_scans_only_the_modules_with_a_carry() -> None:
+    from nnx_ppo.networks.containers import Concat, Parallel, Splitter
+    from nnx_ppo.networks.recurrent import GRU
+
+    rngs = nnx.Rngs(0)
+    net = Sequential(
+        [
+            Normalizer(OBS),
+            Splitter(a=1, b=2),
+            Concat(a=LSTM(1, H, rngs=rngs), b=MLP(2, (8,), H, rngs=rngs)),
+            PPOAdapter(
+                action=Sequential([MLP(2 * H, (8,), 2 * A, rngs=rngs), NormalTanhSampler(rngs)]),
+                value=Sequential(
+                    [Parallel(g=GRU(2 * H, H, rngs=rngs)), Concat(g=MLP(H, (8,), 1, rngs=rngs))]
+                ),
+            ),
+        ]
+    )
+    net.layers[0].update_statistics(2.0 + 3.0 * jax.random.normal(jax.random.key(1), (4, B, OBS)))
+    graphdef, params = nnx.split(net)
+    carry0 = net.initialize_state(B)
+    obs, done = _data(seed=5)
+    model = nnx.merge(graphdef, params)
+    _, extras, _, _ = jax.jit(_rollout, static_argnums=0)(graphdef, params, carry0, obs, done)
+    seq, (final, ref), (grads, ref_grads) = _sequence_and_stepwise(
+        net, params, carry0, obs, done, extras
+    )
+    for got, want in ((seq[1], ref[0]), (seq[2], ref[1]), (seq[0], final)):
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), got, want)
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), grads, ref_grads
+    )
+    # Two scans (the LSTM and the GRU cell) with one product each (the recurrent one);
+    # the MLPs' 6 products and the cells' input projections run outside them.
+    jaxpr = jax.make_jaxpr(lambda c: model.replay_sequence(c, obs, extras, done))(carry0)
+    counts = _count_primitives(jaxpr.jaxpr)
+    assert counts[("scan", False)] == 2
+    assert counts[("dot_general", True)] == 2
+    assert counts[("dot_general", False)] == 6 + 2
+
+
+def _count_primitives(jaxpr: Any, in_scan: bool = False) -> Counter:
+    """``{(primitive name, inside a scan): count}`` over ``jaxpr`` and its sub-jaxprs."""
+    counts: Counter = Counter()
+    for eqn in jaxpr.eqns:
+        counts[(eqn.primitive.name, in_scan)] += 1
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else [param]:
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    counts += _count_primitives(inner, in_scan or eqn.primitive.name == "scan")
+    return counts
+
+
+def test_a_container_that_changes_its_call_is_replayed_step_by_step() -> None:
+    # A subclass that changes how the children are called keeps its own semantics: the
+    # sequence replay falls back to scanning the container's __call__.
+    class Doubled(Sequential):
+        def __call__(self, state, x, rollout_extras=None):
+            return super().__call__(state, 2.0 * x, rollout_extras)
+
+    rngs = nnx.Rngs(0)
+    net = Doubled([LSTM(OBS, H, rngs=rngs)])
+    obs, done = _data(seed=6)
+    carry0 = net.initialize_state(B)
+    final, out = net.replay_sequence(carry0, obs, [()], done)
+    carry, outputs = carry0, []
+    for t in range(T):
+        step = net(carry, obs[t], [()])
+        outputs.append(step.output)
+        carry = reset_where(net, done[t], step.next_state)
+    np.testing.assert_allclose(out.output, jnp.stack(outputs), rtol=1e-5, atol=1e-6)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), final, carry)

@@ -87,13 +87,13 @@ NETWORKS: dict[str, NetworkFamily] = {
             policy_hidden=(32,),
             value_hidden=(64,),
             lstm_size=64,
-            implementations=("ours", "ours-minibatch-gae", "nnx-ppo-0.3.0"),
+            implementations=("ours", "nnx-ppo-0.3.0"),
         ),
         NetworkFamily(
             "graph",
             "PopulationGraph: 8 populations of 16 in a ring, delays 1-2",
             "graph",
-            implementations=("ours", "ours-minibatch-gae", "nnx-ppo-0.3.0"),
+            implementations=("ours", "nnx-ppo-0.3.0"),
         ),
     )
 }

@@ -59,17 +59,21 @@ def _split_sampler_tree(tree: Any) -> tuple[Any, Any]:
     return actions, loglikelihoods
 
 
-def _value_estimates(tree: Any) -> Any:
-    """Squeeze a trailing length-1 axis off every leaf; each result must be ``[B]``."""
+def _value_estimates(tree: Any, batch_axes: int = 1) -> Any:
+    """Squeeze a trailing length-1 axis off every leaf; each result must be ``[B]``
+    (``[T, B]`` with ``batch_axes=2``, in a sequence replay)."""
 
     def squeeze(path: Any, leaf: Any) -> Any:
-        if getattr(leaf, "ndim", 0) >= 2 and leaf.shape[-1] == 1:
+        if getattr(leaf, "ndim", 0) > batch_axes and leaf.shape[-1] == 1:
             leaf = leaf[..., 0]
-        if getattr(leaf, "ndim", None) != 1:
+        if getattr(leaf, "ndim", None) != batch_axes:
             where = jax.tree_util.keystr(path) or "<root>"
+            shape = getattr(leaf, "shape", type(leaf).__name__)
+            if batch_axes == 2:
+                shape = f"{shape} in a sequence replay (time axis first)"
             raise ValueError(
                 f"PPOAdapter: the value port's output at {where} has shape "
-                f"{getattr(leaf, 'shape', type(leaf).__name__)}; each value leaf must be "
+                f"{shape}; each value leaf must be "
                 "[B] or [B, 1] (give the critic's last layer 1 output per value)."
             )
         return leaf
@@ -214,6 +218,44 @@ class PPOAdapter(StatefulModule):
                 "action": action_out.rollout_extras,
                 "value": value_out.rollout_extras,
             },
+        )
+
+    def replay_sequence(
+        self, state: ModuleState, xs: Any, rollout_extras: Any, done: jax.Array
+    ) -> tuple[ModuleState, StatefulModuleOutput]:
+        """Replay both ports over the whole sequence (each with its own
+        `StatefulModule.replay_sequence`); the output is a
+        `PPONetworkOutput` with ``[T, B]`` log-likelihoods and value estimates."""
+        if type(self).__call__ is not PPOAdapter.__call__:  # a subclass changed the routing
+            return super().replay_sequence(state, xs, rollout_extras, done)
+        states = _route("state", state)
+        extras = _route("rollout_extras", rollout_extras)
+        action_final, action_out = self.action.replay_sequence(
+            states["action"], xs, extras["action"], done
+        )
+        value_final, value_out = self.value.replay_sequence(
+            states["value"], xs, extras["value"], done
+        )
+        actions, loglikelihoods = _split_sampler_tree(action_out.output)
+        final: Any = {"action": action_final, "value": value_final}
+        if isinstance(state, tuple) and not jax.tree.leaves(final):
+            final = ()
+        metrics = {
+            port: out.metrics
+            for port, out in (("action", action_out), ("value", value_out))
+            if out.metrics
+        }
+        return final, StatefulModuleOutput(
+            next_state=(),
+            output=PPONetworkOutput(
+                actions=actions,
+                loglikelihoods=loglikelihoods,
+                value_estimates=_value_estimates(value_out.output, batch_axes=2),
+            ),
+            regularization_loss=jnp.asarray(action_out.regularization_loss)
+            + jnp.asarray(value_out.regularization_loss),
+            metrics=metrics,
+            rollout_extras=(),
         )
 
     def update_statistics(self, rollout_extras: Any) -> None:

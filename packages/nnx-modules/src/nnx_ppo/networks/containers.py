@@ -261,6 +261,38 @@ class Sequential(StatefulModule):
             rollout_extras=new_extras,
         )
 
+    def replay_sequence(
+        self, state: ModuleState, xs: Any, rollout_extras: Any, done: jax.Array
+    ) -> tuple[ModuleState, StatefulModuleOutput]:
+        """Replay each layer over the whole sequence in turn (its own
+        `StatefulModule.replay_sequence`): stateless layers
+        run once on all ``T * B`` samples, only layers with a carry are scanned."""
+        if type(self).__call__ is not Sequential.__call__:  # a subclass changed the routing
+            return super().replay_sequence(state, xs, rollout_extras, done)
+        n = len(self.layers)
+        states = _route_list("Sequential", state, n, "state")
+        extras = _route_list("Sequential", rollout_extras, n, "rollout_extras")
+        finals: list[Any] = []
+        metrics: dict[Any, Any] = {}
+        reg = jnp.zeros(())
+        for i, layer in enumerate(self.layers):
+            final, out = layer.replay_sequence(states[i], xs, extras[i], done)
+            xs = out.output
+            finals.append(final)
+            reg = _add_losses(reg, out.regularization_loss)
+            if out.metrics:
+                metrics[i] = out.metrics
+        final_state: Any
+        if _is_empty(state) and _leafless(finals):
+            final_state = ()
+        elif isinstance(state, tuple):
+            final_state = tuple(finals)
+        else:
+            final_state = finals
+        return final_state, StatefulModuleOutput(
+            next_state=(), output=xs, regularization_loss=reg, metrics=metrics, rollout_extras=()
+        )
+
     def initialize_state(self, batch_size: int) -> list[Any]:
         """A list of each layer's initial carry for ``batch_size`` environments."""
         return [layer.initialize_state(batch_size) for layer in self.layers]
@@ -377,6 +409,41 @@ class _NamedContainer(StatefulModule):
             regularization_loss=reg,
             metrics=metrics,
             rollout_extras=new_extras,
+        )
+
+    def replay_sequence(
+        self, state: ModuleState, xs: Any, rollout_extras: Any, done: jax.Array
+    ) -> tuple[ModuleState, StatefulModuleOutput]:
+        """Replay each child over the whole sequence (its own
+        `StatefulModule.replay_sequence`) and combine the
+        outputs, as `__call__` does per step."""
+        if type(self).__call__ is not _NamedContainer.__call__:  # the routing was changed
+            return super().replay_sequence(state, xs, rollout_extras, done)
+        owner = type(self).__name__
+        names = self._names
+        states = _route_dict(owner, state, names, "state")
+        extras = _route_dict(owner, rollout_extras, names, "rollout_extras")
+        outputs: dict[str, Any] = {}
+        finals: dict[str, Any] = {}
+        metrics: dict[str, Any] = {}
+        reg = jnp.zeros(())
+        for name in names:
+            finals[name], out = self.components[name].replay_sequence(
+                states[name], self._child_input(name, xs), extras[name], done
+            )
+            outputs[name] = out.output
+            reg = _add_losses(reg, out.regularization_loss)
+            if out.metrics:
+                metrics[name] = out.metrics
+        final_state: Any = finals
+        if _is_empty(state) and _leafless(finals):
+            final_state = ()
+        return final_state, StatefulModuleOutput(
+            next_state=(),
+            output=self._combine(outputs),
+            regularization_loss=reg,
+            metrics=metrics,
+            rollout_extras=(),
         )
 
     def initialize_state(self, batch_size: int) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from nnx_ppo.networks.feedforward import _check_positive_int
-from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput
+from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput, replay_scanned
 
 __all__ = ["GRU", "LSTM"]
 
@@ -55,7 +55,8 @@ def _per_gate(init: Initializer, n_gates: int) -> Initializer:
 
 
 class _RecurrentCell(StatefulModule):
-    """Shared carry handling; subclasses implement `_step` and name their carry."""
+    """Shared carry handling; subclasses implement `_step` (on the input already
+    projected by ``input_proj``) and name their carry."""
 
     _carry_names: tuple[str, ...] = ()
     _n_gates: int = 0
@@ -150,6 +151,21 @@ class _RecurrentCell(StatefulModule):
             structure, shapes and dtypes of ``state``.
         """
         del rollout_extras
+        self._check(state, x)
+        return self._projected_call(state, self.input_proj(x))
+
+    def replay_sequence(
+        self, state: dict[str, jax.Array], xs: jax.Array, rollout_extras: Any, done: jax.Array
+    ) -> tuple[dict[str, jax.Array], StatefulModuleOutput]:
+        """Replay a stored sequence: the input projection ``x W`` of all ``T * B``
+        samples in one product, then a scan over time of the recurrent part only
+        (see `StatefulModule.replay_sequence`)."""
+        self._check(state, xs)
+        return replay_scanned(
+            self, state, self.input_proj(xs), rollout_extras, done, step=_projected_step
+        )
+
+    def _check(self, state: Any, x: jax.Array) -> None:
         owner = type(self).__name__
         if not isinstance(state, dict) or set(state) != set(self._carry_names):
             keys = sorted(state) if isinstance(state, dict) else type(state).__name__
@@ -162,7 +178,11 @@ class _RecurrentCell(StatefulModule):
                 f"{owner}: the input's last axis must have size in_features="
                 f"{self.in_features}, got an input of shape {tuple(x.shape)}."
             )
-        next_state = self._step(state, x)
+
+    def _projected_call(
+        self, state: dict[str, jax.Array], projected: jax.Array
+    ) -> StatefulModuleOutput:
+        next_state = self._step(state, projected)
         next_state = {k: v.astype(state[k].dtype) for k, v in next_state.items()}
         return StatefulModuleOutput(
             next_state=next_state,
@@ -172,8 +192,15 @@ class _RecurrentCell(StatefulModule):
             rollout_extras=(),
         )
 
-    def _step(self, state: dict[str, jax.Array], x: jax.Array) -> dict[str, jax.Array]:
+    def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
         raise NotImplementedError
+
+
+def _projected_step(
+    cell: _RecurrentCell, state: dict[str, jax.Array], projected: jax.Array, extras: Any
+) -> StatefulModuleOutput:
+    del extras
+    return cell._projected_call(state, projected)
 
 
 class LSTM(_RecurrentCell):
@@ -234,8 +261,8 @@ class LSTM(_RecurrentCell):
             input_bias=False,
         )
 
-    def _step(self, state: dict[str, jax.Array], x: jax.Array) -> dict[str, jax.Array]:
-        gates = self.input_proj(x) + self.recurrent_proj(state["h"])
+    def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
+        gates = projected + self.recurrent_proj(state["h"])
         i, f, g, o = jnp.split(gates, 4, axis=-1)
         c = jax.nn.sigmoid(f) * state["c"] + jax.nn.sigmoid(i) * jnp.tanh(g)
         h = jax.nn.sigmoid(o) * jnp.tanh(c)
@@ -301,9 +328,9 @@ class GRU(_RecurrentCell):
             input_bias=True,
         )
 
-    def _step(self, state: dict[str, jax.Array], x: jax.Array) -> dict[str, jax.Array]:
+    def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
         h = state["h"]
-        xr, xz, xn = jnp.split(self.input_proj(x), 3, axis=-1)
+        xr, xz, xn = jnp.split(projected, 3, axis=-1)
         hr, hz, hn = jnp.split(self.recurrent_proj(h), 3, axis=-1)
         r = jax.nn.sigmoid(xr + hr)
         z = jax.nn.sigmoid(xz + hz)

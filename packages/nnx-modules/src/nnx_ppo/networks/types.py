@@ -21,10 +21,16 @@ Conventions every module follows:
 - ``rollout_extras=None`` means rollout / inference; a non-``None`` value means loss
   replay, and has the structure the module emitted during the rollout.
 - ``regularization_loss`` is per sample, shape ``[B]`` (a scalar broadcasts).
+
+Loss replay may also run a module over a whole stored sequence at once with
+`StatefulModule.replay_sequence` (leaves ``[T, B, ...]``). Its default is defined in
+terms of ``__call__`` (one batched call for a module without carry, else a scan over
+time), so a module only overrides it to compute something for all steps at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -37,6 +43,8 @@ __all__ = [
     "StatefulModule",
     "StatefulModuleOutput",
     "StatelessModule",
+    "replay_batched",
+    "replay_scanned",
     "reset_where",
 ]
 
@@ -137,6 +145,45 @@ class StatefulModule(nnx.Module):
         """
         del rollout_extras
 
+    def replay_sequence(
+        self, state: ModuleState, xs: Any, rollout_extras: Any, done: jax.Array
+    ) -> tuple[ModuleState, StatefulModuleOutput]:
+        """Replay ``T`` stored steps in one call (loss replay).
+
+        The result is that of the step-by-step replay, with the carry reset after
+        every step that ended an episode::
+
+            for t in range(T):
+                out_t = module(state, xs[t], rollout_extras[t])
+                state = reset_where(module, done[t], out_t.next_state)
+
+        but a module may compute what does not depend on its carry for all steps at
+        once. The default: a module whose carry has no leaves is called once on the
+        ``[T * B]`` flattened batch (its steps are independent, since ``__call__`` does
+        not change what it computes); any other module is scanned over time. The
+        containers and `PPOAdapter` replay each child with
+        its own ``replay_sequence``, so in a recurrent network only the recurrent
+        cells are scanned; the recurrent cells project their inputs for all steps at
+        once.
+
+        Args:
+            state: The carry before the first step, leaves ``[B, ...]``.
+            xs: The inputs, leaves ``[T, B, ...]``.
+            rollout_extras: What this module emitted in the rollout, stacked over
+                time (leaves ``[T, B, ...]``).
+            done: ``[T, B]`` bool: reset the carry after step ``t`` where set.
+
+        Returns:
+            ``(final_state, out)``: the carry after the last step (reset where that step
+            ended an episode) and the outputs with leaves ``[T, B, ...]``:
+            ``out.output``, ``out.regularization_loss`` (``[T, B]``) and ``out.metrics``
+            (stacked over time; a batched call's metric is repeated ``T`` times).
+            ``out.next_state`` and ``out.rollout_extras`` are ``()``.
+        """
+        if not jax.tree.leaves(state):
+            return state, replay_batched(self, state, xs, rollout_extras, done)
+        return replay_scanned(self, state, xs, rollout_extras, done)
+
 
 class StatelessModule(StatefulModule):
     """Convenience base for modules without carry, extras, loss or metrics.
@@ -181,3 +228,63 @@ def reset_where(module: StatefulModule, done: jax.Array, state: ModuleState) -> 
         return jnp.where(mask, new, old)
 
     return jax.tree.map(select, fresh, state)
+
+
+def _sequence_output(output: Any, regularization: jax.Array, metrics: Any) -> StatefulModuleOutput:
+    return StatefulModuleOutput(
+        next_state=(),
+        output=output,
+        regularization_loss=regularization,
+        metrics=metrics,
+        rollout_extras=(),
+    )
+
+
+def replay_batched(
+    module: StatefulModule, state: ModuleState, xs: Any, rollout_extras: Any, done: jax.Array
+) -> StatefulModuleOutput:
+    """`StatefulModule.replay_sequence` of a module whose carry has no leaves: one call
+    on the ``[T * B]`` flattened inputs and extras. Returns the ``[T, B, ...]`` outputs."""
+    t, b = jnp.shape(done)[:2]
+
+    def flat(x: jax.Array) -> jax.Array:  # [T, B, ...] -> [T * B, ...]
+        return jnp.reshape(x, (t * b, *jnp.shape(x)[2:]))
+
+    def unflat(x: jax.Array) -> jax.Array:  # [T * B, ...] -> [T, B, ...]
+        return jnp.reshape(x, (t, b, *jnp.shape(x)[1:]))
+
+    out = module(state, jax.tree.map(flat, xs), jax.tree.map(flat, rollout_extras))
+    regularization = jnp.broadcast_to(jnp.asarray(out.regularization_loss), (t * b,))
+    metrics = jax.tree.map(lambda m: jnp.broadcast_to(m, (t, *jnp.shape(m))), out.metrics)
+    return _sequence_output(jax.tree.map(unflat, out.output), unflat(regularization), metrics)
+
+
+def replay_scanned(
+    module: StatefulModule,
+    state: ModuleState,
+    xs: Any,
+    rollout_extras: Any,
+    done: jax.Array,
+    *,
+    step: Callable[[Any, ModuleState, Any, Any], StatefulModuleOutput] | None = None,
+) -> tuple[ModuleState, StatefulModuleOutput]:
+    """`StatefulModule.replay_sequence` as a scan over time of ``module.__call__``
+    (or of ``step(module, state, x_t, extras_t)``), resetting the carry where ``done``.
+    Returns ``(final_state, [T, B, ...] outputs)``.
+
+    The module is split once and merged inside the scanned step, so that its variables
+    belong to the scan's trace (a step may use them as it would in a rollout).
+    """
+    b = jnp.shape(done)[1]
+    graphdef, variables = nnx.split(module)
+
+    def body(carry: ModuleState, inputs: Any) -> tuple[ModuleState, Any]:
+        x, extras, step_done = inputs
+        stepped = nnx.merge(graphdef, variables)
+        out = stepped(carry, x, extras) if step is None else step(stepped, carry, x, extras)
+        regularization = jnp.broadcast_to(jnp.asarray(out.regularization_loss), (b,))
+        next_carry = reset_where(stepped, step_done, out.next_state)
+        return next_carry, (out.output, regularization, out.metrics)
+
+    final, (output, regularization, metrics) = jax.lax.scan(body, state, (xs, rollout_extras, done))
+    return final, _sequence_output(output, regularization, metrics)

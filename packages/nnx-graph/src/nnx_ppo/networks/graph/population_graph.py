@@ -9,7 +9,7 @@ a traced step is straight-line array code.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -19,7 +19,12 @@ from flax import nnx
 from nnx_ppo.networks.feedforward import Dense
 from nnx_ppo.networks.graph import topology
 from nnx_ppo.networks.graph.topology import Connection, ExecutionPlan, Population
-from nnx_ppo.networks.types import ModuleState, StatefulModule, StatefulModuleOutput
+from nnx_ppo.networks.types import (
+    ModuleState,
+    StatefulModule,
+    StatefulModuleOutput,
+    replay_scanned,
+)
 
 __all__ = ["PopulationGraph"]
 
@@ -405,51 +410,192 @@ class PopulationGraph(StatefulModule):
         """
         plan = self._require_plan("__call__")
         batch = _batch_size(state, x)
-        buffers, positions = state["buffers"], state["positions"]
-        outputs: dict[str, jax.Array] = {}
-        next_transforms: dict[str, Any] = {}
+        names = {p.name for p in plan.order}
+        outputs, transforms, extras, regularization, metrics = self._integrate(
+            names, state, x, rollout_extras, batch
+        )
+        return StatefulModuleOutput(
+            next_state={**self._write_buffers(state, outputs), "transforms": transforms},
+            output={key: outputs[name] for key, name in plan.outputs},
+            regularization_loss=jnp.broadcast_to(regularization, (batch,)),
+            metrics=self._metrics(metrics, outputs),
+            rollout_extras={"transforms": extras},
+        )
+
+    def replay_sequence(
+        self, state: ModuleState, xs: Any, rollout_extras: Any, done: jax.Array
+    ) -> tuple[ModuleState, StatefulModuleOutput]:
+        """Replay a stored sequence, scanning over time only what needs the history.
+
+        The result is that of the step-by-step replay (see
+        `StatefulModule.replay_sequence`). Populations split
+        into three stages, each computed with the same arithmetic as a step:
+
+        - *before*: populations without delayed inputs whose inputs all come from the
+          observation or other *before* populations through connections without a
+          carry: computed once for all ``T * B`` samples, as are their carry-free
+          ``delay=0`` connections into later populations;
+        - *core*: the rest, scanned over time with the buffers and carries;
+        - *after*: populations nobody reads with a delay and only *after* populations
+          read at all (typically the read-outs), again without delayed inputs or
+          carries: computed for all samples from the scanned outputs.
+        """
+        plan = self._require_plan("replay_sequence")
+        if not jax.tree.leaves(state):  # no buffers and no carries: one batched call
+            return super().replay_sequence(state, xs, rollout_extras, done)
+        t, b = jnp.shape(done)[:2]
+        carry_less = {
+            c.name for c in self._connections if not jax.tree.leaves(state["transforms"][c.name])
+        }
+        before, after = _stages(plan, self._connections, carry_less)
+        core = {p.name for p in plan.order} - before - after
+
+        def flat(tree: Any) -> Any:  # [T, B, ...] -> [T * B, ...]
+            return jax.tree.map(lambda v: jnp.reshape(v, (t * b, *jnp.shape(v)[2:])), tree)
+
+        def unflat(tree: Any) -> Any:  # [T * B, ...] -> [T, B, ...]
+            return jax.tree.map(lambda v: jnp.reshape(v, (t, b, *jnp.shape(v)[1:])), tree)
+
+        def per_step(metrics: Any) -> Any:  # a batched call's metrics, repeated T times
+            return jax.tree.map(lambda m: jnp.broadcast_to(m, (t, *jnp.shape(m))), metrics)
+
+        carries = {"transforms": state["transforms"]}
+        flat_xs, flat_extras = flat(xs), flat(rollout_extras)
+        # 1. Before the scan: the "before" populations and their carry-free delay=0
+        #    connections into the core, for all T * B samples at once.
+        first, _, _, reg_first, metrics_first = self._integrate(
+            before, carries, flat_xs, flat_extras, t * b
+        )
+        into_core = [
+            c
+            for pop, incoming in zip(plan.order, plan.incoming, strict=True)
+            if pop.name in core
+            for c in incoming
+            if c.delay == 0 and c.src in before and c.name in carry_less
+        ]
+        projected = {}
+        for c in into_core:
+            out = self._transform(c, carries, first[c.src], flat_extras, t * b)
+            projected[c.name] = out.output
+            reg_first = reg_first + out.regularization_loss
+            if out.metrics:
+                metrics_first[c.name] = out.metrics
+
+        # 2. The core, scanned over time (resets as in the step-by-step replay).
+        def step(graph: PopulationGraph, carry: Any, inputs: Any, extras: Any) -> Any:
+            x, given, given_inputs = inputs
+            outputs, transforms, _, regularization, metrics = graph._integrate(
+                core, carry, x, extras, b, outputs=given, inputs=given_inputs
+            )
+            next_state = {
+                **graph._write_buffers(carry, outputs),
+                "transforms": {**carry["transforms"], **transforms},
+            }
+            return StatefulModuleOutput(
+                next_state=next_state,
+                output={name: outputs[name] for name in core},
+                regularization_loss=regularization,
+                metrics=metrics,
+                rollout_extras=(),
+            )
+
+        final, scanned = replay_scanned(
+            self, state, (xs, unflat(first), unflat(projected)), rollout_extras, done, step=step
+        )
+
+        # 3. After the scan: the "after" populations, for all samples at once.
+        outputs, _, _, reg_after, metrics_after = self._integrate(
+            after, carries, flat_xs, flat_extras, t * b, outputs={**first, **flat(scanned.output)}
+        )
+        outputs = unflat(outputs)
+        regularization = (
+            unflat(jnp.broadcast_to(reg_first + reg_after, (t * b,))) + scanned.regularization_loss
+        )
+        metrics = {**per_step(metrics_first), **scanned.metrics, **per_step(metrics_after)}
+        return final, StatefulModuleOutput(
+            next_state=(),
+            output={key: outputs[name] for key, name in plan.outputs},
+            regularization_loss=regularization,
+            metrics=self._metrics(metrics, outputs),
+            rollout_extras=(),
+        )
+
+    def _integrate(
+        self,
+        names: set[str],
+        state: ModuleState,
+        x: Any,
+        rollout_extras: Any,
+        batch: int,
+        *,
+        outputs: dict[str, jax.Array] | None = None,
+        inputs: dict[str, jax.Array] | None = None,
+    ) -> tuple[dict[str, jax.Array], dict[str, Any], dict[str, Any], jax.Array, dict[str, Any]]:
+        """One step of the populations in ``names`` (in execution order).
+
+        ``outputs`` are already known population outputs and ``inputs`` already
+        computed connection outputs (used instead of calling the transform). Returns
+        ``(outputs, next transform carries, extras, regularization, transform
+        metrics)``, the last four for the transforms called here.
+        """
+        plan = self._require_plan("__call__")
+        outputs = dict(outputs or {})
+        inputs = inputs or {}
+        transforms: dict[str, Any] = {}
         extras: dict[str, Any] = {}
         metrics: dict[str, Any] = {}
         regularization = jnp.zeros((batch,))
         for pop, incoming in zip(plan.order, plan.incoming, strict=True):
+            if pop.name not in names:
+                continue
             total = None if pop.input_from is None else _read_obs(x, pop, batch)
             for c in incoming:
-                if c.delay == 0:
-                    source = outputs[c.src]
+                if c.name in inputs:
+                    value = inputs[c.name]
                 else:
-                    source = _read_buffer(buffers[c.src], positions[c.src], c.delay)
-                out = self.transforms[c.name](
-                    state["transforms"][c.name],
-                    source,
-                    None if rollout_extras is None else rollout_extras["transforms"][c.name],
-                )
-                _check_call_output(c, out.output, batch, pop.size)
-                total = out.output if total is None else total + out.output
-                next_transforms[c.name] = out.next_state
-                extras[c.name] = out.rollout_extras
-                regularization = regularization + out.regularization_loss
-                if out.metrics:
-                    metrics.setdefault("transforms", {})[c.name] = out.metrics
+                    if c.delay == 0:
+                        source = outputs[c.src]
+                    else:
+                        source = _read_buffer(
+                            state["buffers"][c.src], state["positions"][c.src], c.delay
+                        )
+                    out = self._transform(c, state, source, rollout_extras, batch)
+                    value = out.output
+                    transforms[c.name] = out.next_state
+                    extras[c.name] = out.rollout_extras
+                    regularization = regularization + out.regularization_loss
+                    if out.metrics:
+                        metrics[c.name] = out.metrics
+                total = value if total is None else total + value
             assert total is not None  # finalize() rejects populations without input
             outputs[pop.name] = total if pop.activation is None else pop.activation(total)
-        next_buffers, next_positions = {}, {}
-        for name, length, _ in plan.buffers:
-            next_buffers[name], next_positions[name] = _write_buffer(
-                buffers[name], positions[name], outputs[name], length
+        return outputs, transforms, extras, regularization, metrics
+
+    def _transform(
+        self, c: Connection, state: ModuleState, source: jax.Array, rollout_extras: Any, batch: int
+    ) -> StatefulModuleOutput:
+        """Call connection ``c``'s transform on ``source`` and check its output."""
+        extras = None if rollout_extras is None else rollout_extras["transforms"][c.name]
+        out = self.transforms[c.name](state["transforms"][c.name], source, extras)
+        size = next(p.size for p in self._populations if p.name == c.dst)
+        _check_call_output(c, out.output, batch, size)
+        return out
+
+    def _write_buffers(self, state: ModuleState, outputs: dict[str, jax.Array]) -> dict[str, Any]:
+        """``{"buffers": ..., "positions": ...}`` after writing this step's outputs."""
+        buffers: dict[str, jax.Array] = {}
+        positions: dict[str, jax.Array] = {}
+        for name, length, _ in self._require_plan("__call__").buffers:
+            buffers[name], positions[name] = _write_buffer(
+                state["buffers"][name], state["positions"][name], outputs[name], length
             )
+        return {"buffers": buffers, "positions": positions}
+
+    def _metrics(self, transforms: dict[str, Any], outputs: dict[str, jax.Array]) -> dict[str, Any]:
+        metrics: dict[str, Any] = {"transforms": transforms} if transforms else {}
         if self.record_populations:
             metrics["populations"] = dict(outputs)
-        return StatefulModuleOutput(
-            next_state={
-                "buffers": next_buffers,
-                "positions": next_positions,
-                "transforms": next_transforms,
-            },
-            output={key: outputs[name] for key, name in plan.outputs},
-            regularization_loss=jnp.broadcast_to(regularization, (batch,)),
-            metrics=metrics,
-            rollout_extras={"transforms": extras},
-        )
+        return metrics
 
     # ---------------------------------------------------------------------- helpers
 
@@ -603,3 +749,34 @@ def _write_buffer(
     hit = jnp.arange(length)[None, :] == position[:, None]  # [B, L]
     buffer = jnp.where(hit[:, :, None], value[:, None, :].astype(buffer.dtype), buffer)
     return buffer, (position + 1) % length
+
+
+def _stages(
+    plan: ExecutionPlan, connections: Sequence[Connection], carry_less: set[str]
+) -> tuple[set[str], set[str]]:
+    """The populations a sequence replay computes before and after its scan.
+
+    *Before*: no delayed input, and every input from a *before* population through a
+    connection without carry. *After*: not *before*, no delayed input, not read
+    through a delayed connection, every input through a connection without carry, and
+    read (at ``delay=0``) only by *after* populations.
+    """
+    delayed_in = {c.dst for c in connections if c.delay > 0}
+    delayed_out = {c.src for c in connections if c.delay > 0}
+    before: set[str] = set()
+    for pop, incoming in zip(plan.order, plan.incoming, strict=True):
+        if pop.name not in delayed_in and all(
+            c.src in before and c.name in carry_less for c in incoming
+        ):
+            before.add(pop.name)
+    after: set[str] = set()
+    for pop, incoming in reversed(list(zip(plan.order, plan.incoming, strict=True))):
+        if (
+            pop.name not in before
+            and pop.name not in delayed_in
+            and pop.name not in delayed_out
+            and all(c.name in carry_less for c in incoming)
+            and all(c.dst in after for c in connections if c.src == pop.name)
+        ):
+            after.add(pop.name)
+    return before, after
