@@ -153,6 +153,14 @@ def _leafless(values: Any) -> bool:
     return not jax.tree.leaves(values)
 
 
+def _layer_states(state: ModuleState, layer_states: list[Any]) -> Any:
+    """A `Sequential` carry from per-layer carries, in the structure of ``state``: ``()``
+    if that was ``()`` and every layer stayed stateless, a tuple for a tuple, else a list."""
+    if _is_empty(state) and _leafless(layer_states):
+        return ()
+    return tuple(layer_states) if isinstance(state, tuple) else layer_states
+
+
 # --------------------------------------------------------------------------------------
 # Sequential
 # --------------------------------------------------------------------------------------
@@ -246,15 +254,8 @@ class Sequential(StatefulModule):
             reg = _add_losses(reg, out.regularization_loss)
             if out.metrics:
                 metrics[i] = out.metrics
-        next_state: Any
-        if _is_empty(state) and _leafless(next_states):
-            next_state = ()
-        elif isinstance(state, tuple):
-            next_state = tuple(next_states)
-        else:
-            next_state = next_states
         return StatefulModuleOutput(
-            next_state=next_state,
+            next_state=_layer_states(state, next_states),
             output=x,
             regularization_loss=reg,
             metrics=metrics,
@@ -282,14 +283,7 @@ class Sequential(StatefulModule):
             reg = _add_losses(reg, out.regularization_loss)
             if out.metrics:
                 metrics[i] = out.metrics
-        final_state: Any
-        if _is_empty(state) and _leafless(finals):
-            final_state = ()
-        elif isinstance(state, tuple):
-            final_state = tuple(finals)
-        else:
-            final_state = finals
-        return final_state, StatefulModuleOutput(
+        return _layer_states(state, finals), StatefulModuleOutput(
             next_state=(), output=xs, regularization_loss=reg, metrics=metrics, rollout_extras=()
         )
 

@@ -320,8 +320,9 @@ def _unroll(
 
     bootstrap_value = None
     if store_values:
-        _, last = network_step(graphdef, params, network_state, carry, env_state.obs)
-        bootstrap_value = jax.lax.stop_gradient(_ppo_output(last).value_estimates)
+        bootstrap_value = jax.lax.stop_gradient(
+            value_estimates(graphdef, params, network_state, carry, env_state.obs)
+        )
 
     n_done = jnp.sum(summary["episodes"])
 

@@ -467,15 +467,15 @@ class PopulationGraph(StatefulModule):
             before, carries, flat_xs, flat_extras, t * b
         )
         into_core = [
-            c
+            (c, pop.size)
             for pop, incoming in zip(plan.order, plan.incoming, strict=True)
             if pop.name in core
             for c in incoming
             if c.delay == 0 and c.src in before and c.name in carry_less
         ]
         projected = {}
-        for c in into_core:
-            out = self._transform(c, carries, first[c.src], flat_extras, t * b)
+        for c, size in into_core:
+            out = self._transform(c, size, carries, first[c.src], flat_extras, t * b)
             projected[c.name] = out.output
             reg_first = reg_first + out.regularization_loss
             if out.metrics:
@@ -559,7 +559,7 @@ class PopulationGraph(StatefulModule):
                         source = _read_buffer(
                             state["buffers"][c.src], state["positions"][c.src], c.delay
                         )
-                    out = self._transform(c, state, source, rollout_extras, batch)
+                    out = self._transform(c, pop.size, state, source, rollout_extras, batch)
                     value = out.output
                     transforms[c.name] = out.next_state
                     extras[c.name] = out.rollout_extras
@@ -572,12 +572,18 @@ class PopulationGraph(StatefulModule):
         return outputs, transforms, extras, regularization, metrics
 
     def _transform(
-        self, c: Connection, state: ModuleState, source: jax.Array, rollout_extras: Any, batch: int
+        self,
+        c: Connection,
+        size: int,
+        state: ModuleState,
+        source: jax.Array,
+        rollout_extras: Any,
+        batch: int,
     ) -> StatefulModuleOutput:
-        """Call connection ``c``'s transform on ``source`` and check its output."""
+        """Call connection ``c``'s transform on ``source`` and check that it returns
+        ``[batch, size]`` (the size of ``c.dst``)."""
         extras = None if rollout_extras is None else rollout_extras["transforms"][c.name]
         out = self.transforms[c.name](state["transforms"][c.name], source, extras)
-        size = next(p.size for p in self._populations if p.name == c.dst)
         _check_call_output(c, out.output, batch, size)
         return out
 
