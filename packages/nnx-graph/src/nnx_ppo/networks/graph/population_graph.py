@@ -697,7 +697,7 @@ def _batch_size(state: ModuleState, x: Any) -> int:
             "PopulationGraph.__call__: cannot infer the batch size; the carry is empty "
             "and the observation has no arrays. Pass the carry from initialize_state(B)."
         )
-    return int(leaves[0].shape[0])
+    return leaves[0].shape[0]  # an int, or a symbolic dimension under jax.export
 
 
 def _read_obs(x: Any, pop: Population, batch: int) -> jax.Array:
