@@ -1,0 +1,102 @@
+"""``nnx-ppo-export``: export a trained policy from a checkpoint folder.
+
+::
+
+    nnx-ppo-export CHECKPOINT_DIR --format onnx|stablehlo --out DIR [--overwrite]
+
+``CHECKPOINT_DIR`` is the ``--output-dir`` of an ``nnx-ppo-quickstart`` run (or its
+``checkpoints/`` folder): the network is rebuilt from the run's stored ``config.json``
+and loaded from the latest readable checkpoint (``--step`` for another). Other runs pass
+``--factory module:function`` (see `nnx_ppo_export.rebuild`). The artefact folder
+``DIR`` appears atomically; see the "Deploy a policy" how-to for its contents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["main", "parse_args"]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line (``--help`` lists every option)."""
+    parser = argparse.ArgumentParser(
+        prog="nnx-ppo-export",
+        description="Export a trained policy to StableHLO or ONNX (carry as named tensors).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("checkpoint_dir", type=Path, metavar="CHECKPOINT_DIR")
+    parser.add_argument("--format", required=True, choices=("onnx", "stablehlo"))
+    parser.add_argument("--out", required=True, type=Path, help="artefact folder to create")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    parser.add_argument(
+        "--include-value", action="store_true", help="also output the value estimates"
+    )
+    parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: latest)")
+    parser.add_argument("--opset", type=int, default=17, help="ONNX opset (>= 17)")
+    parser.add_argument(
+        "--platforms",
+        default=None,
+        help="StableHLO: comma-separated platforms to lower for, e.g. cpu,cuda",
+    )
+    parser.add_argument(
+        "--factory",
+        default=None,
+        help="module:function rebuilding (network, observation_spec) from the checkpoint "
+        "metadata, for runs that are not nnx-ppo-quickstart runs",
+    )
+    return parser.parse_args(argv)
+
+
+def _fail(message: str) -> int:
+    print(f"nnx-ppo-export: error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit code."""
+    args = parse_args(argv)
+    # Heavy imports after argument parsing, so `--help` is instant.
+    from nnx_ppo.networks.export import ExportError, export_policy, read_manifest
+    from nnx_ppo_export.rebuild import rebuild
+
+    out = args.out.expanduser().absolute()
+    if out.exists() and not args.overwrite:  # before the slow rebuild
+        return _fail(f"--out {out} already exists; pass --overwrite to replace it")
+    platforms = None
+    if args.platforms is not None:
+        if args.format != "stablehlo":
+            return _fail("--platforms applies to --format stablehlo only")
+        platforms = tuple(p.strip() for p in args.platforms.split(",") if p.strip())
+    try:
+        rebuilt = rebuild(args.checkpoint_dir, factory=args.factory, step=args.step)
+        print(f"Exporting {rebuilt.description} as {args.format} to {out}/")
+        export_policy(
+            rebuilt.network,
+            rebuilt.observation_spec,
+            out,
+            format=args.format,
+            include_value=args.include_value,
+            overwrite=args.overwrite,
+            opset=args.opset,
+            platforms=platforms,
+        )
+    except (FileNotFoundError, FileExistsError, ValueError, TypeError, ImportError) as error:
+        return _fail(str(error))
+    except ExportError as error:
+        return _fail(str(error))
+    manifest = read_manifest(out)
+    for fn in ("step", "reset"):
+        if manifest[fn] is None:
+            continue
+        ins = ", ".join(t["name"] for t in manifest[fn]["inputs"])
+        outs = ", ".join(t["name"] for t in manifest[fn]["outputs"])
+        print(f"  {manifest['files'][fn]}: ({ins}) -> ({outs})")
+    print(f"Tensor names, shapes and dtypes: {out / 'policy.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

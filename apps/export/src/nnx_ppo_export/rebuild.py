@@ -1,0 +1,145 @@
+"""Rebuild a trained network from a run folder: its stored config, then its checkpoint.
+
+A checkpoint stores the network's variables and the training config, not the Python
+code that built the network. Two ways to get the template `load_network` fills:
+
+- a run of ``nnx-ppo-quickstart``: its ``config.json`` names the environment, the network
+  preset and the seed, so the same constructor call is repeated;
+- any other run: a factory ``module:function`` that takes the checkpoint's metadata
+  (`load_metadata`, with the stored config under ``"config"``) and returns
+  ``(template_network, observation_spec)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RebuiltPolicy", "find_checkpoints", "load_factory", "rebuild"]
+
+
+@dataclass(frozen=True)
+class RebuiltPolicy:
+    """A trained network with what export needs to know about it.
+
+    Attributes:
+        network: The network with the checkpoint's variables.
+        observation_spec: One environment's observation shape (``observation_size``).
+        step: The env step of the checkpoint that was loaded.
+        description: One line for the user (env, preset, checkpoint).
+    """
+
+    network: Any
+    observation_spec: Any
+    step: int
+    description: str
+
+
+def find_checkpoints(path: Path) -> tuple[Path, Path | None]:
+    """``(checkpoint_dir, run_dir)`` for a run folder or its ``checkpoints/`` folder.
+
+    ``run_dir`` is the folder holding a quickstart ``config.json``, or ``None``.
+
+    Raises:
+        FileNotFoundError: If ``path`` is not a folder.
+    """
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"CHECKPOINT_DIR {str(path)!r} is not a folder; pass the --output-dir of an "
+            "nnx-ppo-quickstart run (or its checkpoints/ folder)."
+        )
+    if (path / "config.json").is_file() and (path / "checkpoints").is_dir():
+        return path / "checkpoints", path
+    if (path.parent / "config.json").is_file():
+        return path, path.parent
+    return path, None
+
+
+def load_factory(spec: str) -> Callable[[dict[str, Any]], tuple[Any, Any]]:
+    """Import ``module:function``.
+
+    Raises:
+        ValueError: If ``spec`` is not ``module:function`` or the function is missing.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(
+            f"--factory {spec!r} must be 'module:function', e.g. 'my_project.nets:build'."
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"--factory {spec!r}: cannot import {module_name!r}: {error}") from error
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ValueError(f"--factory {spec!r}: {module_name} has no function {attr!r}.")
+    return factory
+
+
+def _quickstart_template(run_dir: Path) -> tuple[Any, Any, str]:
+    from nnx_ppo_quickstart.envs import make_envs
+    from nnx_ppo_quickstart.networks import make_network
+
+    stored = json.loads((run_dir / "config.json").read_text())
+    cli = stored.get("cli")
+    needed = ("env", "network", "seed", "episode_length", "brax_backend")
+    if not isinstance(cli, dict) or any(k not in cli for k in needed):
+        raise ValueError(
+            f"{run_dir / 'config.json'} is not an nnx-ppo-quickstart config (it needs the "
+            f"command-line entries {list(needed)}); rebuild the network with --factory."
+        )
+    envs = make_envs(
+        cli["env"],
+        episode_length=int(cli["episode_length"]),
+        reward_scaling=float(cli.get("reward_scaling", 1.0)),
+        brax_backend=cli["brax_backend"],
+    )
+    network = make_network(
+        cli["network"], envs.observation_size, envs.action_size, int(cli["seed"])
+    )
+    return network, envs.observation_size, f"{cli['network']} on {cli['env']} [{envs.source}]"
+
+
+def rebuild(path: Path, *, factory: str | None = None, step: int | None = None) -> RebuiltPolicy:
+    """Rebuild the trained network of a run folder.
+
+    Args:
+        path: A quickstart run folder (or its ``checkpoints/``), or any `Checkpointer`
+            folder together with ``factory``.
+        factory: ``module:function`` building ``(template_network, observation_spec)``
+            from the checkpoint metadata; required for runs that are not quickstart runs.
+        step: Load this checkpoint step instead of the latest readable one.
+
+    Returns:
+        The `RebuiltPolicy`.
+
+    Raises:
+        FileNotFoundError: If there is no checkpoint folder (or no checkpoint at ``step``).
+        ValueError: If the stored config cannot rebuild the network.
+    """
+    from nnx_ppo.algorithms.checkpointing import load_metadata, load_network
+
+    checkpoints, run_dir = find_checkpoints(path)
+    metadata = load_metadata(checkpoints, step)
+    if factory is not None:
+        template, observation_spec = load_factory(factory)(metadata)
+        what = f"{type(template).__name__} from {factory}"
+    elif run_dir is not None:
+        template, observation_spec, what = _quickstart_template(run_dir)
+    else:
+        raise ValueError(
+            f"{str(path)!r} has no nnx-ppo-quickstart config.json next to its checkpoints, "
+            "so the network cannot be rebuilt from it; pass --factory module:function "
+            "(a function of the checkpoint metadata returning (network, observation_spec))."
+        )
+    network = load_network(checkpoints, template, step=metadata["step"])
+    return RebuiltPolicy(
+        network=network,
+        observation_spec=observation_spec,
+        step=int(metadata["step"]),
+        description=f"{what}, checkpoint at step {metadata['step']} in {checkpoints}",
+    )
