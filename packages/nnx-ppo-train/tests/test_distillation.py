@@ -12,6 +12,7 @@ import pytest
 from flax import nnx
 
 from nnx_ppo.algorithms import distillation as distillation_module
+from nnx_ppo.algorithms import pairing as pairing_module
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel
 from nnx_ppo.algorithms.distillation import (
     DistillationConfig,
@@ -21,7 +22,7 @@ from nnx_ppo.algorithms.distillation import (
     distillation_loss,
     train_distillation,
 )
-from nnx_ppo.algorithms.rollout import reset_envs
+from nnx_ppo.algorithms.rollout import eval_copy, reset_envs
 from nnx_ppo.envs import PointMass, TwoAgentEnv
 from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Parallel, Sequential
@@ -274,7 +275,7 @@ def test_sampler_slots_are_found_in_nested_extras():
     student = _two_agent_student()
     graphdef, params, rest = nnx.split(student, nnx.Param, ...)
     obs = jax.eval_shape(lambda k: reset_envs(env, k, 3), jax.random.PRNGKey(0)).obs
-    out, slots = distillation_module._trace("student", graphdef, params, rest, 3, obs)
+    out, slots = pairing_module._trace("student", graphdef, params, rest, 3, obs)
     paths = [
         jax.tree_util.keystr(path)
         for path, _ in jax.tree_util.tree_flatten_with_path(out.rollout_extras)[0]
@@ -302,12 +303,12 @@ def test_teacher_labels_thread_and_reset_the_teachers_carry(nets):
     #   t=1: both read obs[0]                   -> f(obs[0])
     #   t=2: env 0 was reset after t=1 -> f(0); env 1 reads obs[1] -> f(obs[1])
     #   t=3: both read obs[2]                   -> f(obs[2])
-    teacher = distillation_module._eval_copy(nets.delay(2, 2, k_steps=1))
+    teacher = eval_copy(nets.delay(2, 2, k_steps=1))
     graphdef, params, rest = nnx.split(teacher, nnx.Param, ...)
     T, B = 4, 2
     obs = jnp.arange(T * B * 2, dtype=jnp.float32).reshape(T, B, 2) / 10.0 + 1.0
     done = jnp.zeros((T, B), bool).at[1, 0].set(True)
-    _, slots = distillation_module._trace("teacher", graphdef, params, rest, B, obs[0])
+    _, slots = pairing_module._trace("teacher", graphdef, params, rest, B, obs[0])
     carry, labels = distillation_module._label(
         graphdef, slots, (params, rest), teacher.initialize_state(B), obs, done, with_value=True
     )

@@ -138,3 +138,121 @@ def test_a_non_finite_record_raises_when_its_metrics_are_read():
         _run(rec, n=6)
     # Read (and raised) while call 3 runs: nothing after it was dispatched.
     assert rec.events == ["call 1", "call 2", "log 10", "call 3"]
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def _events_of(start_iteration: int, n: int, **kwargs) -> list[str]:
+    """The events of a loop over ``n`` iterations of 10 steps that starts at
+    ``start_iteration`` (a resumed run when > 0), with an evaluation every 35 steps, a
+    video every 25 and a checkpoint every 40, logging every 3 calls."""
+    rec = Recorder()
+
+    def evaluate(state, iteration, step):
+        return {"eval/x": float(step)}
+
+    def video(state, iteration, step):
+        rec.events.append(f"video {step}")
+
+    run_calls(
+        State(jnp.asarray(start_iteration), healthy()),
+        rec.call,
+        steps_per_iteration=10,
+        iterations_per_call=1,
+        n_iterations=n,
+        log_every_calls=3,
+        log_level=LogLevel.DEFAULT,
+        log_fn=rec.log,
+        progress=False,
+        evaluation=Periodic(evaluate, every_steps=35, at_start=kwargs.get("at_start", True)),
+        video=Periodic(video, every_steps=25),
+        checkpoint=Hook(rec, every=40),
+    )
+    return [e for e in rec.events if not e.startswith("call")]
+
+
+@pytest.mark.parametrize("at_start", [True, False])
+@pytest.mark.parametrize("resume_at", [1, 4, 5, 7, 11])
+def test_a_resumed_loop_runs_every_periodic_task_where_the_uninterrupted_one_does(
+    at_start, resume_at
+):
+    # Uninterrupted: evaluations at 0 (at_start) and after 40, 80, 120 (35 steps have
+    # passed since the last one, checked every 10), or without at_start after 10 (never
+    # evaluated yet), 50, 90, 120 (the end); videos after 10, 40, 70, 100, 120; saves at
+    # 40, 80, 120; logs after calls 3, 6, 9 and 12 (a record with an evaluation counts
+    # as "eval"). A run resumed after `resume_at` calls must do exactly what the
+    # uninterrupted run does after that point, with the logs still after calls 3, 6, 9.
+    def after(events, iteration):
+        return [e for e in events if int(e.split()[-1]) > iteration * 10]
+
+    full = _events_of(0, 12, at_start=at_start)
+    evaluations = [0, 40, 80, 120] if at_start else [10, 50, 90, 120]
+    assert [e for e in full if e.startswith("eval")] == [f"eval {s}" for s in evaluations]
+    assert [e for e in full if e.startswith("video")] == [
+        "video 10", "video 40", "video 70", "video 100", "video 120"
+    ]  # fmt: skip
+    assert [e for e in full if e.startswith("save")] == ["save 40", "save 80", "save 120"]
+    logs = [s for s in (30, 60, 90) if s not in evaluations]
+    assert [e for e in full if e.startswith("log")] == [f"log {s}" for s in logs]
+    resumed = _events_of(resume_at, 12, at_start=at_start)
+    assert resumed == after(full, resume_at)
+
+
+def test_a_resumed_finished_run_repeats_nothing():
+    rec = Recorder()
+    result = run_calls(
+        State(jnp.asarray(4), healthy()),
+        rec.call,
+        steps_per_iteration=10,
+        iterations_per_call=1,
+        n_iterations=4,
+        log_every_calls=1,
+        log_level=LogLevel.DEFAULT,
+        log_fn=rec.log,
+        progress=False,
+        evaluation=Periodic(lambda *_: {"eval/x": 1.0}, every_steps=None),
+    )
+    # The interrupted attempt already evaluated at step 40, its last step.
+    assert rec.events == [] and result.eval_history == [] and result.step == 40
+
+
+class FailingEvaluation(Exception):
+    pass
+
+
+@pytest.mark.parametrize("fails", ["evaluation", "video", "log_fn"])
+def test_a_due_checkpoint_is_written_even_if_the_calls_tasks_fail(fails):
+    rec = Recorder()
+
+    def evaluate(state, iteration, step):
+        if fails == "evaluation" and step == 40:
+            raise FailingEvaluation("the final evaluation failed")
+        return {"eval/x": 1.0}
+
+    def video(state, iteration, step):
+        if fails == "video" and step == 40:
+            raise FailingEvaluation("rendering failed")
+
+    def log_fn(metrics, step):
+        if fails == "log_fn" and step == 40:
+            raise FailingEvaluation("the logging service is down")
+        rec.log(metrics, step)
+
+    with pytest.raises(FailingEvaluation):
+        run_calls(
+            State(jnp.asarray(0), healthy()),
+            rec.call,
+            steps_per_iteration=10,
+            iterations_per_call=1,
+            n_iterations=4,
+            log_every_calls=1,
+            log_level=LogLevel.DEFAULT,
+            log_fn=log_fn,
+            progress=False,
+            evaluation=Periodic(evaluate, every_steps=None, at_start=False),
+            video=Periodic(video, every_steps=None),
+            checkpoint=Hook(rec, every=1000),
+        )
+    # The final checkpoint is written although the end of the run failed.
+    assert rec.events[-1] == "save 40"

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from nnx_ppo.networks.recording import record_sampler_call
 from nnx_ppo.networks.types import ModuleState, StatefulModule, StatefulModuleOutput
 
 __all__ = [
@@ -187,13 +188,15 @@ class ActionSampler(StatefulModule):
             raw = jax.lax.stop_gradient(self._sample_raw(params, self.rngs()))
         log_likelihood = self._log_prob_raw(params, raw) - self._squash_log_det(raw)
         entropy = self._entropy(params, raw)
-        return StatefulModuleOutput(
+        out = StatefulModuleOutput(
             next_state=state,
             output={"action": self._squash(raw), "log_likelihood": log_likelihood},
             regularization_loss=-self.entropy_weight * entropy,
             metrics={"entropy": jnp.mean(entropy)},
             rollout_extras=raw,
         )
+        record_sampler_call(self, out)  # nnx_ppo.networks.recording; a no-op by default
+        return out
 
 
 def _as_array(owner: str, x: Any) -> jax.Array:

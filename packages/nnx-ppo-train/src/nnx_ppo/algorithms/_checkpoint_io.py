@@ -9,9 +9,6 @@ implementation.
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import math
 import platform
 import shutil
 import zlib
@@ -24,6 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+
+from nnx_ppo.algorithms.config import config_to_json
 
 FORMAT = "nnx-ppo-checkpoint"
 FORMAT_VERSION = 1
@@ -49,27 +48,7 @@ class Unreadable(Exception):
 
 # --------------------------------------------------------------------------- JSON
 
-
-def to_json(value: Any) -> Any:
-    """JSON data for a config value (see ``checkpointing.config_to_dict``)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, enum.Flag):
-        return value.name if value.name is not None else int(value.value)
-    if isinstance(value, enum.Enum):
-        return value.name
-    if isinstance(value, bool | int | str) or value is None:
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_json(v) for v in value]
-    if callable(value):  # e.g. an optax schedule: described, not stored
-        name = getattr(value, "__qualname__", None) or type(value).__qualname__
-        return {"callable": f"{getattr(value, '__module__', '?')}.{name}"}
-    return repr(value)
+to_json = config_to_json  # JSON data for config values and metrics (see config.py)
 
 
 def versions() -> dict[str, str | None]:
@@ -183,6 +162,50 @@ def mismatch(template: list[dict[str, Any]], saved: list[dict[str, Any]]) -> str
         elif [r["path"] for r in template] != [r["path"] for r in saved]:
             problem = "the same variables appear in a different order"
     return problem
+
+
+def _state_field_path(path: str, prefix: str) -> str:
+    """``"opt_state/1/0/mu/w"`` -> ``"mu/w"``: the path inside the optimizer's state
+    without the positions of the transforms that hold it."""
+    parts = path[len(prefix) :].split("/")
+    while parts and parts[0].isdigit():
+        parts.pop(0)
+    return "/".join(parts)
+
+
+def remap_optimizer_state(
+    template: list[dict[str, Any]], saved: list[dict[str, Any]], prefix: str = "opt_state/"
+) -> list[dict[str, Any]] | None:
+    """The saved records with their optimizer-state paths renamed to the template's, if
+    the two optimizer states differ only in where stateless transforms sit in a chain.
+
+    Adding or removing ``max_grad_norm`` (a gradient-clipping transform chained before
+    Adam) or ``weight_decay`` changes the optimizer state's paths (``opt_state/0/mu/...``
+    becomes ``opt_state/1/0/mu/...``) but not its arrays: those transforms hold no state.
+    The mapping is made only when everything outside ``prefix`` matches exactly and the
+    optimizer-state arrays agree one to one, in order, in shape, dtype and in their path
+    inside the state (``mu/...``, ``nu/...``, ``count``). Otherwise ``None``.
+    """
+    outside_t = [r for r in template if not r["path"].startswith(prefix)]
+    outside_s = [r for r in saved if not r["path"].startswith(prefix)]
+    inside_t = [r for r in template if r["path"].startswith(prefix)]
+    inside_s = [r for r in saved if r["path"].startswith(prefix)]
+    if len(inside_t) != len(inside_s) or not inside_t:
+        return None
+    if [(r["path"], r["shape"], r["dtype"]) for r in outside_t] != [
+        (r["path"], r["shape"], r["dtype"]) for r in outside_s
+    ]:
+        return None
+    renamed = {}
+    for t, s in zip(inside_t, inside_s, strict=True):
+        same_field = _state_field_path(t["path"], prefix) == _state_field_path(s["path"], prefix)
+        if not same_field or (t["shape"], t["dtype"]) != (s["shape"], s["dtype"]):
+            return None
+        renamed[id(s)] = t["path"]
+    remapped = [{**r, "path": renamed[id(r)]} if id(r) in renamed else r for r in saved]
+    # The template's order: optimizer-state arrays keep their relative order.
+    order = {r["path"]: i for i, r in enumerate(template)}
+    return sorted(remapped, key=lambda r: order.get(r["path"], len(order)))
 
 
 def template_records(tree: Any) -> list[dict[str, Any]]:

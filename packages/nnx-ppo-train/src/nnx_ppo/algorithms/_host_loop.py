@@ -12,6 +12,16 @@ or checkpoint at that step), they are read only after the next call has been
 dispatched, so the host's reading and logging overlap the device's work instead of
 leaving it idle in between. The record is logged under its own step, one call later.
 Only the NaN/inf record is copied for that (the next call donates the state).
+
+**Resume.** Every periodic decision is a function of the exact step count alone (the
+logging cadence counts device calls from the start of the run, a periodic task's
+firings are those of the uninterrupted run, see `fires`), so a run resumed from a
+checkpoint logs, evaluates, records and saves at exactly the steps the uninterrupted
+run does, and its JSONL file is rewound to the resume step first (see `JSONLWriter`).
+
+**Nothing lost late.** When a checkpoint is due after a call, it is written even if
+that call's evaluation, video or logging raises (the error is re-raised after the
+save), so a failure after training never costs the trained state.
 """
 
 from __future__ import annotations
@@ -31,7 +41,16 @@ from nnx_ppo.algorithms.distributed import is_primary, save_checkpoint
 from nnx_ppo.algorithms.faults import raise_if_non_finite
 from nnx_ppo.algorithms.logging import JSONLWriter, LogFn, ProgressBar
 
-__all__ = ["LoopResult", "Periodic", "evaluation_task", "run_calls"]
+__all__ = [
+    "CallPlan",
+    "Clock",
+    "LoopResult",
+    "Periodic",
+    "evaluation_task",
+    "fires",
+    "plan_call",
+    "run_calls",
+]
 
 Metrics = dict[str, jax.Array]
 
@@ -71,6 +90,34 @@ def evaluation_task(
     return Periodic(evaluate, config.every_steps, at_start=config.at_start)
 
 
+def fires(task: Periodic, step: int, previous: int, call_steps: int) -> bool:
+    """Whether ``task`` runs after the call that took the run from ``previous`` to
+    ``step`` env steps (not counting the last call, after which every task runs).
+
+    The uninterrupted run's rule is "when ``every_steps`` have passed since the task last
+    ran", checked after every call of ``call_steps`` steps. Its firings are therefore
+    periodic: they start at step 0 for a task that runs before training
+    (``at_start``), else after the first call (the task has never run), and recur every
+    ``ceil(every_steps / call_steps)`` calls. This computes them from the step alone, so a
+    resumed run fires at the same steps as the uninterrupted one.
+
+    Examples:
+        >>> task = Periodic(lambda *_: None, every_steps=50, at_start=True)
+        >>> [s for s in range(16, 257, 16) if fires(task, s, s - 16, 16)]
+        [64, 128, 192, 256]
+        >>> late = Periodic(lambda *_: None, every_steps=50)
+        >>> [s for s in range(16, 257, 16) if fires(late, s, s - 16, 16)]
+        [16, 80, 144, 208]
+    """
+    if task.every_steps is None:
+        return False
+    anchor = 0 if task.at_start else call_steps
+    period = -(-task.every_steps // call_steps) * call_steps
+    if step < anchor:
+        return False
+    return previous < anchor or (step - anchor) // period > (previous - anchor) // period
+
+
 @dataclasses.dataclass(frozen=True)
 class LoopResult:
     """What `run_calls` returns: the final state, the evaluation history
@@ -83,8 +130,96 @@ class LoopResult:
     step: int
 
 
-def _due(step: int, last: int | None, every: int | None) -> bool:
-    return every is not None and (last is None or step - last >= every)
+class Clock:
+    """The ``throughput/*`` metrics: env steps per second of device work since the last
+    log (the time spent in evaluations and videos excluded) and the wall time."""
+
+    def __init__(self, step: int) -> None:
+        self.start = self._time = time.perf_counter()
+        self._step = step
+        self._excluded = 0.0
+
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` (an evaluation, a video) out of the next throughput."""
+        self._excluded += seconds
+
+    def throughput(self, step: int) -> dict[str, float]:
+        """The metrics at ``step``; the next measurement starts here."""
+        now = time.perf_counter()
+        busy = max(now - self._time - self._excluded, 1e-9)
+        record = {
+            "throughput/sps": (step - self._step) / busy,
+            "throughput/wall_time": now - self.start,
+        }
+        self._time, self._step, self._excluded = now, step, 0.0
+        return record
+
+
+@dataclasses.dataclass(frozen=True)
+class CallPlan:
+    """What the host does after one device call (a function of the step alone).
+
+    Attributes:
+        log: Read and log the call's metrics.
+        evaluate: Run the evaluation.
+        video: Record a video.
+        save: Offer the state to the checkpoint hook.
+        last: The run's last call.
+    """
+
+    log: bool
+    evaluate: bool
+    video: bool
+    save: bool
+    last: bool
+
+    @property
+    def defer_read(self) -> bool:
+        """Only a log is due: read the metrics after the next call is dispatched."""
+        return self.log and not (self.last or self.evaluate or self.video or self.save)
+
+
+def _offers_save(checkpoint: Any, step: int, last: bool) -> bool:
+    """Whether the hook is offered the state at ``step``. With several processes every
+    one must call save_checkpoint (it agrees on the decision collectively); alone, a
+    hook's ``is_due`` spares the call."""
+    if checkpoint is None:
+        return False
+    is_due = getattr(checkpoint, "is_due", None)
+    if is_due is None or jax.process_count() > 1:
+        return True
+    return bool(is_due(step, final=last))
+
+
+def plan_call(
+    *,
+    iteration: int,
+    step: int,
+    call_steps: int,
+    iterations_per_call: int,
+    log_every_calls: int,
+    last: bool,
+    evaluation: Periodic | None,
+    video: Periodic | None,
+    checkpoint: Any,
+    primary: bool,
+) -> CallPlan:
+    """The `CallPlan` after the call that reached ``iteration`` / ``step``. Calls are
+    counted from the start of the run, so a resumed run keeps the uninterrupted run's
+    logging cadence; periodic tasks fire as `fires` says."""
+
+    def due(task: Periodic | None) -> bool:
+        if task is None or (task.primary_only and not primary):
+            return False
+        return last or fires(task, step, step - call_steps, call_steps)
+
+    return CallPlan(
+        log=last or (iteration // iterations_per_call) % log_every_calls == 0,
+        evaluate=due(evaluation),
+        video=due(video),
+        save=_offers_save(checkpoint, step, last),
+        last=last,
+    )
 
 
 def run_calls(
@@ -135,7 +270,8 @@ def run_calls(
     """
     primary = is_primary()
     iteration = int(state.iteration)
-    step = iteration * steps_per_iteration
+    step = start_step = iteration * steps_per_iteration
+    call_steps = steps_per_iteration * iterations_per_call
     n_calls = max(0, (n_iterations - iteration) // iterations_per_call)
     disable = (None if progress is None else not progress) if primary else True
     bar = ProgressBar(
@@ -144,13 +280,16 @@ def run_calls(
         disable=disable,
         description=description,
     )
-    jsonl = JSONLWriter(jsonl_path) if jsonl_path is not None and primary else None
-    sinks = [fn for fn in (log_fn if primary else None, jsonl, bar) if fn is not None]
+    jsonl = None
+    if jsonl_path is not None and primary:
+        # A resumed run first drops what the interrupted attempt logged after its step.
+        jsonl = JSONLWriter(jsonl_path, resume_from=start_step if start_step > 0 else None)
+    # The file first: a failing log_fn cannot keep a record from it.
+    sinks = [fn for fn in (jsonl, log_fn if primary else None, bar) if fn is not None]
     eval_history: list[tuple[int, dict[str, float]]] = []
     latest: dict[str, float] = {}
-    last_run: dict[str, int | None] = {"evaluation": None, "video": None}
-    clock = {"time": time.perf_counter(), "step": step, "excluded": 0.0}
-    start = clock["time"]
+    evaluated_at: int | None = None
+    clock = Clock(step)
 
     def emit(record: dict[str, float], at_step: int) -> None:
         latest.update(record)
@@ -163,43 +302,23 @@ def run_calls(
         raise_if_non_finite(host_non_finite, at_step)
         record = {k: float(v) for k, v in host_metrics.items()}
         if LogLevel.THROUGHPUT in log_level:
-            now = time.perf_counter()
-            busy = max(now - clock["time"] - clock["excluded"], 1e-9)
-            record["throughput/sps"] = (at_step - clock["step"]) / busy
-            record["throughput/wall_time"] = now - start
-            clock.update(time=now, step=at_step, excluded=0.0)
+            record.update(clock.throughput(at_step))
         return record
 
-    def periodic(name: str, task: Periodic | None, at_step: int, last: bool) -> bool:
-        if task is None or (task.primary_only and not primary):
-            return False
-        return last or _due(at_step, last_run[name], task.every_steps)
-
-    def run_task(
-        name: str, task: Periodic, current: Any, at_iteration: int, at_step: int
-    ) -> dict[str, float]:
+    def run_task(task: Periodic, current: Any, at_iteration: int, at_step: int) -> dict[str, float]:
+        nonlocal evaluated_at
         began = time.perf_counter()
         result = task.run(current, at_iteration, at_step) or {}
-        clock["excluded"] += time.perf_counter() - began
-        last_run[name] = at_step
-        if name == "evaluation":
+        clock.exclude(time.perf_counter() - began)
+        if task is evaluation:
+            evaluated_at = at_step
             eval_history.append((at_step, dict(result)))
         return result
-
-    def save_due(at_step: int, last: bool) -> bool:
-        # With several processes every one must call save_checkpoint (it agrees on the
-        # decision collectively); alone, a hook's is_due spares the call.
-        if checkpoint is None:
-            return False
-        is_due = getattr(checkpoint, "is_due", None)
-        if is_due is None or jax.process_count() > 1:
-            return True
-        return bool(is_due(at_step, final=last))
 
     pending: tuple[Metrics, Any, int] | None = None
     try:
         if evaluation is not None and evaluation.at_start and step == 0:
-            emit(run_task("evaluation", evaluation, state, iteration, step), step)
+            emit(run_task(evaluation, state, iteration, step), step)
 
         for call in range(n_calls):
             state, metrics = train_call(state)
@@ -208,29 +327,42 @@ def run_calls(
                 pending = None
             iteration += iterations_per_call
             step = iteration * steps_per_iteration
-            last = call == n_calls - 1
-            log_due = last or (call + 1) % log_every_calls == 0
-            evaluate = periodic("evaluation", evaluation, step, last)
-            record_video = periodic("video", video, step, last)
-            save = save_due(step, last)
-
-            if log_due and not (last or evaluate or record_video or save):
+            plan = plan_call(
+                iteration=iteration,
+                step=step,
+                call_steps=call_steps,
+                iterations_per_call=iterations_per_call,
+                log_every_calls=log_every_calls,
+                last=call == n_calls - 1,
+                evaluation=evaluation,
+                video=video,
+                checkpoint=checkpoint,
+                primary=primary,
+            )
+            if plan.defer_read:
                 pending = (metrics, jax.tree.map(jnp.copy, state.non_finite), step)
                 continue
-            record = read(metrics, state.non_finite, step) if log_due else {}
-            if evaluate:
-                assert evaluation is not None
-                record.update(run_task("evaluation", evaluation, state, iteration, step))
-            if record_video:
-                assert video is not None
-                record.update(run_task("video", video, state, iteration, step))
-            if record:
-                emit(record, step)
-            if save:
-                save_checkpoint(checkpoint, state, step, record, final=last, mesh=mesh)
+            record = read(metrics, state.non_finite, step) if plan.log else {}
+            try:
+                if plan.evaluate:
+                    assert evaluation is not None
+                    record.update(run_task(evaluation, state, iteration, step))
+                if plan.video:
+                    assert video is not None
+                    record.update(run_task(video, state, iteration, step))
+                if record:
+                    emit(record, step)
+            finally:
+                # Written even if an evaluation, a video or a sink failed: a failure
+                # after training never costs the trained state. (A NaN/inf record
+                # raised in read() above, and such a state is never saved.)
+                if plan.save:
+                    save_checkpoint(checkpoint, state, step, record, final=plan.last, mesh=mesh)
 
-        if n_calls == 0 and evaluation is not None and last_run["evaluation"] != step:
-            emit(run_task("evaluation", evaluation, state, iteration, step), step)
+        # Nothing to train (total_steps=0): evaluate once. A resumed finished run does
+        # not: its evaluations are the interrupted attempt's.
+        if n_calls == 0 and start_step == 0 and evaluation is not None and evaluated_at != step:
+            emit(run_task(evaluation, state, iteration, step), step)
     finally:
         bar.close()
         if jsonl is not None:

@@ -53,7 +53,7 @@ import shutil
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,8 @@ import orbax.checkpoint as ocp
 from flax import nnx
 
 from nnx_ppo.algorithms import _checkpoint_io as _io
-from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig, VideoConfig
+from nnx_ppo.algorithms._validation import check_optional_int
+from nnx_ppo.algorithms.config import config_from_dict, config_to_dict
 from nnx_ppo.algorithms.faults import raise_if_non_finite
 from nnx_ppo.algorithms.types import TrainState
 
@@ -79,6 +80,10 @@ __all__ = [
 ]
 
 
+# config_to_dict / config_from_dict live next to the configs (config.py) and are
+# re-exported here, where checkpoints use them.
+
+
 class CorruptedCheckpointWarning(UserWarning):
     """A checkpoint folder could not be read back and was skipped."""
 
@@ -90,90 +95,6 @@ class CorruptedCheckpointError(RuntimeError):
 class CheckpointMismatchError(ValueError):
     """A checkpoint does not fit the template it is restored into (which variable,
     expected vs found shape and dtype)."""
-
-
-# --------------------------------------------------------------------------- configs
-
-
-def config_to_dict(config: Any) -> dict[str, Any] | None:
-    """The JSON data stored for a config (nothing is pickled).
-
-    Dataclasses become dicts of their fields; `LogLevel`
-    becomes its name (``"DEFAULT"`` or ``"LOSSES|ROLLOUT"``); a callable such as an
-    optax learning-rate schedule becomes ``{"callable": "<module>.<qualname>"}`` (a
-    description only: it cannot be rebuilt); non-finite floats become ``None``.
-
-    Args:
-        config: A `TrainConfig`, a
-            `PPOConfig`, another dataclass or
-            mapping, or ``None``.
-
-    Returns:
-        JSON-serialisable data, or ``None``.
-
-    Examples:
-        >>> from nnx_ppo.algorithms.config import PPOConfig
-        >>> data = config_to_dict(PPOConfig(n_envs=8, n_minibatches=2))
-        >>> data["n_envs"], data["log_level"]
-        (8, 'DEFAULT')
-    """
-    if config is None:
-        return None
-    data = _io.to_json(config)
-    if not isinstance(data, dict):
-        raise TypeError(
-            f"config={config!r} must be a dataclass (e.g. TrainConfig) or a mapping, "
-            f"not {type(config).__name__}."
-        )
-    return data
-
-
-def _log_level(value: Any) -> LogLevel:
-    if isinstance(value, int):
-        return LogLevel(value)
-    level = LogLevel.NONE
-    for part in str(value).split("|"):
-        level |= LogLevel[part]
-    return level
-
-
-def config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
-    """Rebuild a `TrainConfig` from
-    `config_to_dict` data (e.g. ``load_metadata(directory)["config"]``).
-
-    Args:
-        data: The stored dict of a ``TrainConfig``.
-
-    Returns:
-        The config, validated as usual.
-
-    Raises:
-        ValueError: If the learning rate was a schedule (only its name is stored):
-            replace ``data["ppo"]["learning_rate"]`` with a number or rebuild the
-            schedule yourself.
-
-    Examples:
-        >>> from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
-        >>> config = TrainConfig(ppo=PPOConfig(n_envs=8, n_minibatches=2), seed=3)
-        >>> config_from_dict(config_to_dict(config)) == config
-        True
-    """
-    ppo = dict(data.get("ppo", {}))
-    if isinstance(ppo.get("learning_rate"), Mapping):
-        raise ValueError(
-            f"the stored learning_rate is a schedule ({ppo['learning_rate']['callable']}), "
-            "which is described but not stored; set data['ppo']['learning_rate'] to a "
-            "number or rebuild the config with your schedule."
-        )
-    if "log_level" in ppo:
-        ppo["log_level"] = _log_level(ppo["log_level"])
-    rest = {k: v for k, v in data.items() if k not in ("ppo", "eval", "video")}
-    return TrainConfig(
-        ppo=PPOConfig(**ppo),
-        eval=EvalConfig(**data.get("eval", {})),
-        video=VideoConfig(**data.get("video", {})),
-        **rest,
-    )
 
 
 # --------------------------------------------------------------------------- restore
@@ -197,7 +118,14 @@ def _restore_trees(
         saved = meta.get("arrays", {}).get(name)
         if not isinstance(saved, list):
             raise _io.Unreadable(f"{where}: its metadata lists no '{name}' arrays")
-        problem = _io.mismatch(_io.template_records(template), saved)
+        expected = _io.template_records(template)
+        problem = _io.mismatch(expected, saved)
+        if problem and name == "train":
+            # A changed max_grad_norm / weight_decay (the documented recovery from a
+            # divergence) only moves Adam's state inside the optimizer's chain.
+            remapped = _io.remap_optimizer_state(expected, saved)
+            if remapped is not None:
+                saved, problem = remapped, None
         if problem:
             raise CheckpointMismatchError(f"{where} does not match the template: {problem}. {hint}")
         records[name] = saved
@@ -274,13 +202,32 @@ def _restore_latest(
 # --------------------------------------------------------------------------- public
 
 
-def _check_optional_int(name: str, value: Any, minimum: int) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name}={value!r} must be an int >= {minimum} or None.")
-    if value < minimum:
-        raise ValueError(f"{name}={value} must be >= {minimum} (or None).")
+def retained_steps(
+    steps: Sequence[int], max_to_keep: int | None, keep_every_steps: int | None = None
+) -> list[int]:
+    """The checkpoints a retention policy keeps (`Checkpointer`'s, a pure function).
+
+    Args:
+        steps: The steps of the finished checkpoints.
+        max_to_keep: Keep the latest this many (``None``: all).
+        keep_every_steps: Also keep, for good, the earliest checkpoint in every window
+            ``[k * N, (k + 1) * N)`` of steps.
+
+    Returns:
+        The kept steps, ascending.
+
+    Examples:
+        >>> retained_steps([48, 80, 128, 160, 208, 240, 256], 2, keep_every_steps=100)
+        [48, 128, 208, 240, 256]
+    """
+    ordered = sorted(steps)
+    keep = set(ordered if max_to_keep is None else ordered[-max_to_keep:])
+    if keep_every_steps is not None:
+        first_in_window: dict[int, int] = {}
+        for step in ordered:
+            first_in_window.setdefault(step // keep_every_steps, step)
+        keep |= set(first_in_window.values())
+    return sorted(keep)
 
 
 class Checkpointer:
@@ -364,9 +311,9 @@ class Checkpointer:
     ) -> None:
         if not isinstance(directory, str | os.PathLike):
             raise TypeError(f"directory={directory!r} must be a path (str or os.PathLike).")
-        _check_optional_int("save_every_steps", save_every_steps, 1)
-        _check_optional_int("max_to_keep", max_to_keep, 1)
-        _check_optional_int("keep_every_steps", keep_every_steps, 1)
+        check_optional_int("save_every_steps", save_every_steps, 1)
+        check_optional_int("max_to_keep", max_to_keep, 1)
+        check_optional_int("keep_every_steps", keep_every_steps, 1)
         for name, flag in (("async_save", async_save), ("resume", resume)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name}={flag!r} must be a bool (True or False).")
@@ -433,10 +380,16 @@ class Checkpointer:
             The restored state, or ``None`` (``resume=False``, no checkpoint, or none
             readable).
 
+        The optimizer state is matched by its arrays, not by where its transforms sit
+        in the optimizer's chain: a checkpoint written without ``max_grad_norm`` (or
+        ``weight_decay``) resumes into a config with it, and back, because those
+        transforms hold no state (the documented recovery from a divergence).
+
         Raises:
             CheckpointMismatchError: If the checkpoint's arrays do not match
-                ``template`` (a different network or config, e.g. ``n_envs``); the
-                message names the first differing variable and both shapes.
+                ``template`` (a different network or config, e.g. ``n_envs``, or a
+                constant learning rate replaced by a schedule); the message names the
+                first differing variable and both shapes.
             CorruptedCheckpointError: If the requested ``step`` cannot be read.
             FileNotFoundError: If there is no checkpoint at ``step``.
         """
@@ -593,15 +546,10 @@ class Checkpointer:
         if not self._writer:
             return
         steps = self._disk_steps()
-        keep = set(steps if self.max_to_keep is None else steps[-self.max_to_keep :])
-        if self.keep_every_steps is not None:
-            first_in_window: dict[int, int] = {}
-            for s in steps:
-                first_in_window.setdefault(s // self.keep_every_steps, s)
-            keep |= set(first_in_window.values())
-        for s in steps:
-            if s not in keep:
-                self._delete(s)
+        keep = retained_steps(steps, self.max_to_keep, self.keep_every_steps)
+        for step in steps:
+            if step not in keep:
+                self._delete(step)
 
     def wait_until_finished(self) -> None:
         """Block until an asynchronous save is on disk and old checkpoints are gone."""

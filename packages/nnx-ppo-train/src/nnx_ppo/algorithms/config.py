@@ -23,16 +23,21 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from nnx_ppo.algorithms._validation import check_bool, check_choice, check_float, check_int
+
 __all__ = [
+    "DistillationConfig",
     "EvalConfig",
     "LogLevel",
     "PPOConfig",
     "TrainConfig",
     "VideoConfig",
+    "config_from_dict",
+    "config_to_dict",
+    "config_to_json",
 ]
 
 Schedule = Callable[[Any], Any]
@@ -74,58 +79,77 @@ class LogLevel(enum.Flag):
     )  # fmt: skip
 
 
-# --------------------------------------------------------------------------- checks
-
-
-def _check_int(name: str, value: Any, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"{name}={value!r} must be an int (got {type(value).__name__}); "
-            f"pass a whole number >= {minimum}."
-        )
-    if int(value) < minimum:
-        raise ValueError(f"{name}={value} must be >= {minimum}.")
-
-
-def _check_bool(name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name}={value!r} must be a bool (True or False).")
-
-
-def _check_float(
-    name: str,
-    value: Any,
-    *,
-    low: float | None = None,
-    high: float | None = None,
-    low_open: bool = False,
-    optional: bool = False,
-) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        hint = " or None" if optional else ""
-        raise TypeError(f"{name}={value!r} must be a real number{hint}.")
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"{name}={value} must be finite.")
-    if low is not None and (number <= low if low_open else number < low):
-        bound = ">" if low_open else ">="
-        raise ValueError(f"{name}={value} must be {bound} {low}.")
-    if high is not None and number > high:
-        raise ValueError(f"{name}={value} must be <= {high}.")
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}.")
-
-
 # --------------------------------------------------------------------------- configs
 
 
+class _OnPolicyRun:
+    """Validation and step accounting shared by `PPOConfig` and
+    `DistillationConfig` (each declares the fields itself)."""
+
+    n_envs: int
+    rollout_length: int
+    total_steps: int
+    n_epochs: int
+    n_minibatches: int
+    learning_rate: float | Schedule
+    max_grad_norm: float | None
+    weight_decay: float
+    reset_mode: str
+    iterations_per_call: int
+    log_level: LogLevel
+
+    def _check_run(self) -> None:
+        check_int("n_envs", self.n_envs, minimum=1)
+        check_int("rollout_length", self.rollout_length, minimum=1)
+        check_int("total_steps", self.total_steps, minimum=0)
+        check_int("n_epochs", self.n_epochs, minimum=1)
+        check_int("n_minibatches", self.n_minibatches, minimum=1)
+        check_int("iterations_per_call", self.iterations_per_call, minimum=1)
+        if self.n_envs % self.n_minibatches:
+            up = -(-self.n_envs // self.n_minibatches) * self.n_minibatches
+            divisors = [d for d in range(self.n_minibatches, 0, -1) if self.n_envs % d == 0]
+            raise ValueError(
+                f"n_envs={self.n_envs} is not divisible by "
+                f"n_minibatches={self.n_minibatches}: each minibatch is a set of whole "
+                "environment sequences, so n_envs must be a multiple of n_minibatches "
+                f"(e.g. n_envs={up} or n_minibatches={divisors[0]})."
+            )
+        if not callable(self.learning_rate):
+            check_float("learning_rate", self.learning_rate, low=0.0, low_open=True)
+        check_float("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True, optional=True)
+        check_float("weight_decay", self.weight_decay, low=0.0)
+        check_choice("reset_mode", self.reset_mode, ("cached", "refresh", "fresh"))
+        if not isinstance(self.log_level, LogLevel):
+            raise TypeError(
+                f"log_level={self.log_level!r} must be a LogLevel flag, e.g. "
+                "LogLevel.DEFAULT or LogLevel.LOSSES | LogLevel.ROLLOUT."
+            )
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Env steps collected per iteration: ``n_envs * rollout_length``."""
+        return self.n_envs * self.rollout_length
+
+    @property
+    def minibatch_envs(self) -> int:
+        """Environment sequences per minibatch: ``n_envs // n_minibatches``."""
+        return self.n_envs // self.n_minibatches
+
+    @property
+    def n_iterations(self) -> int:
+        """Iterations in the run: enough to reach ``total_steps``, a multiple of
+        ``iterations_per_call``."""
+        per_call = self.steps_per_iteration * self.iterations_per_call
+        return -(-self.total_steps // per_call) * self.iterations_per_call
+
+    @property
+    def updates_per_iteration(self) -> int:
+        """Optimizer updates per iteration: ``n_epochs * n_minibatches``."""
+        return self.n_epochs * self.n_minibatches
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PPOConfig:
+class PPOConfig(_OnPolicyRun):
     """The PPO algorithm: sizes, optimisation, advantages, losses and logging.
 
     Attributes:
@@ -198,70 +222,24 @@ class PPOConfig:
     log_level: LogLevel = LogLevel.DEFAULT
 
     def __post_init__(self) -> None:
-        _check_int("n_envs", self.n_envs, minimum=1)
-        _check_int("rollout_length", self.rollout_length, minimum=1)
-        _check_int("total_steps", self.total_steps, minimum=0)
-        _check_int("n_epochs", self.n_epochs, minimum=1)
-        _check_int("n_minibatches", self.n_minibatches, minimum=1)
-        _check_int("iterations_per_call", self.iterations_per_call, minimum=1)
-        if self.n_envs % self.n_minibatches:
-            up = -(-self.n_envs // self.n_minibatches) * self.n_minibatches
-            divisors = [d for d in range(self.n_minibatches, 0, -1) if self.n_envs % d == 0]
-            raise ValueError(
-                f"n_envs={self.n_envs} is not divisible by "
-                f"n_minibatches={self.n_minibatches}: each minibatch is a set of whole "
-                "environment sequences, so n_envs must be a multiple of n_minibatches "
-                f"(e.g. n_envs={up} or n_minibatches={divisors[0]})."
-            )
-        if not callable(self.learning_rate):
-            _check_float("learning_rate", self.learning_rate, low=0.0, low_open=True)
-        _check_float("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
-        _check_float("discounting_factor", self.discounting_factor, low=0.0, high=1.0)
-        _check_float("clip_range", self.clip_range, low=0.0, low_open=True)
-        _check_bool("normalize_advantages", self.normalize_advantages)
-        _check_float("critic_loss_weight", self.critic_loss_weight, low=0.0)
-        _check_float(
+        self._check_run()
+        check_float("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
+        check_float("discounting_factor", self.discounting_factor, low=0.0, high=1.0)
+        check_float("clip_range", self.clip_range, low=0.0, low_open=True)
+        check_bool("normalize_advantages", self.normalize_advantages)
+        check_float("critic_loss_weight", self.critic_loss_weight, low=0.0)
+        check_float(
             "value_clip_range", self.value_clip_range, low=0.0, low_open=True, optional=True
         )
-        _check_float("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True, optional=True)
-        _check_float("weight_decay", self.weight_decay, low=0.0)
-        _check_choice("advantage_mode", self.advantage_mode, ("combined", "per_key"))
-        _check_choice("advantage_estimation", self.advantage_estimation, ("rollout", "minibatch"))
+        check_choice("advantage_mode", self.advantage_mode, ("combined", "per_key"))
+        check_choice("advantage_estimation", self.advantage_estimation, ("rollout", "minibatch"))
         if self.advantage_estimation == "minibatch" and self.value_clip_range is not None:
             raise ValueError(
                 f"value_clip_range={self.value_clip_range} needs the rollout's values, which "
                 "advantage_estimation='minibatch' does not compute: set "
                 "value_clip_range=None or advantage_estimation='rollout'."
             )
-        _check_bool("bootstrap_on_truncation", self.bootstrap_on_truncation)
-        _check_choice("reset_mode", self.reset_mode, ("cached", "refresh", "fresh"))
-        if not isinstance(self.log_level, LogLevel):
-            raise TypeError(
-                f"log_level={self.log_level!r} must be a LogLevel flag, e.g. "
-                "LogLevel.DEFAULT or LogLevel.LOSSES | LogLevel.ROLLOUT."
-            )
-
-    @property
-    def steps_per_iteration(self) -> int:
-        """Env steps collected per iteration: ``n_envs * rollout_length``."""
-        return self.n_envs * self.rollout_length
-
-    @property
-    def minibatch_envs(self) -> int:
-        """Environment sequences per minibatch: ``n_envs // n_minibatches``."""
-        return self.n_envs // self.n_minibatches
-
-    @property
-    def n_iterations(self) -> int:
-        """Iterations in the run: enough to reach ``total_steps``, a multiple of
-        ``iterations_per_call``."""
-        per_call = self.steps_per_iteration * self.iterations_per_call
-        return -(-self.total_steps // per_call) * self.iterations_per_call
-
-    @property
-    def updates_per_iteration(self) -> int:
-        """Optimizer updates per iteration: ``n_epochs * n_minibatches``."""
-        return self.n_epochs * self.n_minibatches
+        check_bool("bootstrap_on_truncation", self.bootstrap_on_truncation)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -301,13 +279,13 @@ class EvalConfig:
     at_start: bool = True
 
     def __post_init__(self) -> None:
-        _check_bool("enabled", self.enabled)
+        check_bool("enabled", self.enabled)
         if self.every_steps is not None:
-            _check_int("every_steps", self.every_steps, minimum=1)
-        _check_int("n_envs", self.n_envs, minimum=1)
-        _check_int("max_episode_length", self.max_episode_length, minimum=1)
-        _check_bool("deterministic", self.deterministic)
-        _check_bool("at_start", self.at_start)
+            check_int("every_steps", self.every_steps, minimum=1)
+        check_int("n_envs", self.n_envs, minimum=1)
+        check_int("max_episode_length", self.max_episode_length, minimum=1)
+        check_bool("deterministic", self.deterministic)
+        check_bool("at_start", self.at_start)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -341,13 +319,13 @@ class VideoConfig:
     fps: float | None = None
 
     def __post_init__(self) -> None:
-        _check_bool("enabled", self.enabled)
+        check_bool("enabled", self.enabled)
         if self.every_steps is not None:
-            _check_int("every_steps", self.every_steps, minimum=1)
-        _check_int("episode_length", self.episode_length, minimum=1)
-        _check_int("width", self.width, minimum=1)
-        _check_int("height", self.height, minimum=1)
-        _check_float("fps", self.fps, low=0.0, low_open=True, optional=True)
+            check_int("every_steps", self.every_steps, minimum=1)
+        check_int("episode_length", self.episode_length, minimum=1)
+        check_int("width", self.width, minimum=1)
+        check_int("height", self.height, minimum=1)
+        check_float("fps", self.fps, low=0.0, low_open=True, optional=True)
         if self.enabled and self.directory is None:
             raise ValueError(
                 "VideoConfig(enabled=True) needs directory=...: the folder the MP4 files "
@@ -386,5 +364,214 @@ class TrainConfig:
                 raise TypeError(
                     f"{name}={value!r} must be a {cls.__name__}; build it with {cls.__name__}(...)."
                 )
-        _check_int("seed", self.seed, minimum=0)
-        _check_int("log_every_calls", self.log_every_calls, minimum=1)
+        check_int("seed", self.seed, minimum=0)
+        check_int("log_every_calls", self.log_every_calls, minimum=1)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DistillationConfig(_OnPolicyRun):
+    """A distillation run: sizes, optimisation, loss weights, evaluation and logging.
+
+    Sizes and step accounting are those of `PPOConfig`
+    (an iteration collects ``n_envs * rollout_length`` env steps; ``total_steps`` is
+    rounded up to whole device calls; counters are exact integers).
+
+    Attributes:
+        n_envs: Environments stepped in parallel.
+        rollout_length: Steps per environment per iteration (``T``).
+        total_steps: Env steps to distill for (``0``: only evaluate).
+        n_epochs: Passes over each rollout.
+        n_minibatches: Minibatches per epoch; each is a set of
+            ``n_envs // n_minibatches`` whole environment sequences.
+        learning_rate: A positive float, or an optax schedule ``step -> lr``.
+        max_grad_norm: If set, clip gradients to this global norm.
+        weight_decay: Decoupled weight decay (AdamW) if > 0, else plain Adam.
+        value_loss_weight: Weight ``c_v`` of the value-head distillation (half MSE of
+            the student's value estimates to the teacher's, summed over heads). ``0``
+            (default) distills the policy only and leaves the student's critic alone;
+            > 0 needs the teacher's value tree to match the student's.
+        regularization_weight: Weight ``c_reg`` of the student's own per-sample
+            ``regularization_loss`` (its samplers' entropy bonus, KL terms of
+            variational layers...).
+        reset_mode: How finished environments restart, as in
+            `PPOConfig`: ``"cached"``, ``"refresh"``
+            or ``"fresh"``.
+        iterations_per_call: Iterations per jitted device call.
+        log_level: Which metric groups to compute (see `LogLevel`; ``ACTOR`` has no
+            distillation metric).
+        eval: Periodic deterministic evaluation of the student.
+        seed: Seed of the run's random key (env resets, minibatch shuffling, eval).
+        log_every_calls: Call ``log_fn`` after every this many device calls.
+
+    Raises:
+        TypeError: If a field has the wrong type.
+        ValueError: If a value is out of range, or ``n_envs`` is not divisible by
+            ``n_minibatches``.
+
+    Examples:
+        >>> DistillationConfig(n_envs=10, n_minibatches=4)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        ValueError: n_envs=10 is not divisible by n_minibatches=4: ...
+    """
+
+    n_envs: int = 256
+    rollout_length: int = 20
+    total_steps: int = 1_000_000
+    n_epochs: int = 4
+    n_minibatches: int = 8
+    learning_rate: float | Schedule = 1e-3
+    max_grad_norm: float | None = None
+    weight_decay: float = 0.0
+    value_loss_weight: float = 0.0
+    regularization_weight: float = 1.0
+    reset_mode: Literal["cached", "refresh", "fresh"] = "cached"
+    iterations_per_call: int = 1
+    log_level: LogLevel = LogLevel.DEFAULT
+    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    seed: int = 0
+    log_every_calls: int = 1
+
+    def __post_init__(self) -> None:
+        self._check_run()
+        check_float("value_loss_weight", self.value_loss_weight, low=0.0)
+        check_float("regularization_weight", self.regularization_weight, low=0.0)
+        if not isinstance(self.eval, EvalConfig):
+            raise TypeError(
+                f"eval={self.eval!r} must be an EvalConfig; build it with EvalConfig(...)."
+            )
+        check_int("seed", self.seed, minimum=0)
+        check_int("log_every_calls", self.log_every_calls, minimum=1)
+
+
+# --------------------------------------------------------------------------- JSON
+
+_KINDS: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (TrainConfig, DistillationConfig, PPOConfig, EvalConfig, VideoConfig)
+}
+
+
+def config_to_json(value: Any) -> Any:
+    """JSON data for a config value (see `config_to_dict`)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: config_to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Flag):
+        return value.name if value.name is not None else int(value.value)
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, bool | int | str) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): config_to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [config_to_json(v) for v in value]
+    if callable(value):  # e.g. an optax schedule: described, not stored
+        name = getattr(value, "__qualname__", None) or type(value).__qualname__
+        return {"callable": f"{getattr(value, '__module__', '?')}.{name}"}
+    return repr(value)
+
+
+def config_to_dict(config: Any) -> dict[str, Any] | None:
+    """The JSON data stored for a config (nothing is pickled).
+
+    One of this module's configs is tagged with its ``"kind"`` (``"TrainConfig"``,
+    ``"DistillationConfig"``, ...), which `config_from_dict` rebuilds. Dataclasses
+    become dicts of their fields; `LogLevel`
+    becomes its name (``"DEFAULT"`` or ``"LOSSES|ROLLOUT"``); a callable such as an
+    optax learning-rate schedule becomes ``{"callable": "<module>.<qualname>"}`` (a
+    description only: it cannot be rebuilt); non-finite floats become ``None``.
+
+    Args:
+        config: A `TrainConfig`, a
+            `PPOConfig`, another dataclass or
+            mapping, or ``None``.
+
+    Returns:
+        JSON-serialisable data, or ``None``.
+
+    Examples:
+        >>> from nnx_ppo.algorithms.config import PPOConfig
+        >>> data = config_to_dict(PPOConfig(n_envs=8, n_minibatches=2))
+        >>> data["kind"], data["n_envs"], data["log_level"]
+        ('PPOConfig', 8, 'DEFAULT')
+    """
+    if config is None:
+        return None
+    data = config_to_json(config)
+    if not isinstance(data, dict):
+        raise TypeError(
+            f"config={config!r} must be a dataclass (e.g. TrainConfig) or a mapping, "
+            f"not {type(config).__name__}."
+        )
+    kind = type(config)
+    if kind.__name__ in _KINDS and kind.__module__.endswith("algorithms.config"):
+        data = {"kind": kind.__name__, **data}
+    return data
+
+
+def _log_level(value: Any) -> LogLevel:
+    if isinstance(value, int):
+        return LogLevel(value)
+    level = LogLevel.NONE
+    for part in str(value).split("|"):
+        level |= LogLevel[part]
+    return level
+
+
+def _rebuild(kind: str, data: Mapping[str, Any]) -> Any:
+    fields = {k: v for k, v in data.items() if k != "kind"}
+    if kind == "TrainConfig":
+        return TrainConfig(
+            ppo=_rebuild("PPOConfig", fields.pop("ppo", {})),
+            eval=EvalConfig(**fields.pop("eval", {})),
+            video=VideoConfig(**fields.pop("video", {})),
+            **fields,
+        )
+    if "learning_rate" in fields and isinstance(fields["learning_rate"], Mapping):
+        raise ValueError(
+            f"the stored learning_rate is a schedule ({fields['learning_rate']['callable']}), "
+            "which is described but not stored; set the learning_rate in the data to a "
+            "number or rebuild the config with your schedule."
+        )
+    if "log_level" in fields:
+        fields["log_level"] = _log_level(fields["log_level"])
+    if kind == "DistillationConfig" and "eval" in fields:
+        fields["eval"] = EvalConfig(**fields["eval"])
+    return _KINDS[kind](**fields)
+
+
+def config_from_dict(data: Mapping[str, Any]) -> Any:
+    """Rebuild a config from `config_to_dict` data (e.g.
+    ``load_metadata(directory)["config"]``): a `TrainConfig`, a
+    `DistillationConfig`, or whichever config its ``"kind"`` names (data without a
+    kind, from checkpoints written before kinds were stored, is a ``TrainConfig``).
+
+    Args:
+        data: The stored dict.
+
+    Returns:
+        The config, validated as usual.
+
+    Raises:
+        ValueError: If the learning rate was a schedule (only its name is stored):
+            replace it with a number or rebuild the schedule yourself, or if the kind is
+            unknown.
+
+    Examples:
+        >>> config = TrainConfig(ppo=PPOConfig(n_envs=8, n_minibatches=2), seed=3)
+        >>> config_from_dict(config_to_dict(config)) == config
+        True
+        >>> distill = DistillationConfig(n_envs=8, n_minibatches=2, value_loss_weight=0.5)
+        >>> config_from_dict(config_to_dict(distill)) == distill
+        True
+    """
+    kind = data.get("kind", "TrainConfig")
+    if kind not in _KINDS:
+        raise ValueError(
+            f"the stored config is a {kind!r}, which is not one of {sorted(_KINDS)}; "
+            "rebuild it yourself from the data."
+        )
+    return _rebuild(kind, data)

@@ -27,8 +27,16 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
+from nnx_ppo.algorithms._validation import check_int
+from nnx_ppo.algorithms.checks import check_env_network
 from nnx_ppo.algorithms.distributed import constrain_batch, n_shards, replicated_sharding
-from nnx_ppo.algorithms.rollout import _ppo_output, _sum_leaves, network_step, reset_envs
+from nnx_ppo.algorithms.rollout import (
+    network_step,
+    ppo_output,
+    reset_envs,
+    split_network,
+    sum_leaves,
+)
 
 __all__ = ["evaluate", "make_evaluator"]
 
@@ -71,7 +79,7 @@ def make_evaluator(
         def eval_step(loop, _):
             net_state, env_s, net_carry, returns, length, active = loop
             net_state, out = network_step(graphdef, params, net_state, net_carry, env_s.obs)
-            next_env = jax.vmap(env.step)(env_s, _ppo_output(out).actions)
+            next_env = jax.vmap(env.step)(env_s, ppo_output(out).actions)
             live = active.astype(jnp.float32)
             returns = jax.tree.map(lambda r, x: r + x * live, returns, next_env.reward)
             length = length + active.astype(jnp.int32)
@@ -89,7 +97,7 @@ def make_evaluator(
         (_, _, _, returns, length, _), _ = jax.lax.scan(
             eval_step, loop, None, length=max_episode_length
         )
-        total = _sum_leaves(returns)
+        total = sum_leaves(returns)
         metrics = {
             "eval/episode_reward/mean": jnp.mean(total),
             "eval/episode_reward/std": jnp.std(total),
@@ -116,8 +124,10 @@ def evaluate(
 ) -> dict[str, float]:
     """Evaluate a network on fresh episodes (see the module docstring).
 
-    The network is switched to ``eval()`` mode for the rollout if ``deterministic``
-    and restored to ``train()`` mode afterwards; its state is not changed.
+    With ``deterministic`` the rollout runs a copy of the network in ``eval()`` mode;
+    the network itself (its variables and its train/eval mode) is not changed. The
+    network is checked against ``env`` first (`check_env_network`), before anything
+    is compiled.
 
     Args:
         env: The unbatched evaluation environment (wrap it in
@@ -130,6 +140,10 @@ def evaluate(
 
     Returns:
         The metrics in the module table, as Python floats.
+
+    Raises:
+        TypeError: If ``key`` is not a PRNG key or a size is not an int.
+        ValueError: If a size is < 1 or the network does not fit ``env``.
 
     Examples:
         >>> import jax
@@ -144,12 +158,23 @@ def evaluate(
         >>> metrics["eval/episode_length/mean"]
         20.0
     """
+    check_int("n_envs", n_envs, minimum=1)
+    check_int("max_episode_length", max_episode_length, minimum=1)
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic={deterministic!r} must be a bool (True or False).")
+    if not (hasattr(key, "dtype") and hasattr(key, "shape")):
+        raise TypeError(
+            f"key={key!r} must be a JAX PRNG key, e.g. jax.random.PRNGKey(0), not a "
+            f"{type(key).__name__}."
+        )
+    # The network against the environment, before anything is compiled.
+    check_env_network(env, network, n_envs)
+    copy = nnx.clone(network)  # evaluated in its own mode; the network is untouched
     if deterministic:
-        network.eval()
-    try:
-        graphdef, params, network_state = nnx.split(network, nnx.Param, ...)
-    finally:
-        network.train()
+        copy.eval()
+    else:
+        copy.train()
+    graphdef, params, network_state = split_network(copy)
     evaluator = make_evaluator(env, graphdef, n_envs=n_envs, max_episode_length=max_episode_length)
     metrics = evaluator(params, network_state, key)
     return {k: float(v) for k, v in jax.device_get(metrics).items()}

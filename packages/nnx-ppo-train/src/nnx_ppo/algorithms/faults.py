@@ -16,8 +16,10 @@ iteration and the quantity, before anything is saved: the last checkpoint writte
 before the divergence stays the latest one on disk.
 
 There is no automatic rollback. To recover, resume from that checkpoint after fixing
-the cause, e.g. with a lower ``learning_rate`` (Adam's state does not depend on it, so
-the run resumes with the new value) or a ``max_grad_norm``.
+the cause, e.g. with a lower ``learning_rate``, adding a ``max_grad_norm`` if the
+gradients spike: Adam's state depends neither on the learning rate nor on the clipping
+(or weight decay) chained around it, so the run resumes with the new values (see
+`Checkpointer.restore`).
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ class NonFiniteError(RuntimeError):
             "stopped and this state was not saved, so the latest checkpoint is the last "
             "one written before the divergence. Check the environment for NaN/inf "
             "rewards or observations, or resume from that checkpoint with a lower "
-            "learning_rate or a max_grad_norm."
+            "learning_rate (adding a max_grad_norm if gradients spike); the optimizer "
+            "state resumes either way."
         )
 
 

@@ -35,29 +35,24 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh
 
-from nnx_ppo.algorithms.config import LogLevel, PPOConfig
-from nnx_ppo.algorithms.distributed import (
-    check_batch_divisible,
-    constrain_batch,
-    process_env_slice,
-    replicated_sharding,
-    shard_batch,
-    shard_state,
-)
-from nnx_ppo.algorithms.faults import healthy, record_non_finite
+from nnx_ppo.algorithms.config import DistillationConfig, PPOConfig
+from nnx_ppo.algorithms.distributed import check_batch_divisible, replicated_sharding
 from nnx_ppo.algorithms.gae import gae
 from nnx_ppo.algorithms.losses import ppo_loss
-from nnx_ppo.algorithms.rollout import (
-    _unroll,
-    initial_episode_stats,
-    replay,
-    reset_envs,
-    value_estimates,
+from nnx_ppo.algorithms.phases import (
+    advance,
+    finish_phase,
+    gradient_phase,
+    init_state,
+    replay_minibatch,
+    reset_on_mesh,
+    rollout_phase,
+    split_minibatches,
 )
-from nnx_ppo.algorithms.types import TrainState, Transition
+from nnx_ppo.algorithms.rollout import split_network, value_estimates
+from nnx_ppo.algorithms.types import TrainState
 
 __all__ = [
-    "after_gradients",
     "init_train_state",
     "make_optimizer",
     "make_train_call",
@@ -69,35 +64,8 @@ __all__ = [
 
 Metrics = dict[str, jax.Array]
 
-_GROUPS = {
-    "loss/": LogLevel.LOSSES,
-    "actor/": LogLevel.ACTOR,
-    "critic/": LogLevel.CRITIC,
-    "rollout/": LogLevel.ROLLOUT,
-    "env/": LogLevel.ENV_METRICS,
-    "network/": LogLevel.NETWORK_METRICS,
-    "train/grad_norm": LogLevel.GRAD_NORM,
-    "train/param_norm": LogLevel.WEIGHTS,
-}
 
-
-def _global_norm(tree: Any) -> jax.Array:
-    """L2 norm of all leaves together (``optax.global_norm`` is deprecated, and its
-    replacement is newer than our optax floor)."""
-    return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(tree)))
-
-
-def _enabled(name: str, level: LogLevel) -> bool:
-    return any(name.startswith(prefix) and group in level for prefix, group in _GROUPS.items())
-
-
-def split_network(network: nnx.Module) -> tuple[nnx.GraphDef, nnx.State, nnx.State]:
-    """``nnx.split(network, nnx.Param, ...)``: ``(graphdef, params, network_state)``."""
-    graphdef, params, network_state = nnx.split(network, nnx.Param, ...)
-    return graphdef, params, network_state
-
-
-def make_optimizer(config: PPOConfig) -> optax.GradientTransformation:
+def make_optimizer(config: PPOConfig | DistillationConfig) -> optax.GradientTransformation:
     """Adam (AdamW if ``weight_decay > 0``), after global-norm clipping if configured.
 
     Args:
@@ -149,161 +117,17 @@ def init_train_state(
         ValueError: If ``config.n_envs`` is not a multiple of ``n_minibatches`` times
             the mesh's ``"data"`` size.
     """
-    graphdef, params, network_state = split_network(network)
-    key, reset_key = jax.random.split(key)
     if mesh is not None:
-        return graphdef, _init_sharded(env, network, config, optimizer, key, reset_key, mesh)
-    # Jitted: an eager vmapped reset of a physics env dispatches op by op (slow).
-    env_state = jax.jit(lambda k: reset_envs(env, k, config.n_envs))(reset_key)
-    reset_state = None if config.reset_mode == "fresh" else env_state
-    state = TrainState(
-        params=params,
-        network_state=network_state,
-        opt_state=optimizer.init(params),
-        env_state=env_state,
-        reset_state=reset_state,
-        carry=network.initialize_state(config.n_envs),
-        episodes=initial_episode_stats(config.n_envs),
-        rng=key,
-        iteration=jnp.zeros((), jnp.int32),
-        non_finite=healthy(),
+        check_batch_divisible(config.n_envs, mesh, n_minibatches=config.n_minibatches)
+    return init_state(
+        env,
+        network,
+        optimizer,
+        key,
+        n_envs=config.n_envs,
+        reset_mode=config.reset_mode,
+        mesh=mesh,
     )
-    # Every leaf gets its own buffer: the state is donated to the jitted iteration, and
-    # a buffer shared with the network object or between two leaves (the cached reset
-    # state is the first env state) cannot be donated.
-    return graphdef, jax.tree.map(jnp.copy, state)
-
-
-def _init_sharded(
-    env: Any,
-    network: nnx.Module,
-    config: PPOConfig,
-    optimizer: optax.GradientTransformation,
-    key: jax.Array,
-    reset_key: jax.Array,
-    mesh: Mesh,
-) -> TrainState:
-    """`init_train_state` on a mesh: the same values, placed on ``mesh``."""
-    check_batch_divisible(config.n_envs, mesh, n_minibatches=config.n_minibatches)
-    _, params, network_state = split_network(network)
-    host = TrainState(
-        params=params,
-        network_state=network_state,
-        opt_state=optimizer.init(params),
-        env_state=None,
-        reset_state=None,
-        carry=network.initialize_state(config.n_envs),
-        episodes=initial_episode_stats(config.n_envs),
-        rng=key,
-        iteration=jnp.zeros((), jnp.int32),
-        non_finite=healthy(),
-    )
-    # Private copies (see init_train_state), then placed on the mesh.
-    state = shard_state(jax.tree.map(jnp.copy, host), mesh)
-    env_state, reset_state = reset_on_mesh(env, reset_key, config.n_envs, config.reset_mode, mesh)
-    return state.replace(env_state=env_state, reset_state=reset_state)
-
-
-def reset_on_mesh(
-    env: Any, key: jax.Array, n_envs: int, reset_mode: str, mesh: Mesh
-) -> tuple[Any, Any]:
-    """The initial ``(env_state, reset_state)`` of ``n_envs`` environments on ``mesh``.
-
-    Each process resets only its own environments (the global reset's keys, sliced:
-    the same states as ``reset_envs(env, key, n_envs)`` on one device) and contributes
-    them to arrays sharded along ``"data"``. ``reset_state`` is a separate copy, or
-    ``None`` for ``reset_mode="fresh"``.
-    """
-    mine = process_env_slice(n_envs, mesh)
-    local = jax.jit(lambda k: jax.vmap(env.reset)(jax.random.split(k, n_envs)[mine]))(key)
-
-    def place() -> Any:
-        return shard_batch(jax.tree.map(jnp.copy, local), mesh, process_local=True)
-
-    return place(), None if reset_mode == "fresh" else place()
-
-
-def _flatten_metrics(prefix: str, tree: Any) -> Metrics:
-    """Nested network metrics -> ``{"network/<path>": mean}``."""
-    flat = {}
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-        parts = []
-        for entry in path:
-            for attr in ("key", "idx", "name"):
-                if hasattr(entry, attr):
-                    parts.append(str(getattr(entry, attr)))
-                    break
-        flat[prefix + "/".join(parts)] = jnp.mean(leaf)
-    return flat
-
-
-def split_minibatches(
-    key: jax.Array,
-    n_envs: int,
-    n_minibatches: int,
-    time_major: Any,
-    batch_major: Any,
-    mesh: Mesh | None = None,
-) -> tuple[Any, Any]:
-    """Shuffle the environments and cut them into ``n_minibatches`` minibatches.
-
-    Minibatches are sets of whole environment sequences: one permutation of the
-    environment axis is applied to every leaf (axis 1 of the ``[T, B, ...]`` leaves of
-    ``time_major``, axis 0 of the ``[B, ...]`` leaves of ``batch_major``, e.g. the
-    initial carry). On a mesh the shuffle gathers the rollout across devices; each device
-    then keeps its slice of every minibatch.
-
-    Returns:
-        ``(time_major, batch_major)`` with leaves ``[M, T, B/M, ...]`` and
-        ``[M, B/M, ...]``.
-    """
-    perm = jax.random.permutation(key, n_envs)
-
-    def split_time_major(x: jax.Array) -> jax.Array:  # [T, B, ...] -> [M, T, B/M, ...]
-        x = jnp.take(x, perm, axis=1)
-        x = x.reshape(x.shape[0], n_minibatches, -1, *x.shape[2:])
-        return jnp.swapaxes(x, 0, 1)
-
-    def split_batch_major(x: jax.Array) -> jax.Array:  # [B, ...] -> [M, B/M, ...]
-        return jnp.take(x, perm, axis=0).reshape(n_minibatches, -1, *x.shape[1:])
-
-    return (
-        constrain_batch(jax.tree.map(split_time_major, time_major), mesh, axis=2),
-        constrain_batch(jax.tree.map(split_batch_major, batch_major), mesh, axis=1),
-    )
-
-
-def after_gradients(
-    graphdef: nnx.GraphDef,
-    params: nnx.State,
-    network_state: nnx.State,
-    transitions: Transition,
-    state: Any,
-    metrics: Metrics,
-    rollout_metrics: Metrics,
-    level: LogLevel,
-) -> tuple[nnx.State, Any, Metrics]:
-    """The end of an iteration, after the gradient phase.
-
-    Merges the rollout into the running statistics (e.g. the observation normalizer,
-    once, from ``transitions.rollout_extras``), records a NaN/inf of the loss, the
-    parameters or the statistics in ``state.non_finite`` (the host reads it when it
-    syncs), and adds the rollout metrics and the parameter norm to ``metrics``, keeping
-    only the groups enabled in ``level``.
-
-    Returns:
-        ``(network_state, non_finite, metrics)``.
-    """
-    model = nnx.merge(graphdef, params, network_state)
-    model.update_statistics(transitions.rollout_extras)
-    _, _, network_state = nnx.split(model, nnx.Param, ...)
-    non_finite = record_non_finite(
-        state.non_finite, state.iteration + 1, metrics["loss/total"], params, network_state
-    )
-    metrics = {**metrics, **rollout_metrics}
-    if LogLevel.WEIGHTS in level:
-        metrics["train/param_norm"] = _global_norm(params)
-    return network_state, non_finite, {k: v for k, v in metrics.items() if _enabled(k, level)}
 
 
 def make_training_iteration(
@@ -330,8 +154,6 @@ def make_training_iteration(
         are scalars, only those of the groups enabled in ``config.log_level``.
     """
     level = config.log_level
-    n_envs, n_minibatches = config.n_envs, config.n_minibatches
-    want_network_metrics = LogLevel.NETWORK_METRICS in level
     per_minibatch = config.advantage_estimation == "minibatch"
 
     def advantages_of(transitions, values, bootstrap_value):
@@ -347,14 +169,9 @@ def make_training_iteration(
         )
 
     def minibatch_loss(params, network_state, minibatch):
-        transitions, (initial_carry, last_obs), advantages, targets = minibatch
-        out = replay(
-            graphdef,
-            params,
-            network_state,
-            initial_carry,
-            transitions,
-            collect_metrics=want_network_metrics,
+        (transitions, advantages, targets), (initial_carry, last_obs) = minibatch
+        out, network_metrics = replay_minibatch(
+            graphdef, params, network_state, initial_carry, transitions, level
         )
         old_values = transitions.value
         if per_minibatch:
@@ -378,59 +195,30 @@ def make_training_iteration(
             normalize=config.normalize_advantages,
             advantage_mode=config.advantage_mode,
         )
-        if want_network_metrics:
-            metrics.update(_flatten_metrics("network/", out.metrics))
-        return loss, metrics
-
-    def minibatch_update(carry, minibatch, network_state):
-        params, opt_state = carry
-        grad_fn = jax.value_and_grad(minibatch_loss, has_aux=True)
-        (_, metrics), grads = grad_fn(params, network_state, minibatch)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        if LogLevel.GRAD_NORM in level:
-            metrics["train/grad_norm"] = _global_norm(grads)
-        return (params, opt_state), metrics
-
-    def epoch(carry, key, data, network_state):
-        transitions, initial_carry, advantages, targets = data
-        (transitions, advantages, targets), initial_carry = split_minibatches(
-            key, n_envs, n_minibatches, (transitions, advantages, targets), initial_carry, mesh
-        )
-        minibatches = (transitions, initial_carry, advantages, targets)
-        return jax.lax.scan(
-            lambda c, mb: minibatch_update(c, mb, network_state), carry, minibatches
-        )
+        return loss, {**metrics, **network_metrics}
 
     def training_iteration(state: TrainState) -> tuple[TrainState, Metrics]:
         rng, rollout_key, refresh_key, shuffle_key = jax.random.split(state.rng, 4)
 
         # 1. Rollout: T steps of all environments with the current parameters.
-        reset_state = state.reset_state
-        if config.reset_mode == "refresh":
-            reset_state = constrain_batch(reset_envs(env, refresh_key, n_envs), mesh)
-        network_state, env_state, carry, episodes, _, rollout = _unroll(
+        phase = rollout_phase(
             env,
             graphdef,
-            state.params,
-            state.network_state,
-            state.env_state,
-            state.carry,
-            state.episodes,
+            state,
             rollout_key,
-            reset_state,
-            length=config.rollout_length,
+            refresh_key,
+            config,
             bootstrap_on_truncation=config.bootstrap_on_truncation,
-            env_metrics=LogLevel.ENV_METRICS in level,
             store_values=not per_minibatch,
+            mesh=mesh,
         )
-        transitions: Transition = constrain_batch(rollout.transitions, mesh, axis=1)
+        transitions, rollout = phase.transitions, phase.rollout
 
         # 2. Advantages and value targets, once per iteration (or per minibatch, in
         #    minibatch_loss, with the observation after the last step for bootstrapping).
         if per_minibatch:
             advantages = targets = None
-            last_obs = env_state.obs
+            last_obs = phase.env_state.obs
         else:
             advantages, targets = advantages_of(
                 transitions, transitions.value, rollout.bootstrap_value
@@ -438,35 +226,18 @@ def make_training_iteration(
             last_obs = None
 
         # 3. Gradient phase: n_epochs passes of n_minibatches replayed minibatches.
-        #    The non-param network state stays as in the rollout throughout.
-        data = (transitions, (rollout.initial_carry, last_obs), advantages, targets)
-        (params, opt_state), metrics = jax.lax.scan(
-            lambda c, k: epoch(c, k, data, network_state),
-            (state.params, state.opt_state),
-            jax.random.split(shuffle_key, config.n_epochs),
-        )
-        metrics = {
-            k: jnp.max(v) if k.endswith("max_deviation") else jnp.mean(v)
-            for k, v in metrics.items()
-        }
+        time_major = (transitions, advantages, targets)
+        batch_major = (rollout.initial_carry, last_obs)
+        (params, opt_state), metrics = gradient_phase(
+            minibatch_loss, optimizer, state, phase.network_state, time_major, batch_major,
+            shuffle_key, config, mesh=mesh,
+        )  # fmt: skip
 
-        # 4-5. Statistics, NaN/inf check, metrics of the enabled groups.
-        network_state, non_finite, metrics = after_gradients(
-            graphdef, params, network_state, transitions, state, metrics, rollout.metrics, level
+        # 4. Statistics, NaN/inf check, metrics of the enabled groups.
+        network_state, non_finite, metrics = finish_phase(
+            graphdef, params, phase, state, metrics, level
         )
-
-        new_state = TrainState(
-            params=params,
-            network_state=network_state,
-            opt_state=opt_state,
-            env_state=env_state,
-            reset_state=reset_state,
-            carry=carry,
-            episodes=episodes,
-            rng=rng,
-            iteration=state.iteration + 1,
-            non_finite=non_finite,
-        )
+        new_state = advance(state, phase, params, opt_state, network_state, non_finite, rng)
         return new_state, metrics
 
     return training_iteration

@@ -137,23 +137,48 @@ class JSONLWriter:
     Non-finite values are written as ``null`` (strict JSON). The file is flushed after
     every line, so it can be followed while training runs.
 
+    **Resume.** With ``resume_from=N`` (what `train_ppo` passes when it resumes from a
+    checkpoint at env step ``N``) the lines an interrupted attempt wrote after step ``N``
+    (and a line cut short by a crash) are removed before anything is appended, so the
+    file of a resumed run is line for line the file of the uninterrupted run. The file
+    is rewritten atomically (a temporary file renamed over it).
+
     Args:
         path: The ``.jsonl`` file; parent directories are created.
+        resume_from: Keep only the existing lines with ``"step" <= resume_from``
+            (``None``: keep the file as it is).
+
+    Raises:
+        TypeError: If ``resume_from`` is not a non-negative int or ``None``.
+        ValueError: If ``resume_from`` is given and a complete line of the existing file
+            is not a JSON object with an integer ``"step"`` (not a file of this writer).
 
     Examples:
         >>> import json, pathlib, tempfile
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "metrics.jsonl"
         >>> with JSONLWriter(path) as log:
         ...     log({"loss/total": 1.5}, 100)
-        >>> json.loads(path.read_text())
-        {'step': 100, 'loss/total': 1.5}
+        ...     log({"loss/total": 1.0}, 200)
+        >>> with JSONLWriter(path, resume_from=100) as log:  # resumed at step 100
+        ...     log({"loss/total": 0.5}, 200)
+        >>> [json.loads(line) for line in path.read_text().splitlines()]
+        [{'step': 100, 'loss/total': 1.5}, {'step': 200, 'loss/total': 0.5}]
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, resume_from: int | None = None) -> None:
+        if resume_from is not None and (
+            isinstance(resume_from, bool) or not isinstance(resume_from, int) or resume_from < 0
+        ):
+            raise TypeError(
+                f"resume_from={resume_from!r} must be a non-negative int (the env step the "
+                "run resumed from) or None."
+            )
         directory = os.path.dirname(os.fspath(path))
         if directory:
             os.makedirs(directory, exist_ok=True)
         self.path = os.fspath(path)
+        if resume_from is not None and os.path.exists(self.path):
+            _rewind(self.path, resume_from)
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
 
     def __call__(self, metrics: Mapping[str, float], step: int) -> None:
@@ -174,6 +199,36 @@ class JSONLWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _rewind(path: str, step: int) -> None:
+    """Keep the complete lines of ``path`` whose ``"step"`` is at most ``step``."""
+    with open(path, encoding="utf-8") as file:
+        text = file.read()
+    lines = text.split("\n")
+    complete = lines[:-1]  # the last piece is empty, or a line cut short by a crash
+    kept = []
+    for number, line in enumerate(complete, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            raise ValueError(
+                f"jsonl_path={path!r}: line {number} is not a record of a JSONLWriter "
+                "(a JSON object with an integer 'step'), so the file cannot be rewound to "
+                f"the resume step {step}; pass another jsonl_path or remove the file."
+            )
+        if record["step"] <= step:
+            kept.append(line + "\n")
+    temporary = f"{path}.rewind-{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as file:
+        file.writelines(kept)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
 
 
 class TensorBoardWriter:

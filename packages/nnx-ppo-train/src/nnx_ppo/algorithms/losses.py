@@ -28,8 +28,11 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 
+from nnx_ppo.algorithms._trees import sum_leaves
+
 __all__ = [
     "critic_loss",
+    "distillation_loss",
     "explained_variance",
     "normalize_advantages",
     "policy_loss",
@@ -37,15 +40,6 @@ __all__ = [
 ]
 
 Metrics = dict[str, jax.Array]
-
-
-def _tree_sum(tree: Any) -> jax.Array:
-    """Elementwise sum of the leaves of a pytree of equally shaped arrays."""
-    leaves = jax.tree.leaves(tree)
-    total = leaves[0]
-    for leaf in leaves[1:]:
-        total = total + leaf
-    return total
 
 
 def normalize_advantages(advantages: jax.Array, epsilon: float = 1e-8) -> jax.Array:
@@ -220,9 +214,9 @@ def ppo_loss(
     else:
         pairs = [
             (
-                _tree_sum(log_likelihoods),
-                _tree_sum(old_log_likelihoods),
-                _tree_sum(advantages),
+                sum_leaves(log_likelihoods),
+                sum_leaves(old_log_likelihoods),
+                sum_leaves(advantages),
             )
         ]
 
@@ -256,9 +250,86 @@ def ppo_loss(
         "actor/ratio_max_deviation": jnp.max(
             jnp.stack([m["actor/ratio_max_deviation"] for m in actor_metrics])
         ),
-        "actor/entropy_estimate": -jnp.mean(jax.lax.stop_gradient(_tree_sum(log_likelihoods))),
+        "actor/entropy_estimate": -jnp.mean(jax.lax.stop_gradient(sum_leaves(log_likelihoods))),
         "actor/advantage_mean": jnp.mean(jnp.stack(adv_means)),
         "actor/advantage_std": jnp.mean(jnp.stack(adv_stds)),
         **value_metrics,
     }
+    return total, metrics
+
+
+# --------------------------------------------------------------------------- distillation
+
+
+def distillation_loss(
+    log_likelihoods: Any,
+    regularization: jax.Array,
+    values: Any = None,
+    teacher_values: Any = None,
+    *,
+    value_loss_weight: float = 0.0,
+    regularization_weight: float = 1.0,
+) -> tuple[jax.Array, Metrics]:
+    """The distillation loss of one minibatch.
+
+    ``loss = nll + regularization_weight * mean(regularization)
+    + value_loss_weight * value``, where ``nll = -mean(sum over action leaves of
+    log_likelihoods)`` and ``value = sum over heads of 0.5 * mean((V - V_teacher)**2)``.
+
+    Args:
+        log_likelihoods: Pytree (the action tree) of ``[T, b]`` student
+            log-likelihoods of the teacher's actions.
+        regularization: ``[T, b]`` (or broadcastable) per-sample regularization loss of
+            the student.
+        values: Pytree (the reward tree) of ``[T, b]`` student value estimates; needed
+            if ``value_loss_weight > 0``.
+        teacher_values: Same structure, the teacher's (no gradient flows into them).
+        value_loss_weight: ``c_v``; ``0`` skips the value term (and its metrics).
+        regularization_weight: ``c_reg``.
+
+    Returns:
+        ``(loss, metrics)`` with ``loss/total``, ``loss/action_nll``,
+        ``loss/regularization`` (unweighted mean) and, with value distillation,
+        ``loss/value`` and ``critic/explained_variance`` (of the teacher's values by
+        the student's, averaged over heads).
+
+    Raises:
+        ValueError: If ``value_loss_weight > 0`` and ``values`` or ``teacher_values`` is
+            missing or their trees differ.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> loss, metrics = distillation_loss(
+        ...     jnp.array([[-1.0, -3.0]]), jnp.array([[0.5, 1.5]]),
+        ...     jnp.array([[1.0, 2.0]]), jnp.zeros((1, 2)),
+        ...     value_loss_weight=2.0, regularization_weight=0.5)
+        >>> float(loss)  # 2 + 0.5 * 1 + 2 * 0.5 * (1 + 4) / 2
+        5.0
+    """
+    nll = -jnp.mean(sum_leaves(log_likelihoods))
+    reg = jnp.mean(regularization)
+    total = nll + regularization_weight * reg
+    metrics: Metrics = {"loss/action_nll": nll, "loss/regularization": reg}
+    if value_loss_weight > 0:
+        if values is None or teacher_values is None:
+            raise ValueError(
+                f"value_loss_weight={value_loss_weight} distills the value heads and "
+                "needs values and teacher_values; pass both or set value_loss_weight=0."
+            )
+        if jax.tree.structure(values) != jax.tree.structure(teacher_values):  # type: ignore[operator]
+            raise ValueError(
+                f"the student's value tree {jax.tree.structure(values)} differs from the "
+                f"teacher's {jax.tree.structure(teacher_values)}; value distillation "
+                "pairs heads leaf by leaf."
+            )
+        value_loss = jnp.zeros(())
+        evs = []
+        for v, t in zip(jax.tree.leaves(values), jax.tree.leaves(teacher_values), strict=True):
+            t = jax.lax.stop_gradient(t)
+            value_loss = value_loss + 0.5 * jnp.mean(jnp.square(v - t))
+            evs.append(explained_variance(jax.lax.stop_gradient(v), t))
+        total = total + value_loss_weight * value_loss
+        metrics["loss/value"] = value_loss
+        metrics["critic/explained_variance"] = jnp.mean(jnp.stack(evs))
+    metrics["loss/total"] = total
     return total, metrics

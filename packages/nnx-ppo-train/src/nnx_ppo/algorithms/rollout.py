@@ -51,6 +51,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx, struct
 
+from nnx_ppo.algorithms._trees import sum_leaves
 from nnx_ppo.algorithms.types import EpisodeStats, Transition
 from nnx_ppo.networks.types import PPONetworkOutput, StatefulModuleOutput, reset_where
 from nnx_ppo.wrappers.auto_reset import reset_done
@@ -58,11 +59,17 @@ from nnx_ppo.wrappers.auto_reset import reset_done
 __all__ = [
     "ReplayOutput",
     "Rollout",
+    "eval_copy",
+    "eval_graphdef",
     "initial_episode_stats",
     "network_step",
+    "ppo_output",
     "replay",
     "reset_envs",
+    "split_network",
+    "sum_leaves",
     "truncation_of",
+    "unroll",
     "unroll_env",
     "value_estimates",
 ]
@@ -137,7 +144,7 @@ def value_estimates(
 
     def compute(p: nnx.State, ns: nnx.State, c: Any, o: Any) -> Any:
         _, out = network_step(graphdef, p, ns, c, o)
-        return _ppo_output(out).value_estimates
+        return ppo_output(out).value_estimates
 
     return jax.jit(compute)(params, network_state, carry, obs)
 
@@ -158,20 +165,37 @@ def truncation_of(env_state: Any) -> jax.Array:
     return jnp.asarray(truncation).reshape(done.shape) > 0
 
 
+def split_network(network: nnx.Module) -> tuple[nnx.GraphDef, nnx.State, nnx.State]:
+    """``nnx.split(network, nnx.Param, ...)``: ``(graphdef, params, network_state)``."""
+    graphdef, params, network_state = nnx.split(network, nnx.Param, ...)
+    return graphdef, params, network_state
+
+
+def eval_copy(network: nnx.Module) -> nnx.Module:
+    """A copy of ``network`` in ``eval()`` mode (samplers return their mean); arrays are
+    shared, and ``network`` itself, its mode included, is left untouched."""
+    copy = nnx.clone(network)
+    copy.eval()
+    return copy
+
+
+def eval_graphdef(network: nnx.Module) -> nnx.GraphDef:
+    """The ``GraphDef`` of ``network`` in ``eval()`` mode (`eval_copy`): the one graph
+    definition every evaluation and video of a run is made with."""
+    return split_network(eval_copy(network))[0]
+
+
 def reset_envs(env: Any, key: jax.Array, n_envs: int) -> Any:
     """``jax.vmap(env.reset)`` over ``n_envs`` keys split from ``key``: a batched state."""
     return jax.vmap(env.reset)(jax.random.split(key, n_envs))
 
 
-def _sum_leaves(tree: Any) -> jax.Array:
-    leaves = jax.tree.leaves(tree)
-    total = leaves[0]
-    for leaf in leaves[1:]:
-        total = total + leaf
-    return total
+def ppo_output(out: StatefulModuleOutput) -> PPONetworkOutput:
+    """``out.output`` of a PPO network.
 
-
-def _ppo_output(out: StatefulModuleOutput) -> PPONetworkOutput:
+    Raises:
+        TypeError: If the network's output is not a ``PPONetworkOutput``.
+    """
     if not isinstance(out.output, PPONetworkOutput):
         raise TypeError(
             f"the network's output is a {type(out.output).__name__}, not a "
@@ -207,7 +231,7 @@ def _restore_extras(stored: list[Any], obs: Any, aliases: list[Any]) -> Any:
 # --------------------------------------------------------------------------- rollout
 
 
-def _unroll(
+def unroll(
     env: Any,
     graphdef: nnx.GraphDef,
     params: nnx.State,
@@ -223,7 +247,8 @@ def _unroll(
     env_metrics: bool = False,
     store_values: bool = True,
 ) -> tuple[nnx.State, Any, Any, EpisodeStats, jax.Array, Rollout]:
-    """The rollout on split network state (the jitted trainer's building block).
+    """The rollout on split network state (the jitted trainer's building block; see
+    `unroll_env` for the same on a network object).
 
     ``reset_state`` is the batched state finished environments restart from, or
     ``None`` to draw fresh reset states from ``key``. With ``store_values=False`` the
@@ -267,7 +292,7 @@ def _unroll(
         key, step_key = jax.random.split(key)
         obs = env_s.obs
         net_state, out = network_step(graphdef, params, net_state, net_carry, obs)
-        ppo = _ppo_output(out)
+        ppo = ppo_output(out)
         next_env = jax.vmap(env.step)(env_s, ppo.actions)
 
         done = jnp.asarray(next_env.done) > 0
@@ -280,14 +305,14 @@ def _unroll(
         next_carry = _reset_carry(graphdef, params, net_state, done, out.next_state)
         next_env_state = restart(next_env, done, step_key)
 
-        step_return = eps.episode_return + _sum_leaves(next_env.reward)
+        step_return = eps.episode_return + sum_leaves(next_env.reward)
         step_length = eps.episode_length + 1
         done_f = done.astype(step_return.dtype)
         summary = {
             "return": jnp.sum(step_return * done_f),
             "length": jnp.sum(step_length * done_f),
             "episodes": jnp.sum(done_f),
-            "reward": jnp.mean(_sum_leaves(next_env.reward)),
+            "reward": jnp.mean(sum_leaves(next_env.reward)),
         }
         if env_metrics:
             summary.update(
@@ -419,7 +444,7 @@ def unroll_env(
         key = jax.random.PRNGKey(0)
     graphdef, params, network_state = nnx.split(network, nnx.Param, ...)
     n_envs = jnp.shape(env_state.done)[0]
-    network_state, env_state, carry, _, _, rollout = _unroll(
+    network_state, env_state, carry, _, _, rollout = unroll(
         env,
         graphdef,
         params,
@@ -498,7 +523,7 @@ def replay(
     final_carry, out = model.replay_sequence(
         initial_carry, transitions.obs, transitions.rollout_extras, transitions.done
     )
-    ppo = _ppo_output(out)
+    ppo = ppo_output(out)
     return ReplayOutput(
         log_likelihood=ppo.loglikelihoods,
         value=ppo.value_estimates,

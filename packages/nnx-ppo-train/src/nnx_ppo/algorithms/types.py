@@ -14,7 +14,7 @@ from typing import Any
 import jax
 from flax import struct
 
-__all__ = ["EpisodeStats", "NonFinite", "TrainState", "Transition"]
+__all__ = ["DistillationState", "EpisodeStats", "NonFinite", "TrainState", "Transition"]
 
 
 @struct.dataclass
@@ -120,3 +120,39 @@ class Transition:
     def termination(self) -> jax.Array:
         """``[T, B]`` bool: the episode ended at this step and was not truncated."""
         return self.done & ~self.truncation
+
+
+@struct.dataclass
+class DistillationState:
+    """All the mutable state of a distillation run, one pytree (what a checkpoint saves).
+
+    The fields are those of `TrainState` (for the
+    student) plus ``teacher_carry``; the teacher's variables are not part of it.
+
+    Attributes:
+        params: ``nnx.State`` of the student's `flax.nnx.Param` variables.
+        network_state: ``nnx.State`` of the student's other variables (statistics, RNG
+            streams).
+        opt_state: The optax optimizer state of ``params``.
+        env_state: The batched environment state, leaves ``[n_envs, ...]``.
+        reset_state: The batched state finished environments restart from, or ``None``
+            (``reset_mode="fresh"``).
+        carry: The student's carry at the start of the next rollout, ``[n_envs, ...]``.
+        teacher_carry: The teacher's carry at the same point, ``[n_envs, ...]``.
+        episodes: `EpisodeStats` of the open episodes.
+        rng: The run's PRNG key (raw ``uint32[2]``).
+        iteration: int32 ``[]``, completed iterations.
+        non_finite: `NonFinite`, the first NaN/inf seen.
+    """
+
+    params: Any
+    network_state: Any
+    opt_state: Any
+    env_state: Any
+    reset_state: Any
+    carry: Any
+    teacher_carry: Any
+    episodes: EpisodeStats
+    rng: jax.Array
+    iteration: jax.Array
+    non_finite: NonFinite

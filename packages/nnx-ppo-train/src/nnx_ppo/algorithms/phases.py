@@ -1,0 +1,447 @@
+"""The phases every on-policy iteration is made of, shared by PPO and distillation.
+
+Plain functions over pytrees (no class hierarchy), so an algorithm's iteration still
+reads top to bottom::
+
+    state  = init_state(env, network, optimizer, key, ...)       # once, before training
+
+    def iteration(state):                                         # jitted, donated
+        phase = rollout_phase(env, graphdef, state, key, ...)     # 1. T steps, B envs
+        ...                                                       # 2. the algorithm's
+                                                                  #    labels (GAE,
+                                                                  #    the teacher...)
+        (params, opt_state), metrics = gradient_phase(            # 3. epochs x
+            loss, optimizer, state.params, state.opt_state,       #    minibatches of
+            phase.network_state, time_major, batch_major, key, ...)  # replayed loss
+        network_state, non_finite, metrics = finish_phase(...)   # 4. statistics, NaN
+        return state.replace(...), metrics
+
+A new on-policy algorithm is one loss (``loss(params, network_state, minibatch) ->
+(loss, metrics)``) and, if it needs one, one labelling step between the rollout and the
+gradient phase. `nnx_ppo.algorithms.iteration` (PPO) and
+`nnx_ppo.algorithms.distillation` are the two written so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx, struct
+from jax.sharding import Mesh
+
+from nnx_ppo.algorithms.config import DistillationConfig, LogLevel, PPOConfig
+from nnx_ppo.algorithms.distributed import (
+    constrain_batch,
+    process_env_slice,
+    shard_batch,
+    shard_state,
+)
+from nnx_ppo.algorithms.faults import healthy, record_non_finite
+from nnx_ppo.algorithms.rollout import (
+    ReplayOutput,
+    Rollout,
+    initial_episode_stats,
+    replay,
+    reset_envs,
+    split_network,
+    unroll,
+)
+from nnx_ppo.algorithms.types import EpisodeStats, TrainState, Transition
+
+__all__ = [
+    "OnPolicyConfig",
+    "RolloutPhase",
+    "advance",
+    "finish_phase",
+    "flatten_network_metrics",
+    "global_norm",
+    "gradient_phase",
+    "init_state",
+    "replay_minibatch",
+    "reset_on_mesh",
+    "rollout_phase",
+    "split_minibatches",
+]
+
+Metrics = dict[str, jax.Array]
+OnPolicyConfig = PPOConfig | DistillationConfig
+"""The configs the phases read their sizes from (``n_envs``, ``rollout_length``,
+``n_epochs``, ``n_minibatches``, ``reset_mode``, ``log_level``)."""
+Loss = Callable[[nnx.State, nnx.State, Any], tuple[jax.Array, Metrics]]
+"""``loss(params, network_state, minibatch) -> (loss, metrics)``; ``minibatch`` is
+``(time_major, batch_major)`` as `gradient_phase` cuts them."""
+
+_GROUPS = {
+    "loss/": LogLevel.LOSSES,
+    "actor/": LogLevel.ACTOR,
+    "critic/": LogLevel.CRITIC,
+    "rollout/": LogLevel.ROLLOUT,
+    "env/": LogLevel.ENV_METRICS,
+    "network/": LogLevel.NETWORK_METRICS,
+    "train/grad_norm": LogLevel.GRAD_NORM,
+    "train/param_norm": LogLevel.WEIGHTS,
+}
+
+
+def global_norm(tree: Any) -> jax.Array:
+    """L2 norm of all leaves together (``optax.global_norm`` is deprecated, and its
+    replacement is newer than our optax floor)."""
+    return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(tree)))
+
+
+def _enabled(name: str, level: LogLevel) -> bool:
+    return any(name.startswith(prefix) and group in level for prefix, group in _GROUPS.items())
+
+
+def flatten_network_metrics(tree: Any, prefix: str = "network/") -> Metrics:
+    """Nested network metrics -> ``{"network/<path>": mean}``."""
+    flat = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        parts = []
+        for entry in path:
+            for attr in ("key", "idx", "name"):
+                if hasattr(entry, attr):
+                    parts.append(str(getattr(entry, attr)))
+                    break
+        flat[prefix + "/".join(parts)] = jnp.mean(leaf)
+    return flat
+
+
+# --------------------------------------------------------------------------- state
+
+
+def init_state(
+    env: Any,
+    network: nnx.Module,
+    optimizer: optax.GradientTransformation,
+    key: jax.Array,
+    *,
+    n_envs: int,
+    reset_mode: str,
+    mesh: Mesh | None = None,
+    state_type: type = TrainState,
+    **fields: Any,
+) -> tuple[nnx.GraphDef, Any]:
+    """Split the network and build an algorithm's initial training state.
+
+    Every array gets its own buffer, so donating the state to the jitted iteration never
+    invalidates the arrays held by ``network`` (nor a buffer shared by two leaves: the
+    cached reset state starts as the first env state).
+
+    Args:
+        env: The unbatched environment.
+        network: The network to train (in train mode).
+        optimizer: The optax optimizer of its parameters.
+        key: The run's raw PRNG key; one split of it resets the environments.
+        n_envs: Environments.
+        reset_mode: ``"cached"`` / ``"refresh"`` keep a reset state, ``"fresh"`` none.
+        mesh: Place the state on this mesh (batch fields sharded along ``"data"``, the
+            rest replicated; each process resets only its own environments). ``None``:
+            the default device.
+        state_type: The state dataclass (`TrainState` or an algorithm's own, with the
+            same fields plus ``fields``).
+        **fields: The algorithm's extra fields (e.g. distillation's ``teacher_carry``).
+
+    Returns:
+        ``(graphdef, state)``; the state's values do not depend on ``mesh``.
+    """
+    graphdef, params, network_state = split_network(network)
+    key, reset_key = jax.random.split(key)
+    state = state_type(
+        params=params,
+        network_state=network_state,
+        opt_state=optimizer.init(params),
+        env_state=None,
+        reset_state=None,
+        carry=network.initialize_state(n_envs),
+        episodes=initial_episode_stats(n_envs),
+        rng=key,
+        iteration=jnp.zeros((), jnp.int32),
+        non_finite=healthy(),
+        **fields,
+    )
+    if mesh is None:
+        # Jitted: an eager vmapped reset of a physics env dispatches op by op (slow).
+        env_state = jax.jit(lambda k: reset_envs(env, k, n_envs))(reset_key)
+        reset_state = None if reset_mode == "fresh" else env_state
+        state = state.replace(env_state=env_state, reset_state=reset_state)
+        return graphdef, jax.tree.map(jnp.copy, state)
+    state = shard_state(jax.tree.map(jnp.copy, state), mesh)
+    env_state, reset_state = reset_on_mesh(env, reset_key, n_envs, reset_mode, mesh)
+    return graphdef, state.replace(env_state=env_state, reset_state=reset_state)
+
+
+def reset_on_mesh(
+    env: Any, key: jax.Array, n_envs: int, reset_mode: str, mesh: Mesh
+) -> tuple[Any, Any]:
+    """The initial ``(env_state, reset_state)`` of ``n_envs`` environments on ``mesh``.
+
+    Each process resets only its own environments (the global reset's keys, sliced:
+    the same states as ``reset_envs(env, key, n_envs)`` on one device) and contributes
+    them to arrays sharded along ``"data"``. ``reset_state`` is a separate copy, or
+    ``None`` for ``reset_mode="fresh"``.
+    """
+    mine = process_env_slice(n_envs, mesh)
+    local = jax.jit(lambda k: jax.vmap(env.reset)(jax.random.split(k, n_envs)[mine]))(key)
+
+    def place() -> Any:
+        return shard_batch(jax.tree.map(jnp.copy, local), mesh, process_local=True)
+
+    return place(), None if reset_mode == "fresh" else place()
+
+
+# --------------------------------------------------------------------------- rollout
+
+
+@struct.dataclass
+class RolloutPhase:
+    """What `rollout_phase` returns: the state fields it advanced and the rollout.
+
+    Attributes:
+        network_state: The network's non-parameter state after the rollout (its RNG
+            streams advanced).
+        env_state: The environments after the last step.
+        reset_state: The reset state of this iteration (redrawn with ``"refresh"``).
+        carry: The carry after the last step.
+        episodes: The open episodes' statistics.
+        rollout: The `Rollout`; its ``transitions`` (``[T, B, ...]``) are kept
+            sharded along ``"data"`` on a mesh.
+    """
+
+    network_state: Any
+    env_state: Any
+    reset_state: Any
+    carry: Any
+    episodes: EpisodeStats
+    rollout: Rollout
+
+    @property
+    def transitions(self) -> Transition:
+        """``rollout.transitions``."""
+        return self.rollout.transitions
+
+
+def rollout_phase(
+    env: Any,
+    graphdef: nnx.GraphDef,
+    state: Any,
+    key: jax.Array,
+    refresh_key: jax.Array,
+    config: OnPolicyConfig,
+    *,
+    bootstrap_on_truncation: bool,
+    store_values: bool = True,
+    mesh: Mesh | None = None,
+) -> RolloutPhase:
+    """Phase 1: ``config.rollout_length`` steps of all environments with the current
+    parameters.
+
+    With ``config.reset_mode="refresh"`` the reset state is first redrawn from
+    ``refresh_key``; the environments' metrics are averaged if ``config.log_level``
+    has ``ENV_METRICS``. See `unroll` for ``bootstrap_on_truncation`` and
+    ``store_values``.
+    """
+    n_envs = jnp.shape(state.env_state.done)[0]
+    reset_state = state.reset_state
+    if config.reset_mode == "refresh":
+        reset_state = constrain_batch(reset_envs(env, refresh_key, n_envs), mesh)
+    network_state, env_state, carry, episodes, _, rollout = unroll(
+        env,
+        graphdef,
+        state.params,
+        state.network_state,
+        state.env_state,
+        state.carry,
+        state.episodes,
+        key,
+        reset_state,
+        length=config.rollout_length,
+        bootstrap_on_truncation=bootstrap_on_truncation,
+        env_metrics=LogLevel.ENV_METRICS in config.log_level,
+        store_values=store_values,
+    )
+    rollout = rollout.replace(transitions=constrain_batch(rollout.transitions, mesh, axis=1))
+    return RolloutPhase(
+        network_state=network_state,
+        env_state=env_state,
+        reset_state=reset_state,
+        carry=carry,
+        episodes=episodes,
+        rollout=rollout,
+    )
+
+
+# --------------------------------------------------------------------------- gradients
+
+
+def replay_minibatch(
+    graphdef: nnx.GraphDef,
+    params: nnx.State,
+    network_state: nnx.State,
+    initial_carry: Any,
+    transitions: Transition,
+    level: LogLevel,
+) -> tuple[ReplayOutput, Metrics]:
+    """Replay a minibatch (`replay`) for a loss: the `ReplayOutput` and, with
+    ``LogLevel.NETWORK_METRICS``, the network's metrics as ``network/<path>``."""
+    collect = LogLevel.NETWORK_METRICS in level
+    out = replay(
+        graphdef, params, network_state, initial_carry, transitions, collect_metrics=collect
+    )
+    return out, flatten_network_metrics(out.metrics) if collect else {}
+
+
+def split_minibatches(
+    key: jax.Array,
+    n_envs: int,
+    n_minibatches: int,
+    time_major: Any,
+    batch_major: Any,
+    mesh: Mesh | None = None,
+) -> tuple[Any, Any]:
+    """Shuffle the environments and cut them into ``n_minibatches`` minibatches.
+
+    Minibatches are sets of whole environment sequences: one permutation of the
+    environment axis is applied to every leaf (axis 1 of the ``[T, B, ...]`` leaves of
+    ``time_major``, axis 0 of the ``[B, ...]`` leaves of ``batch_major``, e.g. the
+    initial carry). On a mesh the shuffle gathers the rollout across devices; each device
+    then keeps its slice of every minibatch.
+
+    Returns:
+        ``(time_major, batch_major)`` with leaves ``[M, T, B/M, ...]`` and
+        ``[M, B/M, ...]``.
+    """
+    perm = jax.random.permutation(key, n_envs)
+
+    def split_time_major(x: jax.Array) -> jax.Array:  # [T, B, ...] -> [M, T, B/M, ...]
+        x = jnp.take(x, perm, axis=1)
+        x = x.reshape(x.shape[0], n_minibatches, -1, *x.shape[2:])
+        return jnp.swapaxes(x, 0, 1)
+
+    def split_batch_major(x: jax.Array) -> jax.Array:  # [B, ...] -> [M, B/M, ...]
+        return jnp.take(x, perm, axis=0).reshape(n_minibatches, -1, *x.shape[1:])
+
+    return (
+        constrain_batch(jax.tree.map(split_time_major, time_major), mesh, axis=2),
+        constrain_batch(jax.tree.map(split_batch_major, batch_major), mesh, axis=1),
+    )
+
+
+def gradient_phase(
+    loss: Loss,
+    optimizer: optax.GradientTransformation,
+    state: Any,
+    network_state: nnx.State,
+    time_major: Any,
+    batch_major: Any,
+    key: jax.Array,
+    config: OnPolicyConfig,
+    *,
+    mesh: Mesh | None = None,
+) -> tuple[tuple[nnx.State, Any], Metrics]:
+    """Phase 3: ``config.n_epochs`` passes of ``config.n_minibatches`` optimizer steps on
+    ``loss``, from ``state.params`` and ``state.opt_state``.
+
+    Each epoch shuffles the environments (`split_minibatches`, one key per epoch
+    split from ``key``) and scans over the minibatches; ``loss`` gets
+    ``(time_major, batch_major)`` of one minibatch (leaves ``[T, B/M, ...]`` and
+    ``[B/M, ...]``). The non-parameter network state stays as in the rollout
+    throughout.
+
+    Returns:
+        ``((params, opt_state), metrics)``: the metrics averaged over every step
+        (``*max_deviation`` ones maxed), plus ``train/grad_norm`` with
+        ``LogLevel.GRAD_NORM``.
+    """
+
+    level, n_envs, n_minibatches = config.log_level, config.n_envs, config.n_minibatches
+
+    def minibatch_update(carry, minibatch):
+        params, opt_state = carry
+        grad_fn = jax.value_and_grad(loss, has_aux=True)
+        (_, metrics), grads = grad_fn(params, network_state, minibatch)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        if LogLevel.GRAD_NORM in level:
+            metrics["train/grad_norm"] = global_norm(grads)
+        return (params, opt_state), metrics
+
+    def epoch(carry, epoch_key):
+        minibatches = split_minibatches(
+            epoch_key, n_envs, n_minibatches, time_major, batch_major, mesh
+        )
+        return jax.lax.scan(minibatch_update, carry, minibatches)
+
+    (params, opt_state), metrics = jax.lax.scan(
+        epoch, (state.params, state.opt_state), jax.random.split(key, config.n_epochs)
+    )
+    reduced = {
+        k: jnp.max(v) if k.endswith("max_deviation") else jnp.mean(v) for k, v in metrics.items()
+    }
+    return (params, opt_state), reduced
+
+
+# --------------------------------------------------------------------------- finish
+
+
+def finish_phase(
+    graphdef: nnx.GraphDef,
+    params: nnx.State,
+    phase: RolloutPhase,
+    state: Any,
+    metrics: Metrics,
+    level: LogLevel,
+) -> tuple[nnx.State, Any, Metrics]:
+    """Phase 4: the end of an iteration, after the gradient phase.
+
+    Merges the rollout (``phase``) into the running statistics (e.g. the observation
+    normalizer, once, from its ``rollout_extras``), records a NaN/inf of the loss, the
+    parameters or the statistics in ``state.non_finite`` (the host reads it when it
+    syncs), and adds the rollout metrics and the parameter norm to ``metrics``, keeping
+    only the groups enabled in ``level``.
+
+    Returns:
+        ``(network_state, non_finite, metrics)``.
+    """
+    model = nnx.merge(graphdef, params, phase.network_state)
+    model.update_statistics(phase.transitions.rollout_extras)
+    _, _, network_state = nnx.split(model, nnx.Param, ...)
+    non_finite = record_non_finite(
+        state.non_finite, state.iteration + 1, metrics["loss/total"], params, network_state
+    )
+    metrics = {**metrics, **phase.rollout.metrics}
+    if LogLevel.WEIGHTS in level:
+        metrics["train/param_norm"] = global_norm(params)
+    return network_state, non_finite, {k: v for k, v in metrics.items() if _enabled(k, level)}
+
+
+def advance(
+    state: Any,
+    phase: RolloutPhase,
+    params: nnx.State,
+    opt_state: Any,
+    network_state: nnx.State,
+    non_finite: Any,
+    rng: jax.Array,
+    **fields: Any,
+) -> Any:
+    """The state after one iteration: the rollout's environments, carries and episodes,
+    the new parameters, optimizer and network state, NaN/inf record and key, the
+    iteration counter plus one, and the algorithm's own ``fields``."""
+    return state.replace(
+        params=params,
+        network_state=network_state,
+        opt_state=opt_state,
+        env_state=phase.env_state,
+        reset_state=phase.reset_state,
+        carry=phase.carry,
+        episodes=phase.episodes,
+        rng=rng,
+        iteration=state.iteration + 1,
+        non_finite=non_finite,
+        **fields,
+    )

@@ -1,0 +1,248 @@
+"""The run around the jitted iteration, shared by `train_ppo` and `train_distillation`.
+
+Every trainer's entry point has the same shape::
+
+    host = Host(log_fn, progress, jsonl_path, checkpoint)   # checked on construction
+    mesh = set_up(env, eval_env, network, config, ...)      # placement (once) and the
+                                                            # networks vs the envs
+    graphdef, state = init_state(...)                       # the algorithm's state
+    state = resume(host.checkpoint, state, mesh)            # the checkpoint's, if any
+    call = compile_call(iteration, state, config, mesh)     # jitted, donated
+    loop = drive(state, call, config, host, ...)            # the host loop
+    write_back(network, loop.state, mesh)                   # into the network
+
+with the algorithm's own state constructor and iteration in between (see
+`nnx_ppo.algorithms.phases`). These functions are those steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import Mesh
+
+from nnx_ppo.algorithms._host_loop import LoopResult, Periodic, evaluation_task, run_calls
+from nnx_ppo.algorithms.checks import check_env_network, check_run_arguments
+from nnx_ppo.algorithms.config import EvalConfig
+from nnx_ppo.algorithms.distributed import (
+    check_batch_divisible,
+    gather_state,
+    resolve_mesh,
+    restore_checkpoint,
+    state_shardings,
+    uses_mesh,
+)
+from nnx_ppo.algorithms.evaluation import make_evaluator
+from nnx_ppo.algorithms.iteration import make_train_call
+from nnx_ppo.algorithms.phases import OnPolicyConfig
+from nnx_ppo.algorithms.rollout import eval_graphdef
+
+__all__ = [
+    "Host",
+    "RunResult",
+    "compile_call",
+    "drive",
+    "evaluation_of",
+    "place_run",
+    "resume",
+    "set_up",
+    "write_back",
+]
+
+
+def place_run(
+    devices: int | Sequence[jax.Device] | None,
+    mesh: Mesh | None,
+    *,
+    n_envs: int,
+    n_minibatches: int,
+) -> Mesh | None:
+    """The run's placement, decided once: a mesh, or ``None`` for one default device
+    and one process (plain, unsharded arrays).
+
+    Raises:
+        ValueError: If ``devices`` / ``mesh`` are invalid (`resolve_mesh`) or
+            ``n_envs`` is not a multiple of ``n_minibatches`` times the number of
+            devices (`check_batch_divisible`).
+    """
+    run_mesh = resolve_mesh(devices, mesh)
+    if not uses_mesh(run_mesh):
+        return None
+    check_batch_divisible(n_envs, run_mesh, n_minibatches=n_minibatches)
+    return run_mesh
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """What a trainer returns (`TrainResult`, `DistillationResult`).
+
+    Attributes:
+        state: The final training state.
+        eval_history: ``[(step, eval_metrics), ...]`` of the evaluations this call ran,
+            in order. A resumed run evaluates at the steps the uninterrupted run does,
+            so the earlier attempt's evaluations up to the resume step followed by these
+            are the uninterrupted run's history.
+        metrics: The last logged training metrics (and the last evaluation's), floats.
+        total_steps: Env steps trained, an exact ``int``.
+    """
+
+    state: Any
+    eval_history: list[tuple[int, dict[str, float]]]
+    metrics: dict[str, float]
+    total_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Host:
+    """The host-side arguments of a run, checked when built (`check_run_arguments`).
+
+    Attributes:
+        log_fn: ``log_fn(metrics, step)`` or ``None``.
+        progress: Show a progress bar (``None``: on a terminal).
+        jsonl_path: Also write every record to this JSONL file.
+        checkpoint: A `CheckpointHook` or ``None``.
+    """
+
+    log_fn: Any = None
+    progress: bool | None = None
+    jsonl_path: str | os.PathLike[str] | None = None
+    checkpoint: Any = None
+
+    def __post_init__(self) -> None:
+        check_run_arguments(
+            log_fn=self.log_fn,
+            progress=self.progress,
+            jsonl_path=self.jsonl_path,
+            checkpoint=self.checkpoint,
+        )
+
+
+def set_up(
+    env: Any,
+    eval_env: Any,
+    network: nnx.Module,
+    config: OnPolicyConfig,
+    eval_config: EvalConfig,
+    *,
+    devices: int | Sequence[jax.Device] | None,
+    mesh: Mesh | None,
+    advantage_mode: str = "combined",
+) -> Mesh | None:
+    """Place the run (`place_run`) and check ``network`` (switched to ``train()``)
+    against ``env`` and, if it is another environment and evaluation is on, against
+    ``eval_env`` (`check_env_network`, with ``eval_env`` named in the messages), before
+    anything is compiled.
+
+    Returns:
+        The run's mesh, or ``None`` (one default device).
+
+    Raises:
+        ValueError: If the placement is invalid or the network does not fit ``env`` or
+            ``eval_env``.
+    """
+    sharded = place_run(devices, mesh, n_envs=config.n_envs, n_minibatches=config.n_minibatches)
+    network.train()
+    check_env_network(env, network, config.n_envs, advantage_mode=advantage_mode)
+    if eval_env is not env and eval_config.enabled:
+        check_env_network(eval_env, network, eval_config.n_envs, env_name="eval_env")
+    return sharded
+
+
+def compile_call(
+    iteration: Callable[..., tuple[Any, Any]],
+    state: Any,
+    config: OnPolicyConfig,
+    mesh: Mesh | None,
+    *,
+    n_args: int = 0,
+) -> Callable[..., tuple[Any, Any]]:
+    """`make_train_call` of ``iteration`` with ``config.iterations_per_call``
+    iterations per call, laid out like ``state`` on ``mesh``."""
+    return make_train_call(
+        iteration,
+        config.iterations_per_call,
+        shardings=None if mesh is None else state_shardings(state, mesh),
+        n_args=n_args,
+    )
+
+
+def drive(
+    state: Any,
+    train_call: Callable[[Any], tuple[Any, Any]],
+    config: OnPolicyConfig,
+    host: Host,
+    *,
+    log_every_calls: int,
+    evaluation: Periodic | None,
+    mesh: Mesh | None,
+    description: str,
+    video: Periodic | None = None,
+) -> LoopResult:
+    """`run_calls` with the run's sizes from ``config`` and its ``host`` arguments."""
+    return run_calls(
+        state,
+        train_call,
+        steps_per_iteration=config.steps_per_iteration,
+        iterations_per_call=config.iterations_per_call,
+        n_iterations=config.n_iterations,
+        log_every_calls=log_every_calls,
+        log_level=config.log_level,
+        evaluation=evaluation,
+        video=video,
+        checkpoint=host.checkpoint,
+        mesh=mesh,
+        log_fn=host.log_fn,
+        jsonl_path=host.jsonl_path,
+        progress=host.progress,
+        description=description,
+    )
+
+
+def resume(checkpoint: Any, state: Any, mesh: Mesh | None) -> Any:
+    """The state to start from: the checkpoint's (placed like ``state``), or ``state``."""
+    if checkpoint is None:
+        return state
+    restored = restore_checkpoint(checkpoint, state, mesh)
+    return state if restored is None else restored
+
+
+def evaluation_of(
+    eval_env: Any,
+    network: nnx.Module,
+    graphdef: nnx.GraphDef,
+    config: EvalConfig,
+    key: jax.Array,
+    mesh: Mesh | None,
+) -> Periodic | None:
+    """The periodic evaluation of a run (``None`` if disabled): the network's
+    ``eval()``-mode graph if ``config.deterministic``, else its training ``graphdef``."""
+    if not config.enabled:
+        return None
+    evaluator = make_evaluator(
+        eval_env,
+        eval_graphdef(network) if config.deterministic else graphdef,
+        n_envs=config.n_envs,
+        max_episode_length=config.max_episode_length,
+        mesh=mesh,
+    )
+    return evaluation_task(evaluator, key, config)
+
+
+def write_back(network: nnx.Module, state: Any, mesh: Mesh | None) -> None:
+    """Write a state's ``params`` and ``network_state`` into ``network`` (left in
+    ``train()`` mode).
+
+    Copies: the state's buffers may be donated if the caller keeps training from it.
+    Off a mesh they are plain default-device arrays; on a mesh, gathered host copies.
+    """
+    variables = (state.params, state.network_state)
+    if mesh is not None:
+        variables = jax.tree.map(jnp.asarray, gather_state(variables))
+    nnx.update(network, *jax.tree.map(jnp.copy, variables))
+    network.train()

@@ -1,0 +1,91 @@
+"""Videos of the policy during training (`VideoConfig`): one deterministic episode,
+rendered with the environment's own ``render`` and written as MP4 with ``mediapy``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import jax
+from flax import nnx
+
+from nnx_ppo.algorithms.config import VideoConfig
+from nnx_ppo.algorithms.rollout import network_step, ppo_output, reset_envs
+
+__all__ = ["check_video_env", "make_video_recorder"]
+
+
+def _write_video(path: str, frames: Any, fps: float) -> None:
+    import mediapy
+
+    mediapy.write_video(path, frames, fps=fps)
+
+
+def check_video_env(env: Any, *, env_name: str = "eval_env") -> None:
+    """Check that ``env`` can render videos (before anything is compiled).
+
+    Raises:
+        ValueError: If ``env`` has no ``render`` method; names ``env_name``.
+    """
+    if not callable(getattr(env, "render", None)):
+        raise ValueError(
+            "VideoConfig(enabled=True) needs an environment with render(trajectory, "
+            f"height=, width=, camera=) (brax and MuJoCo Playground have one); "
+            f"{env_name} is a {type(env).__name__}, which has none. Pass an eval_env "
+            "that renders, or disable the video."
+        )
+
+
+def make_video_recorder(
+    env: Any, graphdef: nnx.GraphDef, video: VideoConfig
+) -> Callable[[nnx.State, nnx.State, jax.Array, int], str]:
+    """Build ``record(params, network_state, key, step) -> path``: one episode of
+    ``video.episode_length`` steps of the network (``graphdef``, eval mode for the
+    mean action) from a fresh reset, rendered with ``env.render`` and written to
+    ``<video.directory>/video_<step>.mp4``.
+
+    Args:
+        env: The unbatched environment (with ``render``; see `check_video_env`).
+        graphdef: The network's ``GraphDef``.
+        video: The `VideoConfig`.
+
+    Returns:
+        The recorder; the trajectory is jitted once.
+    """
+    check_video_env(env)
+    fps = video.fps or (1.0 / float(env.dt) if hasattr(env, "dt") else 30.0)
+    unwrapped = getattr(env, "unwrapped", env)
+    pipeline = type(unwrapped).__module__.startswith("brax")
+
+    @jax.jit
+    def trajectory(params, network_state, key):
+        model = nnx.merge(graphdef, params, network_state)
+        carry = model.initialize_state(1)
+        env_state = reset_envs(env, key, 1)
+
+        def video_step(loop, _):
+            net_state, env_s, net_carry = loop
+            net_state, out = network_step(graphdef, params, net_state, net_carry, env_s.obs)
+            next_env = jax.vmap(env.step)(env_s, ppo_output(out).actions)
+            return (net_state, next_env, out.next_state), next_env
+
+        _, states = jax.lax.scan(
+            video_step, (network_state, env_state, carry), None, length=video.episode_length
+        )
+        return states
+
+    def record(params, network_state, key, step: int) -> str:
+        states = jax.device_get(trajectory(params, network_state, key))
+        frames_in = []
+        for t in range(video.episode_length):
+            s = jax.tree.map(lambda x, t=t: x[t, 0], states)
+            frames_in.append(s.pipeline_state if pipeline else s)
+        frames = env.render(frames_in, height=video.height, width=video.width, camera=video.camera)
+        assert video.directory is not None
+        os.makedirs(video.directory, exist_ok=True)
+        path = os.path.join(video.directory, f"video_{step}.mp4")
+        _write_video(path, frames, fps)
+        return path
+
+    return record

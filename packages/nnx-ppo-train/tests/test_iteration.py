@@ -1,0 +1,234 @@
+"""The training iteration: replay exactness, minibatch advantages, tracing, several
+iterations per call."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from nnx_ppo.algorithms import iteration as iteration_module
+from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
+from nnx_ppo.algorithms.iteration import (
+    init_train_state,
+    make_optimizer,
+    make_train_call,
+    make_training_iteration,
+)
+from nnx_ppo.algorithms.ppo import TrainResult, train_ppo
+from nnx_ppo.algorithms.rollout import replay, reset_envs, unroll_env
+from nnx_ppo.envs import PointMass
+from nnx_ppo.networks.factories import make_mlp_actor_critic
+from nnx_ppo.wrappers import EpisodeWrapper
+
+NO_EVAL = EvalConfig(enabled=False)
+
+NETWORKS = {
+    "mlp": lambda nets: make_mlp_actor_critic(2, 2, (16,), (16,), rngs=nnx.Rngs(0)),
+    "lstm": lambda nets: nets.lstm(2, 2),
+    "delay": lambda nets: nets.delay(2, 2, k_steps=2),
+    "variational": lambda nets: nets.vb(2, 2),
+}
+
+
+@pytest.mark.parametrize("kind", list(NETWORKS))
+def test_replay_ratio_is_one_before_the_first_update(kind, nets):
+    # One epoch of one minibatch: the only minibatch is replayed with the rollout's
+    # parameters and statistics, so every ratio must be 1 (clip fraction exactly 0).
+    # Episodes of 3 steps in a rollout of 8 exercise the carry resets. The second
+    # iteration runs after the normalizer statistics and parameters changed.
+    env = EpisodeWrapper(PointMass(), episode_length=3)
+    config = PPOConfig(
+        n_envs=4,
+        rollout_length=8,
+        n_epochs=1,
+        n_minibatches=1,
+        learning_rate=1e-2,
+        total_steps=64,
+        log_level=LogLevel.ACTOR,
+    )
+    optimizer = make_optimizer(config)
+    graphdef, state = init_train_state(
+        env, NETWORKS[kind](nets), config, optimizer, jax.random.PRNGKey(0)
+    )
+    train_call = make_train_call(make_training_iteration(env, graphdef, optimizer, config))
+    for _ in range(2):
+        state, metrics = train_call(state)
+        assert float(metrics["actor/clip_fraction"]) == 0.0
+        assert float(metrics["actor/ratio_max_deviation"]) < 1e-5
+        assert abs(float(metrics["actor/approx_kl"])) < 1e-7
+
+
+@pytest.mark.parametrize("kind", ["lstm", "variational"])
+def test_replay_of_a_subset_of_envs_reproduces_the_rollout(kind, nets):
+    # Minibatches are sets of whole env sequences replayed from the stored initial
+    # carry: replaying envs [3, 0] alone reproduces their log-likelihoods and values.
+    env = EpisodeWrapper(PointMass(), episode_length=3)
+    net = NETWORKS[kind](nets)
+    first = reset_envs(env, jax.random.PRNGKey(0), 4)
+    carry = net.initialize_state(4)
+    _, carry, _ = unroll_env(env, net, first, carry, 4, reset_state=first)  # non-zero carry
+    _, _, rollout = unroll_env(env, net, first, carry, 7, reset_state=first)
+    subset = jnp.array([3, 0])
+    tr = jax.tree.map(lambda x: x[:, subset], rollout.transitions)
+    init = jax.tree.map(lambda x: x[subset], rollout.initial_carry)
+    graphdef, params, rest = nnx.split(net, nnx.Param, ...)
+    out = jax.jit(lambda p, r, c, t: replay(graphdef, p, r, c, t))(params, rest, init, tr)
+    np.testing.assert_allclose(out.log_likelihood, tr.log_likelihood, atol=1e-5)
+    np.testing.assert_allclose(out.value, tr.value, atol=1e-5)
+
+
+def _one_iteration(env, net, config):
+    optimizer = make_optimizer(config)
+    graphdef, state = init_train_state(env, net, config, optimizer, jax.random.PRNGKey(0))
+    return jax.jit(make_training_iteration(env, graphdef, optimizer, config))(state)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "lstm"])
+def test_minibatch_advantages_equal_rollout_advantages_before_the_first_update(kind, nets):
+    # One epoch of one minibatch: the minibatch is replayed with the rollout's
+    # parameters, so advantages recomputed from the replay (and the bootstrap value from
+    # the replayed carry) equal the rollout's, and so do the update and the metrics.
+    # Episodes of 3 steps in a rollout of 8: truncations, final values, carry resets.
+    env = EpisodeWrapper(PointMass(), episode_length=3)
+    base = dict(n_envs=4, rollout_length=8, n_epochs=1, n_minibatches=1, learning_rate=1e-2)
+    results = [
+        _one_iteration(env, NETWORKS[kind](nets), PPOConfig(**base, advantage_estimation=mode))
+        for mode in ("rollout", "minibatch")
+    ]
+    (rollout_state, rollout_metrics), (minibatch_state, minibatch_metrics) = results
+    for a, b in zip(
+        jax.tree.leaves(rollout_state.params), jax.tree.leaves(minibatch_state.params), strict=True
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert rollout_metrics.keys() == minibatch_metrics.keys()
+    for name, value in rollout_metrics.items():
+        np.testing.assert_allclose(value, minibatch_metrics[name], rtol=1e-5, atol=1e-6)
+
+
+def test_minibatch_advantages_follow_the_updated_critic():
+    # With 4 minibatch updates per iteration, the later minibatches' targets come from
+    # the updated critic: the mean value target differs from the rollout mode's.
+    env = EpisodeWrapper(PointMass(), episode_length=3)
+    base = dict(n_envs=4, rollout_length=8, n_epochs=2, n_minibatches=2, learning_rate=1e-1)
+    targets = [
+        float(
+            _one_iteration(
+                env,
+                make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0)),
+                PPOConfig(**base, advantage_estimation=mode, log_level=LogLevel.CRITIC),
+            )[1]["critic/target_mean"]
+        )
+        for mode in ("rollout", "minibatch")
+    ]
+    assert abs(targets[0] - targets[1]) > 1e-3, targets
+
+
+def test_rollout_without_stored_values():
+    from nnx_ppo.algorithms.rollout import initial_episode_stats, unroll
+
+    env = EpisodeWrapper(PointMass(), episode_length=3)
+    net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+    graphdef, params, rest = nnx.split(net, nnx.Param, ...)
+    first = reset_envs(env, jax.random.PRNGKey(0), 4)
+    *_, rollout = unroll(
+        env,
+        graphdef,
+        params,
+        rest,
+        first,
+        net.initialize_state(4),
+        initial_episode_stats(4),
+        jax.random.PRNGKey(1),
+        first,
+        length=5,
+        bootstrap_on_truncation=True,
+        store_values=False,
+    )
+    assert rollout.transitions.value is None and rollout.bootstrap_value is None
+    # Final values of truncated episodes are still computed (episodes end at step 3).
+    assert rollout.transitions.final_value.shape == (5, 4)
+    assert bool(jnp.any(rollout.transitions.final_value != 0))
+
+
+def test_train_ppo_traces_the_iteration_once_and_returns_an_exact_result(monkeypatch, tmp_path):
+    calls = []
+    real_gae = iteration_module.gae
+
+    def counting_gae(*args, **kwargs):
+        calls.append(1)  # runs once per trace of the iteration, never at run time
+        return real_gae(*args, **kwargs)
+
+    monkeypatch.setattr(iteration_module, "gae", counting_gae)
+    env = EpisodeWrapper(PointMass(), episode_length=5)
+    net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+    initial = jax.tree.map(jnp.copy, nnx.state(net, nnx.Param))
+    logged = []
+    config = TrainConfig(
+        ppo=PPOConfig(
+            n_envs=4,
+            rollout_length=5,
+            n_minibatches=2,
+            n_epochs=2,
+            total_steps=41,
+            log_level=LogLevel.LOSSES | LogLevel.ROLLOUT,
+        ),
+        eval=EvalConfig(n_envs=2, max_episode_length=5, every_steps=40),
+    )
+    result = train_ppo(
+        env,
+        net,
+        config,
+        log_fn=lambda m, s: logged.append((s, dict(m))),
+        progress=False,
+        jsonl_path=tmp_path / "log.jsonl",
+    )
+
+    assert len(calls) == 1  # 3 device calls, one trace
+    # 41 steps at 20 per iteration -> 3 iterations, 60 steps, an exact Python int.
+    assert isinstance(result, TrainResult)
+    assert result.total_steps == 60 and isinstance(result.total_steps, int)
+    assert int(result.state.iteration) == 3
+    # Evaluations: at the start, once 40 steps had passed, and at the end.
+    assert [s for s, _ in result.eval_history] == [0, 40, 60]
+    # The network holds the trained parameters, and they moved.
+    trained = nnx.state(net, nnx.Param)
+    for a, b in zip(jax.tree.leaves(trained), jax.tree.leaves(result.state.params), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert any(
+        not np.array_equal(a, c)
+        for a, c in zip(jax.tree.leaves(trained), jax.tree.leaves(initial), strict=True)
+    )
+    # Only the enabled metric groups (plus evaluations) are logged.
+    train_logs = [m for _, m in logged if "loss/total" in m]
+    assert [s for s, m in logged if "loss/total" in m] == [20, 40, 60]
+    for metrics in train_logs:
+        assert all(k.split("/")[0] in ("loss", "rollout", "eval") for k in metrics)
+    lines = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [s for s, _ in logged]
+
+
+def test_several_iterations_per_call():
+    env = EpisodeWrapper(PointMass(), episode_length=5)
+    net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+    logged = []
+    config = TrainConfig(
+        ppo=PPOConfig(
+            n_envs=4,
+            rollout_length=5,
+            n_minibatches=2,
+            total_steps=50,
+            iterations_per_call=2,
+            log_level=LogLevel.LOSSES,
+        ),
+        eval=NO_EVAL,
+    )
+    result = train_ppo(env, net, config, log_fn=lambda m, s: logged.append(s), progress=False)
+    # 50 steps need 3 iterations of 20, rounded up to 2 calls of 2 iterations.
+    assert result.total_steps == 80
+    assert int(result.state.iteration) == 4
+    assert logged == [40, 80]

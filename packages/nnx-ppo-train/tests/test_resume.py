@@ -1,0 +1,397 @@
+"""A resumed run is the same run in everything it records; recovering from a divergence
+as the error message says works; a failure late in a run never costs its checkpoint;
+arguments are checked before anything is compiled.
+
+The split runs stop in a separate process (a ``log_fn`` that raises, after the JSONL
+file got the record and past the last checkpoint) and resume in another one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from nnx_ppo.algorithms import ppo as ppo_module
+from nnx_ppo.algorithms.checkpointing import Checkpointer, load_metadata, load_network
+from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
+from nnx_ppo.algorithms.distillation import DistillationConfig, train_distillation
+from nnx_ppo.algorithms.evaluation import evaluate
+from nnx_ppo.algorithms.faults import NonFiniteError
+from nnx_ppo.algorithms.ppo import train_ppo
+from nnx_ppo.envs import MemoryTask, PointMass
+from nnx_ppo.networks.factories import make_mlp_actor_critic
+from nnx_ppo.wrappers import EpisodeWrapper
+
+LOG = LogLevel.LOSSES | LogLevel.ACTOR | LogLevel.CRITIC | LogLevel.ROLLOUT  # no wall time
+ENV = EpisodeWrapper(PointMass(), episode_length=8)
+
+# 4 envs x 4 steps = 16 env steps per call, 16 calls. Periods that divide neither each
+# other nor the call: evaluations every 56 steps (at 0, 64, 128, 192, 256: the first
+# call at which 56 steps have passed), checkpoints when the step crosses a multiple of
+# 40 (48, 80, 128, 160, 208, 240, 256), logs every 3 calls (48, 96, 144, 192, 240, 256).
+# The first attempt stops at its record of step 192 (written to the JSONL file, beyond
+# its last checkpoint at 160); the second resumes from 160 and must drop that record.
+SPLIT_SCRIPT = """
+import json, sys
+from flax import nnx
+from nnx_ppo.algorithms.checkpointing import Checkpointer
+from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
+from nnx_ppo.algorithms.ppo import train_ppo
+from nnx_ppo.envs import PointMass
+from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
+from nnx_ppo.wrappers import EpisodeWrapper
+
+kind, directory, jsonl, stop_at, out = sys.argv[1:6]
+
+
+def network():
+    rngs = nnx.Rngs(0)
+    if kind == "mlp":
+        return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=rngs)
+    if kind == "lstm":
+        return make_lstm_actor_critic(2, 2, 8, (8,), (8,), rngs=rngs)
+    from nnx_ppo.networks.adapter import PPOAdapter
+    from nnx_ppo.networks.containers import Sequential
+    from nnx_ppo.networks.graph import PopulationGraph
+    from nnx_ppo.networks.normalizer import Normalizer
+    from nnx_ppo.networks.sampling_layers import NormalTanhSampler
+    from nnx_ppo.networks.utils import Filter
+
+    g = PopulationGraph(rngs)
+    g.add_input("obs", size=2, input_from="obs")
+    g.add_population("hidden", size=8, activation=nnx.tanh)
+    g.connect("obs", "hidden")
+    g.connect("hidden", "hidden", delay=2)
+    g.add_output("action_params", size=4)
+    g.connect("hidden", "action_params")
+    g.add_output("value", size=1)
+    g.connect("hidden", "value", delay=1)
+    g.finalize()
+    return Sequential([
+        Normalizer(2),
+        Filter(lambda x: {"obs": x}),
+        g,
+        PPOAdapter(
+            action=Sequential([Filter("action_params"), NormalTanhSampler(rngs, 1e-2)]),
+            value=Filter("value"),
+        ),
+    ])
+
+
+class Stop(Exception):
+    pass
+
+
+def log_fn(metrics, step):
+    if int(stop_at) >= 0 and step >= int(stop_at):
+        raise Stop(step)
+
+
+log = LogLevel.LOSSES | LogLevel.ACTOR | LogLevel.CRITIC | LogLevel.ROLLOUT
+config = TrainConfig(
+    ppo=PPOConfig(n_envs=4, rollout_length=4, n_minibatches=2, n_epochs=2,
+                  total_steps=256, learning_rate=3e-3, log_level=log),
+    eval=EvalConfig(every_steps=56, n_envs=4, max_episode_length=8),
+    log_every_calls=3,
+)
+env = EpisodeWrapper(PointMass(), episode_length=8)
+with Checkpointer(directory, config=config, save_every_steps=40, max_to_keep=None) as ckpt:
+    try:
+        result = train_ppo(env, network(), config, progress=False, jsonl_path=jsonl,
+                           checkpoint=ckpt, log_fn=log_fn)
+    except Stop:
+        sys.exit(3)
+    with open(out, "w") as f:
+        json.dump({"eval_history": result.eval_history, "metrics": result.metrics,
+                   "restored_step": ckpt.restored_step, "steps": ckpt.steps}, f)
+"""
+
+
+def _run_script(tmp_path: Path, kind: str, name: str, stop_at: int) -> tuple[int, Path]:
+    script = tmp_path / "split.py"
+    script.write_text(SPLIT_SCRIPT)
+    env = dict(os.environ)
+    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    out = tmp_path / f"{name}.json"
+    args = [kind, tmp_path / name, tmp_path / f"{name}.jsonl", stop_at, out]
+    proc = subprocess.run(
+        [sys.executable, str(script), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode in (0, 3), proc.stderr[-3000:]
+    return proc.returncode, out
+
+
+@pytest.mark.parametrize("kind", ["mlp", "lstm", "graph"])
+def test_split_and_resume_in_new_processes_records_the_uninterrupted_run(kind, tmp_path):
+    if kind == "graph":
+        pytest.importorskip("nnx_ppo.networks.graph", reason="needs nnx-graph")
+    code, reference_out = _run_script(tmp_path, kind, "reference", stop_at=-1)
+    assert code == 0
+    code, _ = _run_script(tmp_path, kind, "split", stop_at=180)
+    assert code == 3  # stopped at its record of step 192
+    first_jsonl = (tmp_path / "split.jsonl").read_text().splitlines()
+    assert json.loads(first_jsonl[-1])["step"] == 192  # beyond the checkpoint at 160
+    assert sorted(int(p.name) for p in (tmp_path / "split").iterdir()) == [48, 80, 128, 160]
+    code, resumed_out = _run_script(tmp_path, kind, "split", stop_at=-1)
+    assert code == 0
+
+    reference = json.loads(reference_out.read_text())
+    resumed = json.loads(resumed_out.read_text())
+    assert resumed["restored_step"] == 160
+    assert resumed["steps"] == reference["steps"] == [48, 80, 128, 160, 208, 240, 256]
+    # The JSONL file, line for line and bit for bit.
+    reference_jsonl = (tmp_path / "reference.jsonl").read_text()
+    assert (tmp_path / "split.jsonl").read_text() == reference_jsonl
+    records = [json.loads(line) for line in reference_jsonl.splitlines()]
+    evaluated = [r["step"] for r in records if "eval/episode_reward/mean" in r]
+    assert evaluated == [0, 64, 128, 192, 256]
+    assert [r["step"] for r in records if "loss/total" in r] == [48, 96, 144, 192, 240, 256]
+    # The evaluations after the resume step, and the returned metrics.
+    assert [s for s, _ in reference["eval_history"]] == [0, 64, 128, 192, 256]
+    assert resumed["eval_history"] == [e for e in reference["eval_history"] if e[0] > 160]
+    assert resumed["metrics"] == reference["metrics"]
+    # The final checkpoints hold the same network, bit for bit.
+    a = load_metadata(tmp_path / "split", 256)
+    b = load_metadata(tmp_path / "reference", 256)
+    assert a["arrays"] == b["arrays"] and a["metrics"] == b["metrics"]
+
+
+# --------------------------------------------------------------------------- NaN
+
+
+def _tiny(total_steps: int, learning_rate, max_grad_norm=None) -> TrainConfig:
+    ppo = PPOConfig(
+        n_envs=4,
+        rollout_length=4,
+        n_minibatches=2,
+        n_epochs=2,
+        total_steps=total_steps,
+        learning_rate=learning_rate,
+        max_grad_norm=max_grad_norm,
+        log_level=LOG,
+    )
+    return TrainConfig(ppo=ppo, eval=EvalConfig(enabled=False))
+
+
+def _mlp(seed: int = 0) -> nnx.Module:
+    return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(seed))
+
+
+def _too_high_after_40_updates(count):
+    """A schedule whose peak is far too high: 3e-3 for 40 optimizer updates (10
+    iterations of 2 epochs x 2 minibatches), then 1e10, which diverges at once."""
+    return jnp.where(count < 40, 3e-3, 1e10)
+
+
+def _lowered(count):
+    """The same schedule with the peak lowered (it must still be a schedule: a schedule
+    keeps a step count in the optimizer state, a constant does not)."""
+    return jnp.where(count < 40, 3e-3, 1e-3)
+
+
+@pytest.mark.parametrize("recovery", ["lower learning_rate", "lower learning_rate + max_grad_norm"])
+def test_the_documented_recoveries_from_a_divergence_resume_and_train_on(recovery, tmp_path):
+    directory = tmp_path / "c"
+    with (
+        Checkpointer(directory, save_every_steps=32, max_to_keep=2) as ckpt,
+        pytest.raises(NonFiniteError) as info,
+    ):
+        train_ppo(ENV, _mlp(), _tiny(256, _too_high_after_40_updates), progress=False,
+                  checkpoint=ckpt)  # fmt: skip
+    assert info.value.iteration == 11  # the first with the learning rate of 1e10
+    assert "lower learning_rate" in str(info.value) and "max_grad_norm" in str(info.value)
+    assert load_metadata(directory)["step"] == 160  # the last good checkpoint
+    checkpointed = jax.tree.leaves(nnx.state(load_network(directory, _mlp(1)), nnx.Param))
+
+    # Change the config as the message says and resume from that checkpoint.
+    clip = 0.5 if "max_grad_norm" in recovery else None
+    config = _tiny(256, _lowered, max_grad_norm=clip)
+    network = _mlp()
+    with Checkpointer(directory, save_every_steps=32, max_to_keep=2) as ckpt:
+        result = train_ppo(ENV, network, config, progress=False, checkpoint=ckpt)
+        assert ckpt.restored_step == 160
+    assert result.total_steps == 256 and int(result.state.iteration) == 16
+    assert np.isfinite(result.metrics["loss/total"])
+    params = jax.tree.leaves(nnx.state(network, nnx.Param))
+    assert all(np.isfinite(np.asarray(x)).all() for x in params)
+    # It trained on from the checkpoint: the parameters moved.
+    assert any(not np.array_equal(a, b) for a, b in zip(params, checkpointed, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [({}, {"max_grad_norm": 1.0}), ({"max_grad_norm": 1.0}, {}), ({}, {"weight_decay": 1e-4})],
+)
+def test_changing_stateless_optimizer_transforms_restores_adams_state(before, after, tmp_path):
+    from nnx_ppo.algorithms.iteration import init_train_state, make_optimizer
+
+    def config(**kwargs):
+        ppo = PPOConfig(n_envs=4, rollout_length=4, n_minibatches=2, total_steps=32, **kwargs)
+        return TrainConfig(ppo=ppo, eval=EvalConfig(enabled=False))
+
+    trained = train_ppo(ENV, _mlp(), config(**before), progress=False).state
+    with Checkpointer(tmp_path / "c") as ckpt:
+        ckpt.save(trained, 32, {}, final=True)
+    new = config(**after).ppo
+    template = init_train_state(ENV, _mlp(), new, make_optimizer(new), jax.random.PRNGKey(1))[1]
+    assert jax.tree.structure(template.opt_state) != jax.tree.structure(trained.opt_state)
+    with Checkpointer(tmp_path / "c") as ckpt:
+        restored = ckpt.restore(template)
+    assert restored is not None
+    assert jax.tree.structure(restored.opt_state) == jax.tree.structure(template.opt_state)
+    # Adam's count and moments, leaf for leaf (the clipping/decay transforms hold none).
+    for a, b in zip(
+        jax.tree.leaves(restored.opt_state), jax.tree.leaves(trained.opt_state), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_schedule_replaced_by_a_constant_is_still_a_clear_mismatch(tmp_path):
+    from nnx_ppo.algorithms.checkpointing import CheckpointMismatchError
+    from nnx_ppo.algorithms.iteration import init_train_state, make_optimizer
+
+    trained = train_ppo(ENV, _mlp(), _tiny(16, _lowered), progress=False).state
+    with Checkpointer(tmp_path / "c") as ckpt:
+        ckpt.save(trained, 16, {}, final=True)
+    new = _tiny(16, 1e-3).ppo
+    template = init_train_state(ENV, _mlp(), new, make_optimizer(new), jax.random.PRNGKey(1))[1]
+    with Checkpointer(tmp_path / "c") as ckpt, pytest.raises(CheckpointMismatchError):
+        ckpt.restore(template)
+
+
+# --------------------------------------------------------------------------- late failures
+
+
+class _EvalFails(Exception):
+    pass
+
+
+def test_a_run_whose_final_evaluation_raises_still_writes_its_final_checkpoint(
+    monkeypatch, tmp_path
+):
+    import nnx_ppo.algorithms.trainer as trainer_module
+
+    real = trainer_module.evaluation_of
+
+    def failing_at_the_end(*args, **kwargs):
+        task = real(*args, **kwargs)
+
+        def run(state, iteration, step):
+            if step == 64:
+                raise _EvalFails("the final evaluation failed")
+            return task.run(state, iteration, step)
+
+        return type(task)(run, task.every_steps, at_start=task.at_start)
+
+    monkeypatch.setattr(ppo_module, "evaluation_of", failing_at_the_end)
+    config = TrainConfig(
+        ppo=_tiny(64, 3e-3).ppo, eval=EvalConfig(at_start=False, n_envs=4, max_episode_length=8)
+    )
+    with Checkpointer(tmp_path / "c") as ckpt, pytest.raises(_EvalFails):
+        train_ppo(ENV, _mlp(), config, progress=False, checkpoint=ckpt)
+    assert load_metadata(tmp_path / "c")["step"] == 64  # the trained run is on disk
+    monkeypatch.undo()
+    reference = _mlp()  # the same run without evaluation: the same trained network
+    train_ppo(ENV, reference, _tiny(64, 3e-3), progress=False)
+    loaded = load_network(tmp_path / "c", _mlp(1))
+    for a, b in zip(
+        jax.tree.leaves(nnx.state(loaded)), jax.tree.leaves(nnx.state(reference)), strict=True
+    ):
+        if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
+            a, b = jax.random.key_data(a), jax.random.key_data(b)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def _never_compiled(monkeypatch):
+    """Make the first compiling step of both trainers fail loudly."""
+
+    def unreachable(*args, **kwargs):
+        raise AssertionError("compiled before checking the arguments")
+
+    monkeypatch.setattr(ppo_module, "init_train_state", unreachable)
+    from nnx_ppo.algorithms import distillation as distillation_module
+
+    monkeypatch.setattr(distillation_module, "init_state", unreachable)
+
+
+BAD_EVAL_ENV = EpisodeWrapper(MemoryTask(cue_size=3), episode_length=8)  # [3] observations
+
+
+@pytest.mark.parametrize("at_start", [True, False])
+def test_a_mismatched_eval_env_fails_before_compiling_naming_eval_env(at_start, monkeypatch):
+    _never_compiled(monkeypatch)
+    config = TrainConfig(ppo=_tiny(64, 3e-3).ppo, eval=EvalConfig(at_start=at_start, n_envs=4))
+    with pytest.raises(ValueError, match=r"failed on eval_env's observation .*\(4, 3\)"):
+        train_ppo(ENV, _mlp(), config, progress=False, eval_env=BAD_EVAL_ENV)
+    student = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(1))
+    distill = DistillationConfig(n_envs=4, n_minibatches=2, total_steps=64, eval=config.eval)
+    with pytest.raises(ValueError, match=r"failed on eval_env's observation .*\(4, 3\)"):
+        train_distillation(ENV, _mlp(), student, distill, progress=False, eval_env=BAD_EVAL_ENV)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"checkpoint": "runs/x"}, r"checkpoint='runs/x' is a path.*Checkpointer\('runs/x'"),
+        ({"checkpoint": Path("runs/x")}, r"is a path.*Checkpointer\('runs/x'"),
+        ({"checkpoint": object()}, r"checkpoint=<object .*> is not a checkpoint hook"),
+        ({"log_fn": "metrics.jsonl"}, r"log_fn='metrics.jsonl' is not callable"),
+        ({"progress": "yes"}, r"progress='yes' must be True, False or None"),
+        ({"jsonl_path": 3}, r"jsonl_path=3 must be a path"),
+    ],
+)
+def test_host_arguments_are_checked_before_compiling(kwargs, match, monkeypatch):
+    _never_compiled(monkeypatch)
+    kwargs.setdefault("progress", False)
+    with pytest.raises(TypeError, match=match):
+        train_ppo(ENV, _mlp(), _tiny(64, 3e-3), **kwargs)
+    student = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(1))
+    distill = DistillationConfig(n_envs=4, n_minibatches=2, total_steps=64)
+    with pytest.raises(TypeError, match=match):
+        train_distillation(ENV, _mlp(), student, distill, **kwargs)
+
+
+def test_a_video_env_without_render_fails_before_compiling(monkeypatch, tmp_path):
+    from nnx_ppo.algorithms.config import VideoConfig
+
+    _never_compiled(monkeypatch)
+    config = TrainConfig(
+        ppo=_tiny(64, 3e-3).ppo,
+        eval=EvalConfig(enabled=False),
+        video=VideoConfig(enabled=True, directory=str(tmp_path)),
+    )
+    with pytest.raises(ValueError, match=r"render.*eval_env is a EpisodeWrapper"):
+        train_ppo(ENV, _mlp(), config, progress=False)
+
+
+def test_evaluate_checks_its_arguments_and_the_network_first():
+    net = _mlp()
+    key = jax.random.PRNGKey(0)
+    with pytest.raises(ValueError, match=r"failed on the environment's observation .*\(2, 3\)"):
+        evaluate(BAD_EVAL_ENV, net, key, n_envs=2, max_episode_length=4)
+    with pytest.raises(ValueError, match="n_envs=0 must be >= 1"):
+        evaluate(ENV, net, key, n_envs=0)
+    with pytest.raises(TypeError, match="key=0 must be a JAX PRNG key"):
+        evaluate(ENV, net, 0, n_envs=2)  # type: ignore[arg-type]
+    net.eval()  # evaluate leaves the network's mode alone, and samples if asked
+    sampled = evaluate(ENV, net, key, n_envs=4, max_episode_length=8, deterministic=False)
+    mean = evaluate(ENV, net, key, n_envs=4, max_episode_length=8)
+    assert sampled != mean
+    assert net.layers[-1].action.layers[-1].deterministic is True
