@@ -8,10 +8,11 @@ the cache folder (``$NNX_PPO_BENCH_CACHE``, default ``~/.cache/nnx-ppo-bench``):
 - ``brax``: ``brax==0.14.2`` and ``playground`` (also runs ``env-only``); built first,
   and its resolved versions become the constraints of the other two, so JAX, jaxlib,
   flax, optax, MuJoCo, MJX and Playground are identical in all three;
-- ``ours``: this workspace's three packages (editable) and ``playground``;
-- ``nnx-ppo-0.3.0``: ``nnx-ppo==0.3.0`` and ``playground``. nnx-ppo 0.3.0 declares
-  ``flax>=0.12.7``, and flax 0.12.7 declares ``jax>=0.10``; its code runs on older
-  flax, so its flax requirement is overridden with the shared flax version.
+- ``ours``: this workspace's three packages (editable), ``playground`` and
+  ``gymnax`` (for the learning-quality suite);
+- ``nnx-ppo-0.3.0``: ``nnx-ppo==0.3.0``, ``playground`` and ``gymnax``. nnx-ppo 0.3.0
+  declares ``flax>=0.12.7``, and flax 0.12.7 declares ``jax>=0.10``; its code runs on
+  older flax, so its flax requirement is overridden with the shared flax version.
 
 An environment is built once (network access to PyPI the first time) and reused while
 its requirements are unchanged.
@@ -42,6 +43,9 @@ DEFAULT_JAX = "0.9.2"
 BRAX_VERSION = "0.14.2"
 PLAYGROUND_VERSION = "0.2.0"
 NNX_PPO_RELEASE = "0.3.0"
+GYMNAX = "gymnax==1.0.1"
+SIX = "six"  # gymnax 1.0.1 imports it (bsuite MNIST loader) without declaring it
+"""The learning-quality suite's external task suite (bsuite MemoryChain)."""
 
 ENV_OF_IMPLEMENTATION = {
     "ours": "ours",
@@ -128,9 +132,9 @@ def _requirements(name: str, jax_version: str, root: Path) -> list[str]:
     if name == "ours":
         editable = [("-e", str(root / "packages" / p)) for p in ("nnx-modules", "nnx-graph")]
         train = ("-e", f"{root / 'packages' / 'nnx-ppo-train'}")
-        return [*common, *[a for pair in [*editable, train] for a in pair]]
+        return [*common, GYMNAX, SIX, *[a for pair in [*editable, train] for a in pair]]
     if name == "nnx-ppo-0.3.0":
-        return [*common, f"nnx-ppo=={NNX_PPO_RELEASE}", "jaxtyping"]
+        return [*common, GYMNAX, SIX, f"nnx-ppo=={NNX_PPO_RELEASE}", "jaxtyping"]
     raise ValueError(f"unknown environment {name!r}")
 
 

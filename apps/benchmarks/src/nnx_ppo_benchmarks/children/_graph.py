@@ -10,21 +10,25 @@ from nnx_ppo_benchmarks.settings import GRAPH_POPULATION_SIZE, GRAPH_POPULATIONS
 __all__ = ["build_ring_graph"]
 
 
-def build_ring_graph(graph: Any, obs_size: int, action_size: int, activation: Any) -> Any:
+def build_ring_graph(
+    graph: Any, obs_size: int, action_size: int, activation: Any, params_per_action: int = 2
+) -> Any:
     """Populate and finalize ``graph`` (a fresh ``PopulationGraph``).
 
     Eight hidden populations of 16 units in a ring: each reads the observation
     (delay 0), its clockwise neighbour one step ago (delay 1) and its anticlockwise
     neighbour two steps ago (delay 2). Two read-outs sum all populations (delay 0):
-    ``action_params`` (``2 * action_size``) and ``value`` (1). 40 connections.
+    ``action_params`` (``params_per_action * action_size``: mean and pre-std, or logits
+    with ``params_per_action=1``) and ``value`` (1). 40 connections.
 
-    Reads ``obs["obs"]``; outputs ``{"action_params": [B, 2A], "value": [B, 1]}``.
+    Reads ``obs["obs"]``; outputs ``{"action_params": [B, P * A], "value": [B, 1]}``
+    with ``P = params_per_action``.
     """
     n, size = GRAPH_POPULATIONS, GRAPH_POPULATION_SIZE
     graph.add_input("obs", size=obs_size, input_from="obs")
     for i in range(n):
         graph.add_population(f"p{i}", size=size, activation=activation)
-    graph.add_output("action_params", size=2 * action_size)
+    graph.add_output("action_params", size=params_per_action * action_size)
     graph.add_output("value", size=1)
     for i in range(n):
         graph.connect("obs", f"p{i}")

@@ -23,7 +23,7 @@ from nnx_ppo_benchmarks.children._common import (
 from nnx_ppo_benchmarks.children._graph import build_ring_graph
 from nnx_ppo_benchmarks.settings import RunSpec
 
-__all__ = ["build_network", "run"]
+__all__ = ["build_network", "final_evaluation", "make_train_config", "run", "wrap_env"]
 
 
 def build_network(spec: RunSpec, obs_size: int, action_size: int) -> Any:
@@ -96,39 +96,75 @@ def build_network(spec: RunSpec, obs_size: int, action_size: int) -> Any:
     return Sequential([*front, _Pick(None), graph, adapter])
 
 
+def make_train_config(spec: RunSpec, eval_config: Any = None) -> Any:
+    """Its ``TrainConfig`` with the shared hyperparameters; built-in evaluation off
+    unless ``eval_config`` (one of its ``EvalConfig``) is given."""
+    from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
+
+    hp = spec.ppo
+    return TrainConfig(
+        ppo=PPOConfig(
+            n_envs=hp.n_envs,
+            rollout_length=hp.rollout_length,
+            total_steps=spec.total_steps,
+            gae_lambda=hp.gae_lambda,
+            discounting_factor=hp.discounting,
+            clip_range=hp.clip_range,
+            learning_rate=hp.learning_rate,
+            normalize_advantages=True,
+            n_epochs=hp.n_epochs,
+            n_minibatches=hp.n_minibatches,
+            critic_loss_weight=hp.critic_loss_weight,
+        ),
+        eval=eval_config or EvalConfig(enabled=False),
+        seed=spec.seed,
+    )
+
+
+def wrap_env(base: Any, spec: RunSpec) -> Any:
+    """Its own episode and reward-scaling wrappers around ``base``."""
+    from nnx_ppo.wrappers.episode_wrapper import EpisodeWrapper
+    from nnx_ppo.wrappers.reward_scaling_wrapper import RewardScalingWrapper
+
+    episode = EpisodeWrapper(base, spec.ppo.episode_length)
+    return RewardScalingWrapper(episode, spec.ppo.reward_scaling)
+
+
+def final_evaluation(base: Any, network: Any, spec: RunSpec) -> float:
+    """Mean return of its ``eval_rollout`` (as its ``train_ppo`` calls it) on ``base``,
+    cut at ``spec.eval.episode_length`` steps, seeded with ``spec.seed + 10_000``."""
+    import jax
+    from flax import nnx
+
+    from nnx_ppo.algorithms import rollout
+
+    network.eval()
+    evaluate = nnx.jit(rollout.eval_rollout, static_argnums=(0, 2, 3, 5, 6))
+    metrics = evaluate(
+        base,
+        network,
+        spec.eval.n_envs,
+        spec.eval.episode_length,
+        jax.random.key(spec.seed + 10_000),
+        None,
+        make_train_config(spec).eval.logging_level,
+    )
+    network.train()
+    return float(metrics["eval/episode_reward/mean"])
+
+
 def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
     """Train, then evaluate once; returns the result fields."""
     import jax
     from flax import nnx
 
-    from nnx_ppo.algorithms import rollout
-    from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
     from nnx_ppo.algorithms.ppo import train_ppo
-    from nnx_ppo.wrappers.episode_wrapper import EpisodeWrapper
-    from nnx_ppo.wrappers.reward_scaling_wrapper import RewardScalingWrapper
 
-    hp = spec.ppo
     with recorder.phase("setup"):
         base = load_env(spec.env_name)
-        env = RewardScalingWrapper(EpisodeWrapper(base, hp.episode_length), hp.reward_scaling)
+        env = wrap_env(base, spec)
         network = build_network(spec, base.observation_size, base.action_size)
-        config = TrainConfig(
-            ppo=PPOConfig(
-                n_envs=hp.n_envs,
-                rollout_length=hp.rollout_length,
-                total_steps=spec.total_steps,
-                gae_lambda=hp.gae_lambda,
-                discounting_factor=hp.discounting,
-                clip_range=hp.clip_range,
-                learning_rate=hp.learning_rate,
-                normalize_advantages=True,
-                n_epochs=hp.n_epochs,
-                n_minibatches=hp.n_minibatches,
-                critic_loss_weight=hp.critic_loss_weight,
-            ),
-            eval=EvalConfig(enabled=False),
-            seed=spec.seed,
-        )
+        config = make_train_config(spec)
 
     def log_fn(metrics: Any, step: int) -> None:
         recorder.progress_callback(step)
@@ -137,18 +173,7 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
         result = train_ppo(env, network, config, log_fn=log_fn)
 
     with recorder.phase("eval"):
-        network.eval()
-        evaluate = nnx.jit(rollout.eval_rollout, static_argnums=(0, 2, 3, 5, 6))
-        metrics = evaluate(
-            base,
-            network,
-            spec.eval.n_envs,
-            spec.eval.episode_length,
-            jax.random.key(spec.seed + 10_000),
-            None,
-            config.eval.logging_level,
-        )
-        reward = float(metrics["eval/episode_reward/mean"])
+        reward = final_evaluation(base, network, spec)
 
     params = nnx.state(network, nnx.Param)
     return {

@@ -9,6 +9,7 @@ a traced step is straight-line array code.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ from nnx_ppo.networks.types import (
 __all__ = ["PopulationGraph"]
 
 _BUFFER_DTYPE = jnp.float32
+_INIT_FAN_IN = ("population", "connection")
 
 
 class PopulationGraph(StatefulModule):
@@ -68,15 +70,31 @@ class PopulationGraph(StatefulModule):
     ``{"transforms": {connection: <metrics>}}`` for the transforms that emit any, plus
     ``{"populations": {population: [B, size]}}`` when ``record_populations`` is true.
 
+    **Initialisation.** A population sums its incoming connections, so with every
+    default ``Dense`` initialised on its own (LeCun normal, kernel variance
+    ``1 / src.size``) the variance of the sum grows with the number of connections: a
+    read-out summing eight populations starts eight times too large, saturating a tanh
+    sampler's mean and collapsing or exploding its std before training begins. By
+    default (``init_fan_in="population"``) `finalize` therefore scales the kernel of
+    every default ``Dense`` into a population by ``sqrt(src.size / fan_in)``, where
+    ``fan_in`` is the summed size of all sources connected into that population (custom
+    transforms included, obs input excluded): the connections together start like one
+    LeCun-normal ``Dense`` over the concatenation of their sources, whatever the
+    topology. Custom transforms are never changed. ``init_fan_in="connection"`` keeps
+    each default ``Dense`` as initialised (nnx-graph 0.1.0 and nnx-ppo 0.3.0).
+
     Args:
         rngs: Random streams for the default ``Dense`` connections. The graph keeps a
             reference while it is being built and drops it at `finalize`.
         record_populations: If true, every population's output is added to the metrics
             under ``"populations"`` (for analysis; off by default).
+        init_fan_in: ``"population"`` (default) or ``"connection"``: the fan-in the
+            default ``Dense`` connections are initialised for (see above).
 
     Raises:
         TypeError: If ``rngs`` is not an ``nnx.Rngs`` or ``record_populations`` not a
             bool.
+        ValueError: If ``init_fan_in`` is not ``"population"`` or ``"connection"``.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -97,7 +115,13 @@ class PopulationGraph(StatefulModule):
         (4, 1, 8)
     """
 
-    def __init__(self, rngs: nnx.Rngs, *, record_populations: bool = False) -> None:
+    def __init__(
+        self,
+        rngs: nnx.Rngs,
+        *,
+        record_populations: bool = False,
+        init_fan_in: str = "population",
+    ) -> None:
         if not isinstance(rngs, nnx.Rngs):
             raise TypeError(
                 f"PopulationGraph: rngs must be an nnx.Rngs, got {rngs!r} of type "
@@ -107,8 +131,18 @@ class PopulationGraph(StatefulModule):
             raise TypeError(
                 f"PopulationGraph: record_populations must be a bool, got {record_populations!r}."
             )
+        if init_fan_in not in _INIT_FAN_IN:
+            raise ValueError(
+                f"PopulationGraph: init_fan_in must be one of {_INIT_FAN_IN}, got "
+                f"{init_fan_in!r}; use 'population' (the default) unless you need the "
+                "per-connection initialisation of nnx-graph 0.1.0."
+            )
         self._rngs: nnx.Rngs | None = rngs
         self.record_populations = record_populations
+        self.init_fan_in = init_fan_in
+        # Connections whose transform the graph created (a default Dense): only these
+        # are rescaled at finalize().
+        self._default_transforms: list[str] | frozenset[str] = []
         self.transforms: nnx.Dict[StatefulModule] = nnx.Dict()
         # Lists while building (appended in place: re-assigning a growing tuple would make
         # NNX re-check every element on each call), frozen into tuples at finalize().
@@ -327,6 +361,7 @@ class PopulationGraph(StatefulModule):
             if module is None:
                 assert self._rngs is not None  # dropped only at finalize
                 module = Dense(known[a].size, known[b].size, rngs=self._rngs)
+                self._default_transforms.append(name)  # type: ignore[union-attr]
             self.transforms[name] = module
             self._connections.append(Connection(name, a, b, delay))  # type: ignore[union-attr]
 
@@ -345,10 +380,25 @@ class PopulationGraph(StatefulModule):
         sizes = {p.name: p.size for p in self._populations}
         for c in self._connections:
             self._check_transform(c, sizes[c.src], sizes[c.dst])
+        self._default_transforms = frozenset(self._default_transforms)
+        if self.init_fan_in == "population":
+            self._scale_default_kernels(sizes)
         self._populations = tuple(self._populations)
         self._connections = tuple(self._connections)
         self._plan = plan
         self._rngs = None
+
+    def _scale_default_kernels(self, sizes: dict[str, int]) -> None:
+        """Scale each default ``Dense`` kernel into a population by
+        ``sqrt(src.size / fan_in)`` (see the class docstring, "Initialisation")."""
+        fan_in: dict[str, int] = {}
+        for c in self._connections:
+            fan_in[c.dst] = fan_in.get(c.dst, 0) + sizes[c.src]
+        for c in self._connections:
+            if c.name not in self._default_transforms or fan_in[c.dst] == sizes[c.src]:
+                continue
+            kernel = self.transforms[c.name].linear.kernel
+            kernel[...] = kernel[...] * math.sqrt(sizes[c.src] / fan_in[c.dst])
 
     # ------------------------------------------------------------ StatefulModule API
 

@@ -1,0 +1,96 @@
+"""Child: one suite cell with nnx-ppo 0.3.0's ``train_ppo`` (in its own environment).
+
+Networks as in the speed benchmark's child (:mod:`nnx_ppo_benchmarks.children.
+nnx_ppo_030`), its own episode and reward-scaling wrappers, its built-in periodic
+evaluation (on the masked environment, cut at the task's episode length) for the
+learning curve and its ``eval_rollout`` for the final return. It has no GRU and no
+discrete-action sampler, so the runner never gives it those cells.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from nnx_ppo_benchmarks.children import nnx_ppo_030
+from nnx_ppo_benchmarks.learning._child import main
+from nnx_ppo_benchmarks.learning.families import STACK
+from nnx_ppo_benchmarks.learning.tasks import TASKS, make_env
+from nnx_ppo_benchmarks.settings import EvalSettings, PPOSettings, RunSpec
+
+__all__ = ["build_network", "run_seed"]
+
+_BENCHMARK_FAMILY = {"mlp": "mlp_small", "lstm": "lstm", "graph": "graph"}
+
+
+def build_network(family: str, spec: RunSpec, obs_size: int, action_size: int) -> Any:
+    """``family``'s network from nnx-ppo 0.3.0's modules."""
+    if family in _BENCHMARK_FAMILY:
+        spec = RunSpec(**{**spec.__dict__, "network": _BENCHMARK_FAMILY[family]})
+        return nnx_ppo_030.build_network(spec, obs_size, action_size)
+    if family != "mlp_stack":
+        raise ValueError(f"nnx-ppo 0.3.0 cannot build family {family!r}")
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from nnx_ppo.networks.adapter import PPOAdapter
+    from nnx_ppo.networks.containers import Concat, Sequential
+    from nnx_ppo.networks.delay import Delay
+    from nnx_ppo.networks.factories import make_mlp_layers
+    from nnx_ppo.networks.normalizer import Normalizer
+    from nnx_ppo.networks.sampling_layers import NormalTanhSampler
+    from nnx_ppo.networks.utils import Filter, Scale
+
+    hp, rngs = spec.ppo, nnx.Rngs(spec.seed)
+    sample = jnp.zeros((obs_size,), jnp.float32)
+    names = [f"t{k}" for k in range(STACK)]
+    lines = {"t0": Scale(1.0), **{f"t{k}": Delay(sample, k) for k in range(1, STACK)}}
+    stack = [Filter({name: (lambda x: x) for name in names}), Concat(lines)]
+    width = STACK * obs_size
+    actor = make_mlp_layers([width, 32, 32, 2 * action_size], rngs, nnx.swish, False)
+    critic = make_mlp_layers([width, 64, 64, 1], rngs, nnx.swish, False)
+    sampler = NormalTanhSampler(rngs, entropy_weight=hp.entropy_cost, min_std=hp.min_std)
+    adapter = PPOAdapter(action=Sequential([*actor, sampler]), value=Sequential(critic))
+    return Sequential([Normalizer(obs_size), *stack, adapter])
+
+
+def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Train and evaluate one seed of ``cell``; returns its curve and final return."""
+    from nnx_ppo.algorithms.config import EvalConfig
+    from nnx_ppo.algorithms.ppo import train_ppo
+
+    task = TASKS[cell["task"]]
+    ppo = PPOSettings(**{**cell["ppo"], "episode_length": task.episode_length})
+    spec = RunSpec(
+        implementation="nnx-ppo-0.3.0",
+        network="mlp_small",
+        seed=seed,
+        total_steps=cell["total_steps"],
+        ppo=ppo,
+        eval=EvalSettings(n_envs=cell["final_eval_envs"], episode_length=task.episode_length),
+    )
+    base = make_env(task)
+    network = build_network(cell["family"], spec, base.observation_size, base.action_size)
+    config = nnx_ppo_030.make_train_config(
+        spec,
+        EvalConfig(
+            every_steps=cell["total_steps"] // task.n_evals,
+            n_envs=cell["eval_envs"],
+            max_episode_length=task.episode_length,
+            logging_percentiles=None,
+        ),
+    )
+    start = time.perf_counter()
+    result = train_ppo(nnx_ppo_030.wrap_env(base, spec), network, config, eval_env=base)
+    train_s = time.perf_counter() - start
+    return {
+        "seed": seed,
+        "curve": [[m["step"], float(m["eval/episode_reward/mean"])] for m in result.eval_history],
+        "final": nnx_ppo_030.final_evaluation(base, network, spec),
+        "total_steps": int(result.total_steps),
+        "train_s": train_s,
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(run_seed))

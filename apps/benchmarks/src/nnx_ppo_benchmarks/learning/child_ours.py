@@ -1,0 +1,156 @@
+"""Child: one suite cell (task, family, seeds) with this workspace's ``train_ppo``.
+
+Command line ``--cell JSON --out PATH`` (see :mod:`.cli`); the seeds run one after
+another in this process, sharing compiled programs through JAX's compilation cache.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from nnx_ppo_benchmarks.children import ours
+from nnx_ppo_benchmarks.children._graph import build_ring_graph
+from nnx_ppo_benchmarks.learning._child import main
+from nnx_ppo_benchmarks.learning.families import STACK
+from nnx_ppo_benchmarks.learning.tasks import TASKS, Task, make_env
+from nnx_ppo_benchmarks.settings import PPOSettings, RunSpec
+
+__all__ = ["build_network", "run_seed"]
+
+
+def _sampler(task: Task, rngs: Any, ppo: PPOSettings) -> tuple[Any, int]:
+    """The action sampler and the parameters it takes per action dimension."""
+    from nnx_ppo.networks.sampling_layers import CategoricalSampler, NormalTanhSampler
+
+    if task.discrete:
+        return CategoricalSampler(rngs, ppo.entropy_cost), 1
+    return NormalTanhSampler(rngs, ppo.entropy_cost, ppo.min_std), 2
+
+
+def _frame_stack(obs_size: int) -> Any:
+    """``[B, F] -> [B, STACK * F]``: this step's observation and the previous ones."""
+    import jax
+    import jax.numpy as jnp
+
+    from nnx_ppo.networks.containers import Concat, Sequential
+    from nnx_ppo.networks.delay import Delay
+    from nnx_ppo.networks.utils import Filter, Scale
+
+    names = [f"t{k}" for k in range(STACK)]
+    sample = jax.ShapeDtypeStruct((obs_size,), jnp.float32)
+    lines = {"t0": Scale(1.0), **{f"t{k}": Delay(sample, k) for k in range(1, STACK)}}
+    return Sequential([Filter(lambda x: dict.fromkeys(names, x)), Concat(lines)])
+
+
+def build_network(task: Task, family: str, obs_size: int, action_size: int, seed: int) -> Any:
+    """The network of ``family`` for ``task`` (see :mod:`.families`)."""
+    from flax import nnx
+
+    from nnx_ppo.networks.adapter import PPOAdapter
+    from nnx_ppo.networks.containers import Sequential
+    from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
+    from nnx_ppo.networks.feedforward import MLP
+    from nnx_ppo.networks.graph import PopulationGraph
+    from nnx_ppo.networks.normalizer import Normalizer
+    from nnx_ppo.networks.recurrent import GRU
+    from nnx_ppo.networks.utils import Filter
+
+    ppo = PPOSettings()
+    rngs = nnx.Rngs(seed)
+    common: dict[str, Any] = dict(
+        rngs=rngs,
+        activation=nnx.swish,
+        entropy_weight=ppo.entropy_cost,
+        min_std=ppo.min_std,
+        action_distribution="categorical" if task.discrete else "normal_tanh",
+    )
+    if family == "mlp":
+        return make_mlp_actor_critic(obs_size, action_size, (32, 32), (64, 64), **common)
+    if family == "lstm":
+        return make_lstm_actor_critic(obs_size, action_size, 64, (32,), (64,), **common)
+    sampler, per_action = _sampler(task, rngs, ppo)
+    head_out = per_action * action_size
+    if family == "gru":
+        adapter = PPOAdapter(
+            action=Sequential(
+                [GRU(obs_size, 64, rngs=rngs), MLP(64, (32,), head_out, rngs=rngs), sampler]
+            ),
+            value=Sequential([GRU(obs_size, 64, rngs=rngs), MLP(64, (64,), 1, rngs=rngs)]),
+        )
+        return Sequential([Normalizer(obs_size), adapter])
+    if family == "mlp_stack":
+        width = STACK * obs_size
+        adapter = PPOAdapter(
+            action=Sequential([MLP(width, (32, 32), head_out, rngs=rngs), sampler]),
+            value=MLP(width, (64, 64), 1, rngs=rngs),
+        )
+        return Sequential([Normalizer(obs_size), _frame_stack(obs_size), adapter])
+    if family == "graph":
+        graph = build_ring_graph(
+            PopulationGraph(rngs), obs_size, action_size, nnx.swish, per_action
+        )
+        adapter = PPOAdapter(
+            action=Sequential([Filter("action_params"), sampler]), value=Filter("value")
+        )
+        return Sequential([Normalizer(obs_size), Filter(lambda x: {"obs": x}), graph, adapter])
+    raise ValueError(f"unknown family {family!r}")
+
+
+def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Train and evaluate one seed of ``cell``; returns its curve and final return."""
+    import dataclasses
+
+    import jax
+
+    from nnx_ppo.algorithms.config import EvalConfig
+    from nnx_ppo.algorithms.evaluation import evaluate
+    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.wrappers import EpisodeWrapper, RewardScalingWrapper
+
+    task = TASKS[cell["task"]]
+    ppo = PPOSettings(**cell["ppo"])
+    base = make_env(task)
+    eval_env = EpisodeWrapper(base, task.episode_length)
+    env = RewardScalingWrapper(eval_env, ppo.reward_scaling)
+    network = build_network(task, cell["family"], base.observation_size, base.action_size, seed)
+    # The benchmark's configuration (shared hyperparameters, no bootstrap at timeouts),
+    # with one progress chunk per evaluation.
+    spec = RunSpec(
+        implementation="ours",
+        network="mlp_small",
+        seed=seed,
+        total_steps=cell["total_steps"],
+        n_chunks=task.n_evals,
+        ppo=ppo,
+    )
+    config = ours.make_train_config(spec)
+    config = dataclasses.replace(
+        config,
+        eval=EvalConfig(
+            every_steps=cell["total_steps"] // task.n_evals,
+            n_envs=cell["eval_envs"],
+            max_episode_length=task.episode_length,
+        ),
+    )
+    start = time.perf_counter()
+    result = train_ppo(env, network, config, eval_env=eval_env, progress=False)
+    train_s = time.perf_counter() - start
+    final = evaluate(
+        eval_env,
+        network,
+        jax.random.PRNGKey(seed + 10_000),
+        n_envs=cell["final_eval_envs"],
+        max_episode_length=task.episode_length,
+    )
+    return {
+        "seed": seed,
+        "curve": [[step, m["eval/episode_reward/mean"]] for step, m in result.eval_history],
+        "final": final["eval/episode_reward/mean"],
+        "total_steps": int(result.total_steps),
+        "train_s": train_s,
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(run_seed))

@@ -1,0 +1,235 @@
+"""``nnx-ppo-learning``: the learning-quality suite (one command).
+
+Examples::
+
+    # the whole suite (tasks x families x implementations, 5 seeds each)
+    uv run nnx-ppo-learning --output-dir apps/benchmarks/results/learning
+
+    # one cell, quickly, in this interpreter (ours only)
+    uv run nnx-ppo-learning --tasks memory_d2 --families lstm --implementations ours \\
+        --seeds 0 --steps 20480 --environments current --output-dir /tmp/lq
+
+Each (task, family, implementation) cell runs all its seeds in one child process in
+that implementation's virtual environment (:mod:`nnx_ppo_benchmarks.venvs`, the same
+JAX everywhere) and writes ``cells/<task>__<family>__<implementation>.json``. A cell
+whose JSON already holds every requested seed with the same budget is not run again
+(``--rerun`` forces it), so an interrupted suite continues where it stopped. JAX's
+persistent compilation cache is on (compile time is not measured here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nnx_ppo_benchmarks.learning.families import FAMILIES
+from nnx_ppo_benchmarks.learning.report import write_report
+from nnx_ppo_benchmarks.learning.tasks import TASKS
+from nnx_ppo_benchmarks.runner import _git_state, _load
+from nnx_ppo_benchmarks.settings import PPOSettings, chunk_plan
+from nnx_ppo_benchmarks.venvs import (
+    DEFAULT_JAX,
+    cache_root,
+    child_env_vars,
+    current_environment,
+    ensure_environments,
+)
+
+__all__ = ["Cell", "build_parser", "main", "plan_cells", "run_cell"]
+
+IMPLEMENTATIONS = ("ours", "nnx-ppo-0.3.0")
+_CHILD = {
+    "ours": "nnx_ppo_benchmarks.learning.child_ours",
+    "nnx-ppo-0.3.0": "nnx_ppo_benchmarks.learning.child_nnx_ppo_030",
+}
+_SRC_DIR = Path(__file__).resolve().parents[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One (task, family, implementation) with its seeds and budget."""
+
+    task: str
+    family: str
+    implementation: str
+    seeds: tuple[int, ...]
+    total_steps: int
+    eval_envs: int = 32
+    final_eval_envs: int = 128
+
+    @property
+    def name(self) -> str:
+        """``<task>__<family>__<implementation>``."""
+        return f"{self.task}__{self.family}__{self.implementation}"
+
+    def to_json(self) -> str:
+        """The child's ``--cell`` argument (with the shared hyperparameters)."""
+        data = dataclasses.asdict(self)
+        data["ppo"] = dataclasses.asdict(PPOSettings())
+        return json.dumps(data)
+
+
+def runs(task: str, family: str, implementation: str) -> bool:
+    """Whether ``implementation`` can run ``family`` on ``task``."""
+    if implementation not in FAMILIES[family].implementations:
+        return False
+    return not (TASKS[task].discrete and implementation != "ours")
+
+
+def plan_cells(
+    tasks: Sequence[str],
+    families: Sequence[str],
+    implementations: Sequence[str],
+    seeds: Sequence[int],
+    steps: int | None = None,
+) -> list[Cell]:
+    """The cells to run, task by task, implementations interleaved per family.
+
+    Example:
+        >>> [c.name for c in plan_cells(["memory_chain"], ["lstm", "gru"],
+        ...                             ["ours", "nnx-ppo-0.3.0"], [0])]
+        ['memory_chain__lstm__ours', 'memory_chain__gru__ours']
+    """
+    per_iteration = PPOSettings().steps_per_iteration
+    cells = []
+    for task in tasks:
+        t = TASKS[task]
+        _, total = chunk_plan(steps or t.total_steps, t.n_evals, per_iteration)
+        for family in families:
+            for impl in implementations:
+                if runs(task, family, impl):
+                    cells.append(Cell(task, family, impl, tuple(seeds), total))
+    return cells
+
+
+def _done(cell: Cell, path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    seeds = [r["seed"] for r in record.get("runs", [])]
+    same = record.get("total_steps") == cell.total_steps and seeds == list(cell.seeds)
+    return record if record.get("status") == "ok" and same else None
+
+
+def run_cell(cell: Cell, python: Path, output_dir: Path, rerun: bool = False) -> dict[str, Any]:
+    """Run (or reuse) one cell in a child process; never raises for a failed child."""
+    path = output_dir / "cells" / f"{cell.name}.json"
+    log = output_dir / "logs" / f"{cell.name}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if not rerun and (previous := _done(cell, path)) is not None:
+        return previous
+    env = child_env_vars(_SRC_DIR)
+    env.pop("JAX_ENABLE_COMPILATION_CACHE")
+    env["JAX_COMPILATION_CACHE_DIR"] = str(cache_root() / "jax-cache")
+    env["JAX_PLATFORMS"] = "cpu"
+    command = [str(python), "-m", _CHILD[cell.implementation], "--cell", cell.to_json()]
+    command += ["--out", str(path)]
+    start = time.perf_counter()
+    with log.open("w") as stream:
+        code = subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, env=env).returncode
+    if path.exists():
+        record = json.loads(path.read_text())
+    else:
+        record = {**json.loads(cell.to_json()), "status": "failed", "runs": []}
+        record["error"] = f"exit status {code}, no result (see {log})"
+    record["process_wall_s"] = time.perf_counter() - start
+    path.write_text(json.dumps(record, indent=1))
+    return record
+
+
+def _names(choices: Sequence[str]):
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(n.strip() for n in text.split(",") if n.strip())
+        unknown = [n for n in names if n not in choices]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: use a comma-separated list of {', '.join(choices)}"
+            )
+        return names
+
+    return parse
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: use comma-separated integers") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more distinct seeds")
+    return seeds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser."""
+    p = argparse.ArgumentParser(
+        prog="nnx-ppo-learning",
+        description="Learning-quality suite: network families on partially observable "
+        "tasks, ours vs nnx-ppo 0.3.0, several seeds, median and 95%% bootstrap CI.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--tasks", type=_names(list(TASKS)), default=tuple(TASKS))
+    p.add_argument("--families", type=_names(list(FAMILIES)), default=tuple(FAMILIES))
+    p.add_argument("--implementations", type=_names(IMPLEMENTATIONS), default=IMPLEMENTATIONS)
+    p.add_argument("--seeds", type=_seeds, default=(100, 101, 102, 103, 104))
+    p.add_argument("--steps", type=int, default=None, help="budget override (all tasks)")
+    p.add_argument("--environments", choices=("isolated", "current"), default="isolated")
+    p.add_argument("--jax", default=DEFAULT_JAX, help="JAX of the isolated venvs")
+    p.add_argument("--rerun", action="store_true", help="run finished cells again")
+    p.add_argument("--output-dir", type=Path, default=Path("outputs/learning"))
+    p.add_argument("--report-only", action="store_true", help="re-render from results.json")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the suite; write ``results.json``, ``results.md`` and the PNGs."""
+    args = build_parser().parse_args(argv)
+    if args.steps is not None and args.steps < 1:
+        raise SystemExit(f"nnx-ppo-learning: --steps={args.steps} must be >= 1")
+    out: Path = args.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    if args.report_only:
+        print(write_report(json.loads((out / "results.json").read_text()), out))
+        return 0
+    cells = plan_cells(args.tasks, args.families, args.implementations, args.seeds, args.steps)
+    if args.environments == "current":
+        pythons = dict.fromkeys(IMPLEMENTATIONS, current_environment().python)
+    else:
+        needed = {c.implementation for c in cells}
+        pythons = {k: e.python for k, e in ensure_environments(needed, args.jax).items()}
+    meta: dict[str, Any] = {
+        "command": " ".join(["nnx-ppo-learning", *(argv if argv is not None else sys.argv[1:])]),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "load_before": _load(),
+        "cpu_count": os.cpu_count(),
+        "git": _git_state(),
+        "jax_version": args.jax if args.environments == "isolated" else "current",
+        "seeds": list(args.seeds),
+        "ppo": dataclasses.asdict(PPOSettings()),
+    }
+    records = []
+    for index, cell in enumerate(cells, 1):
+        record = run_cell(cell, pythons[cell.implementation], out, args.rerun)
+        finals = ", ".join(f"{r['final']:.0f}" for r in record.get("runs", []))
+        status = record["status"] if record["status"] == "ok" else record.get("error")
+        print(f"[{index}/{len(cells)}] {cell.name}: {status}; finals {finals}", flush=True)
+        records.append(record)
+    meta["load_after"] = _load()
+    meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    results = {"meta": meta, "cells": records}
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    print(write_report(results, out))
+    return 0 if all(r["status"] == "ok" for r in records) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

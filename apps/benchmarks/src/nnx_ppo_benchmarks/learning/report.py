@@ -1,0 +1,128 @@
+"""``results.md`` and the learning-curve PNGs of the suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nnx_ppo_benchmarks.learning.families import FAMILIES
+from nnx_ppo_benchmarks.learning.stats import area_under_curve, band, median_ci
+from nnx_ppo_benchmarks.learning.tasks import TASKS
+
+__all__ = ["summarize", "write_report"]
+
+
+def summarize(cell: dict[str, Any]) -> dict[str, Any] | None:
+    """Median and 95% bootstrap interval of a cell's final return and curve area
+    (``None`` for a cell without finished seeds)."""
+    runs = cell.get("runs") or []
+    if not runs:
+        return None
+    finals = [r["final"] for r in runs]
+    areas = [area_under_curve(r["curve"]) for r in runs]
+    return {
+        "seeds": [r["seed"] for r in runs],
+        "final": median_ci(finals),
+        "auc": median_ci(areas),
+        "finals": finals,
+        "areas": areas,
+        "train_s": sum(r["train_s"] for r in runs) / len(runs),
+    }
+
+
+def _fmt(ci: tuple[float, float, float]) -> str:
+    low, mid, high = ci
+    return f"{mid:.1f} [{low:.1f}, {high:.1f}]"
+
+
+def _table(task: str, cells: list[dict[str, Any]]) -> list[str]:
+    t = TASKS[task]
+    budget = cells[0]["total_steps"]
+    lines = [
+        f"### `{task}`: {t.description}",
+        "",
+        f"{budget:,} env steps per run, episodes of {t.episode_length} steps; evaluation "
+        f"every {budget // t.n_evals:,} steps on {cells[0]['eval_envs']} episodes, final "
+        f"return on {cells[0]['final_eval_envs']} episodes.",
+        "",
+        "| family | implementation | seeds | final return, median [95% CI] | "
+        "area under curve, median [95% CI] | per-seed final |",
+        "|---|---|---|---|---|---|",
+    ]
+    for cell in cells:
+        s = summarize(cell)
+        if s is None:
+            error = cell.get("error", "no seed finished")
+            lines.append(
+                f"| {cell['family']} | {cell['implementation']} | 0 | failed: {error} | | |"
+            )
+            continue
+        per_seed = ", ".join(f"{v:.0f}" for v in s["finals"])
+        lines.append(
+            f"| {cell['family']} | {cell['implementation']} | {len(s['seeds'])} | "
+            f"{_fmt(s['final'])} | {_fmt(s['auc'])} | {per_seed} |"
+        )
+    return [*lines, ""]
+
+
+def _plot(task: str, cells: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    colours = dict(zip(FAMILIES, plt.rcParams["axes.prop_cycle"].by_key()["color"], strict=False))
+    for cell in cells:
+        runs = cell.get("runs") or []
+        if not runs:
+            continue
+        b = band([r["curve"] for r in runs])
+        ours = cell["implementation"] == "ours"
+        label = f"{cell['family']} ({cell['implementation']}, {len(runs)} seeds)"
+        colour = colours.get(cell["family"])
+        style = "-" if ours else "--"
+        ax.plot(b["steps"], b["median"], style, color=colour, label=label)
+        ax.fill_between(b["steps"], b["low"], b["high"], color=colour, alpha=0.15 if ours else 0.07)
+    ax.set_title(f"{task}: {TASKS[task].description}", fontsize=9)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("evaluation return (median, 95% bootstrap band)")
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(results: dict[str, Any], output_dir: Path) -> Path:
+    """Write ``results.md``, ``tables.md`` (the tables only) and ``curves_<task>.png``
+    into ``output_dir``; returns the path of ``results.md``."""
+    meta = results["meta"]
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for cell in results["cells"]:
+        by_task.setdefault(cell["task"], []).append(cell)
+    lines = [
+        "# Learning quality: network families on partially observable tasks",
+        "",
+        f"Command: `{meta.get('command')}`. Load average before/after: "
+        f"{meta.get('load_before')} / {meta.get('load_after')} on {meta.get('cpu_count')} "
+        f"cores; workspace commit {meta.get('git')}; JAX {meta.get('jax_version')}.",
+        "",
+        "Every cell trains the same seeds with the speed benchmark's hyperparameters "
+        "(Playground's CartpoleBalance settings, not tuned to any task); the interval is a "
+        "95% percentile bootstrap of the median over seeds. The area under the curve is "
+        "the average evaluation return over training.",
+        "",
+    ]
+    tables: list[str] = []
+    for task, cells in by_task.items():
+        table = _table(task, cells)
+        tables += table
+        png = output_dir / f"curves_{task}.png"
+        _plot(task, cells, png)
+        lines += [*table, f"![{task} learning curves]({png.name})", ""]
+    # The tables alone, for pages that place the images themselves (the docs site).
+    (output_dir / "tables.md").write_text("\n".join(tables))
+    path = output_dir / "results.md"
+    path.write_text("\n".join(lines))
+    return path

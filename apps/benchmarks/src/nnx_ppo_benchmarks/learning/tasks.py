@@ -1,0 +1,252 @@
+"""The suite's tasks: plain data here, environments built in the child processes.
+
+Every task is run by every implementation through the same code path: the child
+builds the unwrapped environment with :func:`make_env` (pure JAX, no nnx-ppo import),
+then applies its own library's episode and reward-scaling wrappers, as a user of that
+library would.
+
+- ``cartpole``: MuJoCo Playground ``CartpoleBalance`` (``impl="jax"``), full
+  observation (cart position, pole cos/sin, cart and pole velocities): the speed
+  benchmark's task, where memory is not needed.
+- ``cartpole_novel``: the same with both velocity entries removed (3 of 5 entries).
+- ``pendulum_novel``: brax ``inverted_pendulum`` (backend ``generalized``) with the
+  velocities removed (cart position and pole angle only).
+- ``memory_d2`` / ``memory_d6``: this workspace's ``MemoryTask`` (reproduce the cue
+  seen 2 or 6 steps ago; a memoryless policy earns 0).
+- ``memory_chain``: gymnax's bsuite ``MemoryChain`` (a context bit shown at the first
+  step must be reported by a discrete action 10 steps later; +1 or -1), with
+  discrete actions. nnx-ppo 0.3.0 has no discrete-action sampler, so only ours runs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+__all__ = ["TASKS", "GymnaxEnv", "ObservationMask", "Task", "make_env"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One learning problem.
+
+    Attributes:
+        name: Key on the command line and in the results.
+        description: One line for the report.
+        source: ``"playground"``, ``"brax"``, ``"memory"`` or ``"gymnax"``.
+        env_name: Environment name within the source.
+        keep: Observation entries kept (``None``: all): the velocity mask.
+        episode_length: Time limit (training and evaluation).
+        total_steps: Training budget in env steps (rounded to whole evaluation
+            chunks by the runner).
+        n_evals: Evaluations during training (plus one before it).
+        discrete: Discrete actions (``CategoricalSampler``).
+        options: Keyword arguments of the environment's constructor.
+        memory_needed: Whether a memoryless policy is provably or practically limited.
+    """
+
+    name: str
+    description: str
+    source: str
+    env_name: str
+    keep: tuple[int, ...] | None = None
+    episode_length: int = 1000
+    total_steps: int = 1_024_000
+    n_evals: int = 8
+    discrete: bool = False
+    options: tuple[tuple[str, Any], ...] = ()
+    memory_needed: bool = True
+
+
+TASKS: dict[str, Task] = {
+    t.name: t
+    for t in (
+        Task(
+            "cartpole",
+            "Playground CartpoleBalance, full observation",
+            "playground",
+            "CartpoleBalance",
+            memory_needed=False,
+        ),
+        Task(
+            "cartpole_novel",
+            "Playground CartpoleBalance, velocities removed (obs 3 of 5)",
+            "playground",
+            "CartpoleBalance",
+            keep=(0, 1, 2),
+            total_steps=512_000,
+        ),
+        Task(
+            "pendulum_novel",
+            "brax inverted_pendulum, velocities removed (obs 2 of 4)",
+            "brax",
+            "inverted_pendulum",
+            keep=(0, 1),
+            total_steps=307_200,
+        ),
+        Task(
+            "memory_d2",
+            "MemoryTask: reproduce the cue of 2 steps ago (episodes of 100)",
+            "memory",
+            "MemoryTask",
+            episode_length=100,
+            total_steps=204_800,
+            options=(("delay", 2),),
+        ),
+        Task(
+            "memory_d6",
+            "MemoryTask: reproduce the cue of 6 steps ago (episodes of 100)",
+            "memory",
+            "MemoryTask",
+            episode_length=100,
+            total_steps=204_800,
+            options=(("delay", 6),),
+        ),
+        Task(
+            "memory_chain",
+            "gymnax bsuite MemoryChain, memory length 10, discrete actions",
+            "gymnax",
+            "MemoryChain-bsuite",
+            episode_length=100,
+            total_steps=204_800,
+            discrete=True,
+            options=(("memory_length", 10),),
+        ),
+    )
+}
+"""Task name -> :class:`Task`."""
+
+
+# -- environments (child side: these import jax) --------------------------------------
+
+
+class ObservationMask:
+    """Keep only the observation entries ``keep`` (the same wrapper for every
+    implementation): ``obs[..., keep]`` after ``reset`` and ``step``.
+
+    Args:
+        env: A brax / Playground style environment with vector observations.
+        keep: Indices into the last axis of the observation.
+    """
+
+    def __init__(self, env: Any, keep: tuple[int, ...]) -> None:
+        import jax.numpy as jnp
+
+        self.env = env
+        self._keep = jnp.asarray(keep)
+        self.observation_size = len(keep)
+        self.action_size = env.action_size
+
+    def _mask(self, state: Any) -> Any:
+        return state.replace(obs=state.obs[..., self._keep])
+
+    def reset(self, rng: Any) -> Any:
+        """Reset and mask."""
+        return self._mask(self.env.reset(rng))
+
+    def step(self, state: Any, action: Any) -> Any:
+        """Step the full state (the simulator keeps its own copy) and mask."""
+        return self._mask(self.env.step(state, action))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+
+def _gymnax_state_class() -> Any:
+    from flax import struct
+
+    @struct.dataclass
+    class GymnaxState:
+        """brax / Playground style state around a gymnax environment state."""
+
+        obs: Any
+        reward: Any
+        done: Any
+        info: dict[str, Any]
+        metrics: dict[str, Any]
+        env_state: Any
+        key: Any
+
+    return GymnaxState
+
+
+class GymnaxEnv:
+    """A gymnax environment in the brax / Playground API (``reset(rng)``,
+    ``step(state, action)`` returning a state with ``obs, reward, done, info,
+    metrics``), without gymnax's own auto-reset (the trainers reset).
+
+    Args:
+        name: ``gymnax.make`` name, e.g. ``"MemoryChain-bsuite"``.
+        **params: Overrides of the environment's default parameters.
+    """
+
+    def __init__(self, name: str, **params: Any) -> None:
+        import gymnax
+
+        self.env, default = gymnax.make(name)
+        self.params = default.replace(**params)
+        self._state_cls = _gymnax_state_class()
+        self.observation_size = int(self.env.observation_space(self.params).shape[0])
+        self.action_size = int(self.env.num_actions)
+
+    def reset(self, rng: Any) -> Any:
+        """A fresh episode."""
+        import jax
+        import jax.numpy as jnp
+
+        key, reset_key = jax.random.split(rng)
+        obs, env_state = self.env.reset_env(reset_key, self.params)
+        zero = jnp.zeros((), jnp.float32)
+        return self._state_cls(obs, zero, zero, {}, {}, env_state, key)
+
+    def step(self, state: Any, action: Any) -> Any:
+        """One step (``action`` an int index, or a one-element array)."""
+        import jax
+        import jax.numpy as jnp
+
+        key, step_key = jax.random.split(state.key)
+        action = jnp.asarray(action).reshape(()).astype(jnp.int32)
+        obs, env_state, reward, done, _ = self.env.step_env(
+            step_key, state.env_state, action, self.params
+        )
+        return state.replace(
+            obs=obs,
+            reward=jnp.asarray(reward, jnp.float32),
+            done=jnp.asarray(done, jnp.float32),
+            env_state=env_state,
+            key=key,
+        )
+
+
+def _memory_task(options: dict[str, Any]) -> Any:
+    """This workspace's ``MemoryTask`` (in nnx-ppo 0.3.0's environment its module is
+    loaded from this checkout: it needs only jax and flax)."""
+    try:
+        from nnx_ppo.envs.memory_task import MemoryTask
+    except ModuleNotFoundError:
+        import nnx_ppo
+        from nnx_ppo_benchmarks.venvs import workspace_root
+
+        nnx_ppo.__path__.append(str(workspace_root() / "packages/nnx-ppo-train/src/nnx_ppo"))
+        from nnx_ppo.envs.memory_task import MemoryTask
+    return MemoryTask(**options)
+
+
+def make_env(task: Task) -> Any:
+    """The unwrapped (but masked) environment of ``task``."""
+    options = dict(task.options)
+    if task.source == "playground":
+        from mujoco_playground import registry
+
+        env = registry.load(task.env_name, config_overrides={"impl": "jax"})
+    elif task.source == "brax":
+        from brax import envs
+
+        env = envs.get_environment(task.env_name, backend="generalized")
+    elif task.source == "memory":
+        env = _memory_task(options)
+    elif task.source == "gymnax":
+        env = GymnaxEnv(task.env_name, **options)
+    else:
+        raise ValueError(f"task {task.name!r}: unknown source {task.source!r}")
+    return env if task.keep is None else ObservationMask(env, task.keep)

@@ -1,0 +1,117 @@
+"""The learning-quality suite's planning, statistics and report (no child processes)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from nnx_ppo_benchmarks.learning.cli import main, plan_cells
+from nnx_ppo_benchmarks.learning.report import summarize, write_report
+from nnx_ppo_benchmarks.learning.stats import area_under_curve, band, median_ci
+from nnx_ppo_benchmarks.learning.tasks import TASKS, ObservationMask, make_env
+
+
+def test_area_under_curve_is_the_average_return():
+    # Trapezoids over [0, 10] and [10, 30]: (0 + 10) / 2 * 10 + (10 + 40) / 2 * 20 = 550,
+    # over 30 steps.
+    assert area_under_curve([(0, 0.0), (10, 10.0), (30, 40.0)]) == pytest.approx(550 / 30)
+    with pytest.raises(ValueError, match="needs >= 2 points"):
+        area_under_curve([(0, 1.0)])
+
+
+def test_median_ci_brackets_the_median_and_shrinks_with_agreement():
+    low, mid, high = median_ci([10.0, 11.0, 12.0, 13.0, 500.0])
+    assert mid == 12.0
+    assert 10.0 <= low <= mid <= high <= 500.0
+    # Identical seeds: no spread at all.
+    assert median_ci([7.0] * 5) == (7.0, 7.0, 7.0)
+    with pytest.raises(ValueError, match="at least one value"):
+        median_ci([])
+
+
+def test_band_is_pointwise_and_needs_common_steps():
+    curves = [[(0, float(s)), (10, 10.0 * s)] for s in (1, 2, 3, 4, 5)]
+    b = band(curves)
+    assert b["steps"] == [0.0, 10.0]
+    assert b["median"] == [3.0, 30.0]
+    assert all(lo <= m <= hi for lo, m, hi in zip(b["low"], b["median"], b["high"], strict=True))
+    with pytest.raises(ValueError, match="same steps"):
+        band([[(0, 1.0), (10, 2.0)], [(0, 1.0), (20, 2.0)]])
+
+
+def test_plan_skips_cells_an_implementation_cannot_run():
+    cells = plan_cells(
+        ["memory_chain", "memory_d2"], ["gru", "lstm"], ["ours", "nnx-ppo-0.3.0"], [1, 2]
+    )
+    names = [c.name for c in cells]
+    # nnx-ppo 0.3.0 has no GRU and no discrete-action sampler.
+    assert names == [
+        "memory_chain__gru__ours",
+        "memory_chain__lstm__ours",
+        "memory_d2__gru__ours",
+        "memory_d2__lstm__ours",
+        "memory_d2__lstm__nnx-ppo-0.3.0",
+    ]
+    # Budgets are whole evaluation chunks of 5120-step iterations: 204,800 / 5120 = 40
+    # iterations = 8 chunks of 5; 100,000 steps = 19.5 iterations -> 8 chunks of 3.
+    assert cells[-1].total_steps == 8 * 5 * 5120
+    short = plan_cells(["memory_d2"], ["lstm"], ["ours"], [1], steps=100_000)
+    assert short[0].total_steps == 8 * 3 * 5120
+    assert json.loads(cells[0].to_json())["ppo"]["n_envs"] == 256
+
+
+def test_observation_mask_keeps_the_listed_entries():
+    import jax
+
+    task = TASKS["memory_d2"]
+    env = ObservationMask(make_env(task), (0,))
+    state = env.reset(jax.random.key(0))
+    assert env.observation_size == 1
+    assert state.obs.shape == (1,)
+    state = env.step(state, jax.numpy.zeros(1))
+    assert state.obs.shape == (1,)
+
+
+def _fake_results():
+    runs = [
+        {"seed": s, "curve": [[0, 0.0], [100, 10.0 * s]], "final": 10.0 * s, "train_s": 1.0}
+        for s in (1, 2, 3)
+    ]
+    cell = {
+        "task": "memory_d2",
+        "family": "lstm",
+        "implementation": "ours",
+        "seeds": [1, 2, 3],
+        "total_steps": 100,
+        "eval_envs": 4,
+        "final_eval_envs": 8,
+        "status": "ok",
+        "runs": runs,
+    }
+    failed = {**cell, "family": "graph", "status": "failed", "runs": [], "error": "boom"}
+    meta = {"command": "nnx-ppo-learning", "load_before": [1.0], "load_after": [1.0]}
+    return {"meta": meta, "cells": [cell, failed]}
+
+
+def test_summary_and_report(tmp_path):
+    results = _fake_results()
+    s = summarize(results["cells"][0])
+    # Finals 10, 20, 30; areas (0 + 10 s) / 2 = 5, 10, 15.
+    assert s["final"][1] == 20.0
+    assert s["auc"][1] == 10.0
+    assert summarize(results["cells"][1]) is None
+    text = write_report(results, tmp_path).read_text()
+    assert "| lstm | ours | 3 | 20.0 [" in text
+    assert "| graph | ours | 0 | failed: boom |" in text
+    assert (tmp_path / "curves_memory_d2.png").stat().st_size > 1000
+    tables = (tmp_path / "tables.md").read_text()
+    assert "| lstm | ours | 3 | 20.0 [" in tables
+    assert "png" not in tables
+
+
+def test_report_only_rerenders(tmp_path, capsys):
+    (tmp_path / "results.json").write_text(json.dumps(_fake_results()))
+    assert main(["--report-only", "--output-dir", str(tmp_path)]) == 0
+    assert (tmp_path / "results.md").exists()
+    assert np.isfinite(summarize(_fake_results()["cells"][0])["auc"][0])
