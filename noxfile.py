@@ -16,12 +16,12 @@ import nox
 
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "lint", "types", "docs", "build", "apps"]
+nox.options.sessions = ["tests", "lint", "types", "docs", "build", "apps", "export"]
 
 ROOT = Path(__file__).parent
 PACKAGES = {
     # distribution -> (extras installed for its tests, workspace siblings it needs)
-    "nnx-modules": ("", ()),
+    "nnx-modules": ("[stablehlo]", ()),  # flatbuffers, to serialize exported policies
     "nnx-graph": ("", ("nnx-modules",)),
     "nnx-ppo-train": ("[brax,playground,logging]", ("nnx-modules",)),
 }
@@ -30,6 +30,7 @@ PACKAGES = {
 # latest JAX (jax2onnx needs jax >= 0.8.1; it is skipped only where it is not installed).
 TEST_EXTRAS = {"nnx-modules": {"floor": "[stablehlo]", "latest": "[onnx]"}}
 APPS_DIR = ROOT / "apps"
+OWN_SESSION_APPS = {"export"}  # tested by `nox -s export`, with the onnx extra
 JAX_CACHE = ROOT / ".cache" / "jax"
 
 
@@ -224,7 +225,11 @@ def build(session: nox.Session) -> None:
 @nox.session
 def apps(session: nox.Session) -> None:
     """Smoke-run every app under apps/ with tiny settings (each app's tests)."""
-    app_dirs = sorted(p for p in APPS_DIR.glob("*") if (p / "pyproject.toml").exists())
+    app_dirs = sorted(
+        p
+        for p in APPS_DIR.glob("*")
+        if (p / "pyproject.toml").exists() and p.name not in OWN_SESSION_APPS
+    )
     if not app_dirs:
         session.skip("no apps yet")
     session.install(
@@ -238,3 +243,45 @@ def apps(session: nox.Session) -> None:
         *session.posargs,
         env=_test_env(),
     )
+
+
+@nox.session
+def export(session: nox.Session) -> None:
+    """Policy export with ONNX: apps/export's tests, and the ONNX runtime example in a venv
+    with only onnxruntime and numpy (the test fails if JAX imports there).
+
+    ``-- latency [ARGS]`` runs the latency benchmark instead, ``-- CHECKPOINT_DIR
+    --format onnx --out DIR`` the ``nnx-ppo-export`` CLI (jax2onnx, nnx-modules' ``onnx``
+    extra, is kept out of the workspace's developer environment).
+    """
+    session.install(
+        "-e",
+        "packages/nnx-modules[onnx]",
+        "-e",
+        "packages/nnx-graph",
+        "-e",
+        "packages/nnx-ppo-train[brax,playground]",
+        "-e",
+        "apps/quickstart",
+        "-e",
+        "apps/export",
+        *_group("test"),
+    )
+    if session.posargs[:1] == ["latency"]:
+        session.run("nnx-ppo-export-latency", *session.posargs[1:], env=_test_env())
+        return
+    if session.posargs:
+        session.run("nnx-ppo-export", *session.posargs, env=_test_env())
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        runtime = Path(tmp) / "runtime"
+        session.run("uv", "venv", "--quiet", str(runtime), external=True)
+        python = str(runtime / "bin" / "python")
+        session.run(
+            "uv", "pip", "install", "--quiet", "-p", python, "onnxruntime", "numpy", external=True
+        )
+        session.run(
+            "pytest",
+            "apps/export/tests",
+            env={**_test_env(), "NNX_PPO_NO_JAX_PYTHON": python},
+        )

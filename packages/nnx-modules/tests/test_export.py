@@ -491,3 +491,13 @@ def test_error_carry_of_wrong_keys() -> None:
     policy = DeterministicPolicy(_gru(), 4)
     with pytest.raises(ValueError, match=r"carry must be a dict with the keys \['carry/1/h'\]"):
         policy.step({"h": jnp.zeros((B, 16))}, jnp.ones((B, 4)))
+
+
+def test_error_stablehlo_input_of_wrong_shape(tmp_path: Path) -> None:
+    pytest.importorskip("flatbuffers")
+    loaded = load_stablehlo(export_policy(_gru(), 4, tmp_path / "g", format="stablehlo"))
+    carry = loaded.initial_carry(2)
+    with pytest.raises(ValueError, match=r"input 'obs' has shape \(2, 5\), expected \['B', 4\]"):
+        loaded.step({"obs": np.zeros((2, 5), np.float32), **carry})
+    with pytest.raises(KeyError, match=r"missing inputs \['carry/1/h'\]"):
+        loaded.step({"obs": np.zeros((2, 4), np.float32)})

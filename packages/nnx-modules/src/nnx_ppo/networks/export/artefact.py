@@ -297,10 +297,15 @@ class StableHLOPolicy:
         missing = sorted(set(names) - set(inputs))
         if missing:
             raise KeyError(f"{fn}: missing inputs {missing}; the inputs are {names}.")
-        args = [
-            np.asarray(inputs[n], dtype=t["dtype"])
-            for n, t in zip(names, spec["inputs"], strict=True)
-        ]
+        args = []
+        for name, tensor in zip(names, spec["inputs"], strict=True):
+            value = np.asarray(inputs[name], dtype=tensor["dtype"])
+            if value.ndim != len(tensor["shape"]) or list(value.shape[1:]) != tensor["shape"][1:]:
+                raise ValueError(
+                    f"{fn}: input {name!r} has shape {value.shape}, expected "
+                    f"{['B', *tensor['shape'][1:]]}; pass batched tensors as policy.json lists."
+                )
+            args.append(value)
         outs = self._fns[fn].call(*args)
         return {t["name"]: o for t, o in zip(spec["outputs"], outs, strict=True)}
 

@@ -1,0 +1,128 @@
+"""The ``nnx-ppo-export`` CLI on a real (tiny) quickstart run and its checkpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from nnx_ppo_export.cli import main
+from nnx_ppo_export.rebuild import rebuild
+from nnx_ppo_quickstart.cli import main as quickstart
+
+from nnx_ppo.networks.export import DeterministicPolicy, load_stablehlo
+
+TINY = [
+    "--network", "lstm", "--steps", "800", "--n-envs", "8", "--rollout-length", "10",
+    "--n-minibatches", "2", "--n-epochs", "1", "--eval-every", "800", "--eval-envs", "2",
+    "--episode-length", "40", "--checkpoint-every", "400", "--no-progress",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("quickstart") / "run"
+    assert quickstart([*TINY, "--output-dir", str(out)]) == 0
+    return out
+
+
+def _policy_actions(policy: DeterministicPolicy, obs: np.ndarray) -> list[np.ndarray]:
+    carry, actions = policy.initial_carry(obs.shape[1]), []
+    for t in range(obs.shape[0]):
+        carry, action = policy.step(carry, jnp.asarray(obs[t]))
+        actions.append(np.asarray(action))
+    return actions
+
+
+def test_stablehlo_export_of_a_quickstart_run(run_dir: Path, tmp_path: Path, capsys: Any) -> None:
+    out = tmp_path / "shlo"
+    assert main([str(run_dir), "--format", "stablehlo", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "lstm on inverted_pendulum" in printed and "checkpoint at step 800" in printed
+    manifest = json.loads((out / "policy.json").read_text())
+    assert manifest["observation"] == ["obs"] and manifest["action"] == ["action"]
+    assert len(manifest["carry"]) == 2  # the actor's LSTM (h, c); the critic's is dropped
+
+    # The artefact equals the trained network (rebuilt independently) over 30 steps.
+    trained = rebuild(run_dir)
+    policy = DeterministicPolicy(trained.network, trained.observation_spec)
+    obs = np.random.default_rng(0).normal(size=(30, 2, 4)).astype(np.float32)
+    loaded = load_stablehlo(out)
+    carry = loaded.initial_carry(2)
+    for t, want in enumerate(_policy_actions(policy, obs)):
+        result = loaded.step({"obs": obs[t], **carry})
+        carry = {c["input"]: result[c["output"]] for c in manifest["carry"]}
+        np.testing.assert_allclose(result["action"], want, atol=1e-5, rtol=0)
+
+
+def test_onnx_export_of_a_quickstart_run(run_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("jax2onnx")
+    onnxruntime = pytest.importorskip("onnxruntime")
+    out = tmp_path / "onnx"
+    ckpt = run_dir / "checkpoints"  # the checkpoints/ folder works as well
+    assert main([str(ckpt), "--format", "onnx", "--out", str(out), "--include-value"]) == 0
+    session = onnxruntime.InferenceSession(str(out / "step.onnx"))
+    names = [o.name for o in session.get_outputs()]
+    assert names[0] == "action" and names[-1] == "value" and len(names) == 6  # 4 carry
+
+
+def test_existing_out_needs_overwrite(run_dir: Path, tmp_path: Path, capsys: Any) -> None:
+    out = tmp_path / "art"
+    out.mkdir()
+    assert main([str(run_dir), "--format", "stablehlo", "--out", str(out)]) == 2
+    assert "already exists; pass --overwrite" in capsys.readouterr().err
+    assert main([str(run_dir), "--format", "stablehlo", "--out", str(out), "--overwrite"]) == 0
+    assert (out / "step.stablehlo").is_file()
+
+
+def test_not_a_run_folder(tmp_path: Path, capsys: Any) -> None:
+    assert main([str(tmp_path / "nope"), "--format", "onnx", "--out", str(tmp_path / "o")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main([str(tmp_path / "empty"), "--format", "onnx", "--out", str(tmp_path / "o")]) == 2
+    assert "holds no finished checkpoint" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_unknown_format_is_a_usage_error(run_dir: Path, tmp_path: Path, capsys: Any) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(run_dir), "--format", "tflite", "--out", str(tmp_path / "o")])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'tflite'" in capsys.readouterr().err
+
+
+FACTORY = """
+from nnx_ppo_quickstart.networks import make_network
+
+def build(metadata):
+    assert metadata["config"]["ppo"]["n_envs"] == 8  # the stored TrainConfig
+    return make_network("lstm", 4, 1, 0), 4
+"""
+
+
+def test_factory_rebuilds_other_runs(
+    run_dir: Path, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "my_factory.py").write_text(FACTORY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "f"
+    # A bare Checkpointer folder (no quickstart config.json next to it) needs --factory.
+    bare = tmp_path / "bare"
+    (run_dir / "checkpoints").rename(bare)
+    try:
+        args = [str(bare), "--format", "stablehlo", "--out", str(out)]
+        assert main(args) == 2
+        assert "pass --factory module:function" in capsys.readouterr().err
+        assert main([*args, "--factory", "my_factory:build"]) == 0
+        assert (out / "step.stablehlo").is_file()
+        assert main([*args, "--factory", "missing_module:build", "--overwrite"]) == 2
+        assert "cannot import 'missing_module'" in capsys.readouterr().err
+        assert main([*args, "--factory", "json:dumps", "--overwrite"]) == 2
+        assert "returned a str; it must return (template_network" in capsys.readouterr().err
+        assert main([*args, "--factory", "builtins", "--overwrite"]) == 2
+        assert "must be 'module:function'" in capsys.readouterr().err
+    finally:
+        bare.rename(run_dir / "checkpoints")
