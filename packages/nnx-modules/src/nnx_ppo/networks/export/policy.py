@@ -281,7 +281,7 @@ class DeterministicPolicy:
         wanted_direct = [
             i < n_act or (self.include_value and i >= n_act + n_carry) for i in range(n_out)
         ]
-        keep = needed = _jaxpr.needed_inputs(closed, wanted_direct)[n_obs:]
+        keep = _jaxpr.needed_inputs(closed, wanted_direct)[n_obs:]
         while True:  # a kept carry leaf's update may read other carry leaves
             used = [
                 *wanted_direct[:n_act],
