@@ -29,9 +29,24 @@ def test_tiny_run_writes_every_output(tmp_path, capsys):
     assert any("eval/episode_reward/mean" in r for r in records)
     assert "final eval return" in capsys.readouterr().out
 
-    # Resuming a finished run trains nothing more and keeps the step count.
+    # Resuming a finished run trains nothing more and keeps the step count and curve.
     assert main([*TINY, "--output-dir", str(out), "--resume"]) == 0
-    assert json.loads((out / "summary.json").read_text())["steps"] == summary["steps"]
+    resumed = json.loads((out / "summary.json").read_text())
+    assert resumed["steps"] == summary["steps"]
+    assert resumed["eval_steps"] == summary["eval_steps"] == [0, 1200, 2400]
+    assert resumed["final_eval_reward"] == summary["final_eval_reward"]
+
+
+def test_an_extended_run_plots_its_whole_history(tmp_path):
+    # 80 env steps per call, an evaluation every 1200: at 0, 1200 (the end of the first
+    # run) and 2400. The resumed run evaluates on that schedule, and its learning curve
+    # and summary cover both runs (not only the evaluations after the resume).
+    out = tmp_path / "run"
+    short = [*TINY[:1], "1200", *TINY[2:]]
+    assert main([*short, "--output-dir", str(out)]) == 0
+    assert json.loads((out / "summary.json").read_text())["eval_steps"] == [0, 1200]
+    assert main([*TINY, "--output-dir", str(out), "--resume"]) == 0
+    assert json.loads((out / "summary.json").read_text())["eval_steps"] == [0, 1200, 2400]
 
 
 def test_existing_run_needs_resume(tmp_path, capsys):

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["main", "parse_args"]
+__all__ = ["eval_history", "main", "parse_args"]
 
 
 def _positive_int(text: str) -> int:
@@ -81,6 +81,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser.parse_args(argv)
+
+
+def eval_history(jsonl_path: Path) -> list[tuple[int, dict[str, float]]]:
+    """``[(step, metrics)]`` of every evaluation recorded in a run's ``metrics.jsonl``
+    (all attempts of a resumed run: the trainer rewinds the file on resume)."""
+    history = []
+    for line in jsonl_path.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("eval/episode_reward/mean") is not None:
+            metrics = {k: v for k, v in record.items() if k != "step" and v is not None}
+            history.append((int(record["step"]), metrics))
+    return history
 
 
 def _fail(message: str) -> int:
@@ -153,26 +165,29 @@ def main(argv: list[str] | None = None) -> int:
         f"Training {args.network} on {args.env} [{envs.source}] for {args.steps:,} steps "
         f"with {args.n_envs} envs; outputs in {out}/"
     )
-    checkpointer = Checkpointer(
+    start = time.perf_counter()
+    # The with-block closes the checkpointer (waiting for its last save) even if
+    # training fails.
+    with Checkpointer(
         out / "checkpoints",
         config=config,
         save_every_steps=args.checkpoint_every,
         resume=args.resume,
-    )
-    start = time.perf_counter()
-    result = train_ppo(
-        envs.train,
-        network,
-        config,
-        eval_env=envs.eval,
-        progress=False if args.no_progress else None,  # None: shown on a terminal
-        jsonl_path=out / "metrics.jsonl",
-        checkpoint=checkpointer,
-    )
-    checkpointer.close()
+    ) as checkpointer:
+        result = train_ppo(
+            envs.train,
+            network,
+            config,
+            eval_env=envs.eval,
+            progress=False if args.no_progress else None,  # None: shown on a terminal
+            jsonl_path=out / "metrics.jsonl",
+            checkpoint=checkpointer,
+        )
     wall = time.perf_counter() - start
 
-    history = result.eval_history
+    # The whole run's evaluations, from the log: after --resume, result.eval_history
+    # holds only those after the resume step.
+    history = eval_history(out / "metrics.jsonl")
     final_reward = history[-1][1]["eval/episode_reward/mean"] if history else float("nan")
     if history:
         plot_learning_curve(history, out / "learning_curve.png", f"{args.network} on {args.env}")
@@ -183,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_time_s": round(wall, 1),
         "steps_per_second": round(result.total_steps / wall, 1),
         "final_eval_reward": final_reward,
+        "eval_steps": [step for step, _ in history],
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(
