@@ -325,7 +325,7 @@ def _never_compiled(monkeypatch):
     def unreachable(*args, **kwargs):
         raise AssertionError("compiled before checking the arguments")
 
-    monkeypatch.setattr(ppo_module, "init_train_state", unreachable)
+    monkeypatch.setattr(ppo_module, "init_state", unreachable)
     from nnx_ppo.algorithms import distillation as distillation_module
 
     monkeypatch.setattr(distillation_module, "init_state", unreachable)

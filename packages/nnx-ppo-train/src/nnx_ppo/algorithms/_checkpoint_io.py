@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
+from nnx_ppo.algorithms._trees import key_path
 from nnx_ppo.algorithms.config import config_to_json
 
 FORMAT = "nnx-ppo-checkpoint"
@@ -65,19 +66,8 @@ def versions() -> dict[str, str | None]:
 # --------------------------------------------------------------------------- arrays
 
 
-def path_str(path: tuple[Any, ...]) -> str:
-    """A key path as ``"params/layers/0/linear/kernel"``."""
-    parts = []
-    for entry in path:
-        for attr in ("key", "idx", "name"):
-            if hasattr(entry, attr):
-                parts.append(str(getattr(entry, attr)))
-                break
-        else:
-            parts.append(str(entry))
-    if parts and parts[-1] == "value" and isinstance(path[-1], jax.tree_util.GetAttrKey):
-        parts.pop()  # an nnx.Variable's value: name the variable
-    return "/".join(parts)
+path_str = key_path
+"""A key path as ``"params/layers/0/linear/kernel"`` (`_trees.key_path`)."""
 
 
 def is_key(x: Any) -> bool:

@@ -40,6 +40,7 @@ from nnx_ppo.algorithms.config import EvalConfig, LogLevel
 from nnx_ppo.algorithms.distributed import is_primary, save_checkpoint
 from nnx_ppo.algorithms.faults import raise_if_non_finite
 from nnx_ppo.algorithms.logging import JSONLWriter, LogFn, ProgressBar
+from nnx_ppo.algorithms.types import Metrics
 
 __all__ = [
     "CallPlan",
@@ -51,8 +52,6 @@ __all__ = [
     "plan_call",
     "run_calls",
 ]
-
-Metrics = dict[str, jax.Array]
 
 
 @dataclasses.dataclass(frozen=True)

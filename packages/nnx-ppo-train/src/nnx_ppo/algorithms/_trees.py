@@ -6,7 +6,7 @@ from typing import Any
 
 import jax
 
-__all__ = ["sum_leaves"]
+__all__ = ["key_path", "sum_leaves"]
 
 
 def sum_leaves(tree: Any) -> jax.Array:
@@ -16,3 +16,19 @@ def sum_leaves(tree: Any) -> jax.Array:
     for leaf in leaves[1:]:
         total = total + leaf
     return total
+
+
+def key_path(path: tuple[Any, ...]) -> str:
+    """A pytree key path as ``"layers/0/linear/kernel"`` (dict keys, sequence indices and
+    attribute names joined by ``/``; the ``value`` of an ``nnx.Variable`` left out)."""
+    parts = []
+    for entry in path:
+        for attr in ("key", "idx", "name"):
+            if hasattr(entry, attr):
+                parts.append(str(getattr(entry, attr)))
+                break
+        else:
+            parts.append(str(entry))
+    if parts and parts[-1] == "value" and isinstance(path[-1], jax.tree_util.GetAttrKey):
+        parts.pop()  # an nnx.Variable's value: name the variable
+    return "/".join(parts)

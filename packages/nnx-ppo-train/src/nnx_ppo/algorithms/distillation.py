@@ -101,7 +101,7 @@ from nnx_ppo.algorithms.phases import (
     rollout_phase,
 )
 from nnx_ppo.algorithms.rollout import eval_copy, network_step, ppo_output, split_network
-from nnx_ppo.algorithms.types import DistillationState
+from nnx_ppo.algorithms.types import DistillationState, Metrics
 from nnx_ppo.networks.types import reset_where
 
 # DistillationConfig (config), DistillationState (types), distillation_loss (losses) and
@@ -114,8 +114,6 @@ __all__ = [
     "distillation_loss",
     "train_distillation",
 ]
-
-Metrics = dict[str, jax.Array]
 
 
 # --------------------------------------------------------------------------- pytrees

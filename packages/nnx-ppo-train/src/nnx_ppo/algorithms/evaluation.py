@@ -31,16 +31,16 @@ from nnx_ppo.algorithms._validation import check_int
 from nnx_ppo.algorithms.checks import check_env_network
 from nnx_ppo.algorithms.distributed import constrain_batch, n_shards, replicated_sharding
 from nnx_ppo.algorithms.rollout import (
+    eval_copy,
     network_step,
     ppo_output,
     reset_envs,
     split_network,
     sum_leaves,
 )
+from nnx_ppo.algorithms.types import Metrics
 
 __all__ = ["evaluate", "make_evaluator"]
-
-Metrics = dict[str, jax.Array]
 
 
 def make_evaluator(
@@ -169,10 +169,11 @@ def evaluate(
         )
     # The network against the environment, before anything is compiled.
     check_env_network(env, network, n_envs)
-    copy = nnx.clone(network)  # evaluated in its own mode; the network is untouched
+    # A copy in the requested mode: the network itself (its mode included) is untouched.
     if deterministic:
-        copy.eval()
+        copy = eval_copy(network)
     else:
+        copy = nnx.clone(network)
         copy.train()
     graphdef, params, network_state = split_network(copy)
     evaluator = make_evaluator(env, graphdef, n_envs=n_envs, max_episode_length=max_episode_length)

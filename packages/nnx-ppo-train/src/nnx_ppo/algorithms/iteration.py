@@ -50,7 +50,7 @@ from nnx_ppo.algorithms.phases import (
     split_minibatches,
 )
 from nnx_ppo.algorithms.rollout import split_network, value_estimates
-from nnx_ppo.algorithms.types import TrainState
+from nnx_ppo.algorithms.types import Metrics, TrainState
 
 __all__ = [
     "init_train_state",
@@ -61,8 +61,6 @@ __all__ = [
     "split_minibatches",
     "split_network",
 ]
-
-Metrics = dict[str, jax.Array]
 
 
 def make_optimizer(config: PPOConfig | DistillationConfig) -> optax.GradientTransformation:

@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from nnx_ppo.algorithms._trees import sum_leaves
+from nnx_ppo.algorithms.types import Metrics
 
 __all__ = [
     "critic_loss",
@@ -38,8 +39,6 @@ __all__ = [
     "policy_loss",
     "ppo_loss",
 ]
-
-Metrics = dict[str, jax.Array]
 
 
 def normalize_advantages(advantages: jax.Array, epsilon: float = 1e-8) -> jax.Array:

@@ -33,6 +33,7 @@ import optax
 from flax import nnx, struct
 from jax.sharding import Mesh
 
+from nnx_ppo.algorithms._trees import key_path
 from nnx_ppo.algorithms.config import DistillationConfig, LogLevel, PPOConfig
 from nnx_ppo.algorithms.distributed import (
     constrain_batch,
@@ -50,7 +51,7 @@ from nnx_ppo.algorithms.rollout import (
     split_network,
     unroll,
 )
-from nnx_ppo.algorithms.types import EpisodeStats, TrainState, Transition
+from nnx_ppo.algorithms.types import EpisodeStats, Metrics, TrainState, Transition
 
 __all__ = [
     "OnPolicyConfig",
@@ -67,7 +68,6 @@ __all__ = [
     "split_minibatches",
 ]
 
-Metrics = dict[str, jax.Array]
 OnPolicyConfig = PPOConfig | DistillationConfig
 """The configs the phases read their sizes from (``n_envs``, ``rollout_length``,
 ``n_epochs``, ``n_minibatches``, ``reset_mode``, ``log_level``)."""
@@ -99,16 +99,8 @@ def _enabled(name: str, level: LogLevel) -> bool:
 
 def flatten_network_metrics(tree: Any, prefix: str = "network/") -> Metrics:
     """Nested network metrics -> ``{"network/<path>": mean}``."""
-    flat = {}
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-        parts = []
-        for entry in path:
-            for attr in ("key", "idx", "name"):
-                if hasattr(entry, attr):
-                    parts.append(str(getattr(entry, attr)))
-                    break
-        flat[prefix + "/".join(parts)] = jnp.mean(leaf)
-    return flat
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {prefix + key_path(path): jnp.mean(leaf) for path, leaf in leaves}
 
 
 # --------------------------------------------------------------------------- state

@@ -40,12 +40,9 @@ from nnx_ppo.algorithms.checks import check_env_network
 from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
 from nnx_ppo.algorithms.distributed import gather_state
 from nnx_ppo.algorithms.hooks import CheckpointHook
-from nnx_ppo.algorithms.iteration import (
-    init_train_state,
-    make_optimizer,
-    make_training_iteration,
-)
+from nnx_ppo.algorithms.iteration import make_optimizer, make_training_iteration
 from nnx_ppo.algorithms.logging import LogFn
+from nnx_ppo.algorithms.phases import init_state
 from nnx_ppo.algorithms.rollout import eval_graphdef
 from nnx_ppo.algorithms.trainer import (
     Host,
@@ -186,7 +183,10 @@ def train_ppo(
     key = jax.random.PRNGKey(config.seed)
     init_key, eval_key, video_key = jax.random.split(key, 3)
     optimizer = make_optimizer(ppo)
-    graphdef, state = init_train_state(env, networks, ppo, optimizer, init_key, mesh=sharded)
+    graphdef, state = init_state(
+        env, networks, optimizer, init_key,
+        n_envs=ppo.n_envs, reset_mode=ppo.reset_mode, mesh=sharded,
+    )  # fmt: skip
     state = resume(host.checkpoint, state, sharded)
     iteration = make_training_iteration(env, graphdef, optimizer, ppo, mesh=sharded)
     train_call = compile_call(iteration, state, ppo, sharded)

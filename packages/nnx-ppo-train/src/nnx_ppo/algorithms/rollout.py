@@ -28,12 +28,9 @@ every step (``reset_mode`` of `PPOConfig`):
   reset is computed inside ``lax.cond`` only at steps where at least one environment
   finished.
 
-Measured on CPU (2 shared cores), brax ``inverted_pendulum`` (``backend="generalized"``),
-256 environments, 20-step rollouts, the 32x4 / 256x5 MLP, untrained (about 46 of the
-256 episodes end at every step), env steps per second of the rollout alone:
-``"cached"`` 19-20k (1.00x), ``"refresh"`` 14-15k (0.74x: a generalized-pipeline reset
-costs about as much as 7 steps), ``"fresh"`` 13k (0.67x: a batched reset at every
-step). ``"fresh"`` costs nothing extra at steps where no episode ends.
+``"fresh"`` costs nothing extra at steps where no episode ends; the measured cost of
+each mode is on the documentation's Benchmarks page ("Measured costs of trainer
+options").
 
 **Truncation.** Truncation is read from ``state.info["truncation"]`` (written by our
 `EpisodeWrapper`, brax's and MuJoCo Playground's); environments
@@ -503,8 +500,8 @@ def replay(
     The network replays the whole sequence in one call of its
     `StatefulModule.replay_sequence`: a network without a
     carry (e.g. an MLP actor-critic) is called once on the flattened ``[T * b]`` batch,
-    so each weight gradient is formed once instead of once per step (about 2x faster
-    updates for a 256x5 critic); in a recurrent network the containers replay each
+    so each weight gradient is formed once instead of once per step (see the
+    Benchmarks page for the measured gain); in a recurrent network the containers replay each
     child the same way, so only the modules with a carry (and for the recurrent cells
     only their recurrent part) are scanned over time.
 

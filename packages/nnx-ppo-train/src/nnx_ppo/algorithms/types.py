@@ -14,7 +14,17 @@ from typing import Any
 import jax
 from flax import struct
 
-__all__ = ["DistillationState", "EpisodeStats", "NonFinite", "TrainState", "Transition"]
+__all__ = [
+    "DistillationState",
+    "EpisodeStats",
+    "Metrics",
+    "NonFinite",
+    "TrainState",
+    "Transition",
+]
+
+Metrics = dict[str, jax.Array]
+"""Named scalar metrics, as an iteration, a loss or an evaluation returns them."""
 
 
 @struct.dataclass

@@ -31,10 +31,8 @@ selected elementwise:
   negligible; for MJX environments a reset (a forward pass and the random draws) can
   cost about as much as a physics step.
 
-Indicative measurement (Playground ``CartpoleBalance`` with ``impl="jax"``, 128
-environments, 50-step ``lax.scan``, episode length 10, CPU): relative to stepping
-without any reset, the cached reset ran at about 0.85x the steps per second and the
-fresh reset at about 0.35x.
+The measured cost of both resets is on the documentation's Benchmarks page ("Measured
+costs of trainer options").
 
 A caller holding the *batched* state (outside ``jax.vmap``) can skip the work on steps
 where no environment finished: ``lax.cond(jnp.any(next.done > 0), lambda:
