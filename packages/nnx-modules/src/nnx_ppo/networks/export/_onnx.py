@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+from jax import export as jax_export  # a submodule jax < 0.8 does not import
 
 from nnx_ppo.networks.export import _jaxpr
 from nnx_ppo.networks.export.artefact import ExportError, _version
@@ -89,7 +90,7 @@ def convert(policy: DeterministicPolicy, opset: int) -> tuple[dict[str, bytes], 
     """``{"step.onnx", "reset.onnx"}`` and the manifest entries (``opset``, producer)."""
     jax2onnx = _converter()
     signature = policy.signature()
-    batch = jax.export.symbolic_shape(BATCH)[0]
+    batch = jax_export.symbolic_shape(BATCH)[0]
     fns = {"step": (policy.flat_step, policy.step_avals(batch))}
     if policy.carry_names:
         fns["reset"] = (policy.flat_reset, policy.reset_avals(batch))

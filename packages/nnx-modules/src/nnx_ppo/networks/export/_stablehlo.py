@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+from jax import export as jax_export  # a submodule jax < 0.8 does not import
 
 from nnx_ppo.networks.export import _jaxpr
 from nnx_ppo.networks.export.artefact import ExportError
@@ -25,7 +26,7 @@ def convert(
             f"export_policy: platforms={platforms!r} must be a tuple of platform names, "
             "e.g. ('cpu', 'cuda')."
         )
-    batch = jax.export.symbolic_shape(BATCH)[0]
+    batch = jax_export.symbolic_shape(BATCH)[0]
     fns = {"step": (policy.flat_step, policy.step_avals(batch))}
     if policy.carry_names:
         fns["reset"] = (policy.flat_reset, policy.reset_avals(batch))
@@ -34,7 +35,7 @@ def convert(
     for name, (fn, avals) in fns.items():
         policy.check_no_host_callbacks(name, ExportError)
         try:
-            exported = jax.export.export(
+            exported = jax_export.export(
                 jax.jit(fn), platforms=None if platforms is None else tuple(platforms)
             )(*avals)
         except Exception as error:  # XLA raises several types; keep the cause

@@ -38,8 +38,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
+from jax import export as jax_export  # a submodule jax < 0.8 does not import
 
 from nnx_ppo.networks.export.policy import DeterministicPolicy
 from nnx_ppo.networks.types import StatefulModule
@@ -287,7 +287,7 @@ class StableHLOPolicy:
             )
         root = Path(artefact_dir)
         self._fns = {
-            fn: jax.export.deserialize(bytearray((root / name).read_bytes()))
+            fn: jax_export.deserialize(bytearray((root / name).read_bytes()))
             for fn, name in self.manifest["files"].items()
         }
 
