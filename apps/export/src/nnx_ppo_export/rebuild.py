@@ -126,7 +126,13 @@ def rebuild(path: Path, *, factory: str | None = None, step: int | None = None) 
     checkpoints, run_dir = find_checkpoints(path)
     metadata = load_metadata(checkpoints, step)
     if factory is not None:
-        template, observation_spec = load_factory(factory)(metadata)
+        built = load_factory(factory)(metadata)
+        if not (isinstance(built, tuple) and len(built) == 2):
+            raise TypeError(
+                f"--factory {factory!r} returned a {type(built).__name__}; it must return "
+                "(template_network, observation_spec)."
+            )
+        template, observation_spec = built
         what = f"{type(template).__name__} from {factory}"
     elif run_dir is not None:
         template, observation_spec, what = _quickstart_template(run_dir)
