@@ -17,6 +17,7 @@ from nnx_ppo.networks.feedforward import MLP, Dense
 from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.recurrent import LSTM
 from nnx_ppo.networks.sampling_layers import NormalTanhSampler
+from nnx_ppo.networks.utils import Map
 
 
 def mlp_net(obs_size, action_size, *, seed=0, hidden=(16, 16), normalize=True, entropy=1e-2):
@@ -92,9 +93,66 @@ def vb_net(obs_size, action_size, *, seed=0, latent=4, entropy=1e-2):
     )
 
 
+def constant_dense(in_features, bias, rngs):
+    """Dense with a zero kernel: outputs ``bias`` whatever the input."""
+    bias = jnp.asarray(bias, jnp.float32)
+    return Dense(
+        in_features,
+        bias.shape[0],
+        rngs=rngs,
+        kernel_init=nnx.initializers.zeros,
+        bias_init=lambda key, shape, dtype=jnp.float32: bias.astype(dtype),
+    )
+
+
+def constant_two_agent_net(action_params, values, *, seed=0):
+    """TwoAgentEnv network whose per-agent action parameters ``[mean, pre_std]`` and
+    values are constants: ``action_params = {agent: [m1, m2, p1, p2]}``."""
+    rngs = nnx.Rngs(seed)
+    return PPOAdapter(
+        action=Map(
+            {
+                agent: Sequential(
+                    [constant_dense(4, params, rngs), NormalTanhSampler(rngs, entropy_weight=0.0)]
+                )
+                for agent, params in action_params.items()
+            }
+        ),
+        value=Map({agent: constant_dense(4, [v], rngs) for agent, v in values.items()}),
+    )
+
+
+def two_agent_student(seed=0):
+    """Normalizer -> PPOAdapter(Map per agent: MLP + sampler; Map per agent: critic)."""
+    rngs = nnx.Rngs(seed)
+    agents = ("agent_b", "agent_a")  # insertion order differs from sorted order
+    return Sequential(
+        [
+            Normalizer({agent: 4 for agent in agents}),
+            PPOAdapter(
+                action=Map(
+                    {
+                        agent: Sequential([MLP(4, (8,), 4, rngs=rngs), NormalTanhSampler(rngs)])
+                        for agent in agents
+                    }
+                ),
+                value=Map({agent: Dense(4, 1, rngs=rngs) for agent in agents}),
+            ),
+        ]
+    )
+
+
 @pytest.fixture
 def nets():
-    """Builders of small networks: ``nets.mlp``, ``nets.lstm``, ``nets.delay``, ``nets.vb``."""
+    """Builders of small networks: ``nets.mlp``, ``nets.lstm``, ``nets.delay``, ``nets.vb``,
+    ``nets.constant_two_agent`` and ``nets.two_agent_student`` (TwoAgentEnv)."""
     import types
 
-    return types.SimpleNamespace(mlp=mlp_net, lstm=lstm_net, delay=delay_net, vb=vb_net)
+    return types.SimpleNamespace(
+        mlp=mlp_net,
+        lstm=lstm_net,
+        delay=delay_net,
+        vb=vb_net,
+        constant_two_agent=constant_two_agent_net,
+        two_agent_student=two_agent_student,
+    )

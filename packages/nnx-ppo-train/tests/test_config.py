@@ -160,3 +160,27 @@ def test_configs_round_trip_through_json_tagged_by_kind():
     assert config_from_dict(legacy) == train
     with pytest.raises(ValueError, match="'SweepConfig', which is not one of"):
         config_from_dict({"kind": "SweepConfig"})
+
+
+def test_distillation_config_validates_its_fields():
+    from nnx_ppo.algorithms.config import DistillationConfig
+
+    with pytest.raises(ValueError, match=r"n_envs=10 is not divisible by n_minibatches=4"):
+        DistillationConfig(n_envs=10, n_minibatches=4)
+    with pytest.raises(ValueError, match=r"value_loss_weight=-1.0 must be >= 0"):
+        DistillationConfig(value_loss_weight=-1.0)
+    with pytest.raises(ValueError, match=r"learning_rate=0.0 must be > 0"):
+        DistillationConfig(learning_rate=0.0)
+    with pytest.raises(TypeError, match=r"n_epochs=2.0 must be an int"):
+        DistillationConfig(n_epochs=2.0)
+    with pytest.raises(TypeError, match=r"eval=.* must be an EvalConfig"):
+        DistillationConfig(eval={"enabled": False})
+    with pytest.raises(ValueError, match="reset_mode='never' is not one of"):
+        DistillationConfig(reset_mode="never")
+    config = DistillationConfig(
+        n_envs=4, n_minibatches=2, rollout_length=5, total_steps=41, iterations_per_call=2
+    )
+    # 41 steps at 20 per iteration need 3 iterations, rounded up to whole calls of 2.
+    assert (config.steps_per_iteration, config.n_iterations) == (20, 4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.n_envs = 8  # type: ignore[misc]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import jax
@@ -18,19 +17,11 @@ from nnx_ppo.algorithms.distillation import (
     DistillationConfig,
     DistillationResult,
     DistillationState,
-    check_distillation_pair,
-    distillation_loss,
     train_distillation,
 )
-from nnx_ppo.algorithms.rollout import eval_copy, reset_envs
+from nnx_ppo.algorithms.rollout import eval_copy
 from nnx_ppo.envs import PointMass, TwoAgentEnv
-from nnx_ppo.networks.adapter import PPOAdapter
-from nnx_ppo.networks.containers import Parallel, Sequential
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
-from nnx_ppo.networks.feedforward import MLP, Dense
-from nnx_ppo.networks.normalizer import Normalizer
-from nnx_ppo.networks.sampling_layers import NormalSampler, NormalTanhSampler
-from nnx_ppo.networks.utils import Map
 from nnx_ppo.wrappers import EpisodeWrapper
 
 NO_EVAL = EvalConfig(enabled=False)
@@ -39,78 +30,7 @@ NO_EVAL = EvalConfig(enabled=False)
 # --------------------------------------------------------------------------- builders
 
 
-def _constant_dense(in_features, bias, rngs):
-    """Dense with a zero kernel: outputs ``bias`` whatever the input."""
-    bias = jnp.asarray(bias, jnp.float32)
-    return Dense(
-        in_features,
-        bias.shape[0],
-        rngs=rngs,
-        kernel_init=nnx.initializers.zeros,
-        bias_init=lambda key, shape, dtype=jnp.float32: bias.astype(dtype),
-    )
-
-
-def _constant_two_agent_net(action_params, values, *, seed=0):
-    """TwoAgentEnv network whose per-agent action parameters ``[mean, pre_std]`` and
-    values are constants: ``action_params = {agent: [m1, m2, p1, p2]}``."""
-    rngs = nnx.Rngs(seed)
-    return PPOAdapter(
-        action=Map(
-            {
-                agent: Sequential(
-                    [_constant_dense(4, params, rngs), NormalTanhSampler(rngs, entropy_weight=0.0)]
-                )
-                for agent, params in action_params.items()
-            }
-        ),
-        value=Map({agent: _constant_dense(4, [v], rngs) for agent, v in values.items()}),
-    )
-
-
-def _two_agent_student(seed=0):
-    """Normalizer -> PPOAdapter(Map per agent: MLP + sampler; Map per agent: critic)."""
-    rngs = nnx.Rngs(seed)
-    agents = ("agent_b", "agent_a")  # insertion order differs from sorted order
-    return Sequential(
-        [
-            Normalizer({agent: 4 for agent in agents}),
-            PPOAdapter(
-                action=Map(
-                    {
-                        agent: Sequential([MLP(4, (8,), 4, rngs=rngs), NormalTanhSampler(rngs)])
-                        for agent in agents
-                    }
-                ),
-                value=Map({agent: Dense(4, 1, rngs=rngs) for agent in agents}),
-            ),
-        ]
-    )
-
-
 # --------------------------------------------------------------------------- config
-
-
-def test_config_validates_its_fields():
-    with pytest.raises(ValueError, match=r"n_envs=10 is not divisible by n_minibatches=4"):
-        DistillationConfig(n_envs=10, n_minibatches=4)
-    with pytest.raises(ValueError, match=r"value_loss_weight=-1.0 must be >= 0"):
-        DistillationConfig(value_loss_weight=-1.0)
-    with pytest.raises(ValueError, match=r"learning_rate=0.0 must be > 0"):
-        DistillationConfig(learning_rate=0.0)
-    with pytest.raises(TypeError, match=r"n_epochs=2.0 must be an int"):
-        DistillationConfig(n_epochs=2.0)
-    with pytest.raises(TypeError, match=r"eval=.* must be an EvalConfig"):
-        DistillationConfig(eval={"enabled": False})
-    with pytest.raises(ValueError, match="reset_mode='never' is not one of"):
-        DistillationConfig(reset_mode="never")
-    config = DistillationConfig(
-        n_envs=4, n_minibatches=2, rollout_length=5, total_steps=41, iterations_per_call=2
-    )
-    # 41 steps at 20 per iteration need 3 iterations, rounded up to whole calls of 2.
-    assert (config.steps_per_iteration, config.n_iterations) == (20, 4)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        config.n_envs = 8  # type: ignore[misc]
 
 
 def test_train_distillation_rejects_a_ppo_config():
@@ -119,177 +39,6 @@ def test_train_distillation_rejects_a_ppo_config():
     net = make_mlp_actor_critic(2, 2, (4,), (4,), rngs=nnx.Rngs(0))
     with pytest.raises(TypeError, match="must be a DistillationConfig"):
         train_distillation(PointMass(), net, net, PPOConfig(), progress=False)  # type: ignore[arg-type]
-
-
-# --------------------------------------------------------------------------- loss
-
-
-def test_distillation_loss_hand_derived():
-    # Action leaves "a" and "b" are summed per sample: [[-1 + 0, -3 - 2]] = [[-1, -5]],
-    # so nll = -mean = 3. Regularization mean (0.5 + 1.5) / 2 = 1, weighted 0.5.
-    # Value heads: 0.5 * mean([1, 4]) = 1.25 and 0.5 * mean([0, 1]) = 0.25, sum 1.5,
-    # weighted 2 -> 3. Total 3 + 0.5 + 3 = 6.5.
-    log_likelihoods = {"a": jnp.array([[-1.0, -3.0]]), "b": jnp.array([[0.0, -2.0]])}
-    values = {"x": jnp.array([[1.0, 2.0]]), "y": jnp.array([[1.0, 1.0]])}
-    teacher_values = {"x": jnp.zeros((1, 2)), "y": jnp.array([[1.0, 0.0]])}
-    loss, metrics = distillation_loss(
-        log_likelihoods,
-        jnp.array([[0.5, 1.5]]),
-        values,
-        teacher_values,
-        value_loss_weight=2.0,
-        regularization_weight=0.5,
-    )
-    assert float(loss) == pytest.approx(6.5)
-    assert float(metrics["loss/action_nll"]) == pytest.approx(3.0)
-    assert float(metrics["loss/regularization"]) == pytest.approx(1.0)
-    assert float(metrics["loss/value"]) == pytest.approx(1.5)
-    assert float(metrics["loss/total"]) == pytest.approx(6.5)
-    # Without value distillation the value arguments are ignored: 3 + 1 * 1.
-    loss, metrics = distillation_loss(log_likelihoods, jnp.array([[0.5, 1.5]]))
-    assert float(loss) == pytest.approx(4.0)
-    assert set(metrics) == {"loss/total", "loss/action_nll", "loss/regularization"}
-
-
-def test_distillation_loss_gradient_does_not_reach_the_teacher_values():
-    def loss_of(teacher_value):
-        loss, _ = distillation_loss(
-            jnp.zeros((1, 1)),
-            jnp.zeros((1, 1)),
-            jnp.ones((1, 1)),
-            teacher_value,
-            value_loss_weight=1.0,
-        )
-        return loss
-
-    assert float(jax.grad(loss_of)(jnp.zeros((1, 1)))[0, 0]) == 0.0
-
-
-def test_distillation_loss_needs_values_for_value_distillation():
-    with pytest.raises(ValueError, match="needs values and teacher_values"):
-        distillation_loss(jnp.zeros((1, 1)), jnp.zeros((1, 1)), value_loss_weight=1.0)
-    with pytest.raises(ValueError, match="value tree"):
-        distillation_loss(
-            jnp.zeros((1, 1)),
-            jnp.zeros((1, 1)),
-            {"a": jnp.zeros((1, 1))},
-            jnp.zeros((1, 1)),
-            value_loss_weight=1.0,
-        )
-
-
-# --------------------------------------------------------------------------- pair checks
-
-
-def test_action_tree_mismatch_names_both_trees():
-    env = EpisodeWrapper(PointMass(), 5)
-    student = make_mlp_actor_critic(2, 2, (4,), (4,), rngs=nnx.Rngs(0))
-    rngs = nnx.Rngs(1)
-    teacher = PPOAdapter(
-        action=Parallel(move=Sequential([Dense(2, 4, rngs=rngs), NormalTanhSampler(rngs)])),
-        value=Dense(2, 1, rngs=rngs),
-    )
-    with pytest.raises(ValueError) as info:
-        check_distillation_pair(env, teacher, student, n_envs=3)
-    message = str(info.value)
-    assert "teacher's actions {'move': 'float32[3, 2]'}" in message
-    assert "student's actions float32[3, 2]" in message
-    # train_distillation runs the same check before compiling anything.
-    config = DistillationConfig(n_envs=3, n_minibatches=1, total_steps=3, eval=NO_EVAL)
-    with pytest.raises(ValueError, match=r"teacher's actions \{'move'"):
-        train_distillation(env, teacher, student, config, progress=False)
-
-
-def test_action_size_mismatch_is_an_error():
-    env = PointMass()
-    teacher = make_mlp_actor_critic(2, 3, (4,), (4,), rngs=nnx.Rngs(0))
-    student = make_mlp_actor_critic(2, 2, (4,), (4,), rngs=nnx.Rngs(1))
-    with pytest.raises(
-        ValueError, match=r"float32\[2, 3\] and the student's actions float32\[2, 2\]"
-    ):
-        check_distillation_pair(env, teacher, student)
-
-
-def test_sampler_kinds_must_squash_alike():
-    env = PointMass()
-    teacher = make_mlp_actor_critic(
-        2, 2, (4,), (4,), rngs=nnx.Rngs(0), action_distribution="normal"
-    )
-    assert any(isinstance(m, NormalSampler) for _, m in nnx.iter_graph(teacher))
-    student = make_mlp_actor_critic(2, 2, (4,), (4,), rngs=nnx.Rngs(1))
-    with pytest.raises(
-        ValueError, match="teacher's NormalSampler and the student's NormalTanhSampler"
-    ):
-        check_distillation_pair(env, teacher, student)
-
-
-def test_value_distillation_needs_matching_value_trees():
-    env = EpisodeWrapper(TwoAgentEnv(), 5)
-    teacher = _constant_two_agent_net(
-        {"agent_a": [0.0] * 4, "agent_b": [0.0] * 4}, {"agent_a": 0.0, "agent_b": 0.0}
-    )
-    rngs = nnx.Rngs(0)
-    student = PPOAdapter(  # one value head for a dict reward: fails the env check first
-        action=Map(
-            {
-                k: Sequential([Dense(4, 4, rngs=rngs), NormalTanhSampler(rngs)])
-                for k in ("agent_a", "agent_b")
-            }
-        ),
-        value=Map({"agent_a": Dense(4, 1, rngs=rngs)}),
-    )
-    with pytest.raises(ValueError, match="value estimates"):
-        check_distillation_pair(env, teacher, student)
-    # Matching action trees pass, with or without value distillation.
-    check_distillation_pair(env, teacher, _two_agent_student(), value_distillation=True)
-
-
-def test_teacher_must_be_a_ppo_network():
-    env = PointMass()
-    student = make_mlp_actor_critic(2, 2, (4,), (4,), rngs=nnx.Rngs(0))
-    with pytest.raises(TypeError, match="teacher must be a StatefulModule"):
-        check_distillation_pair(env, nnx.Linear(2, 2, rngs=nnx.Rngs(0)), student)
-    rngs = nnx.Rngs(0)
-    not_ppo = Sequential([Dense(2, 4, rngs=rngs), NormalTanhSampler(rngs)])
-    with pytest.raises(TypeError, match="PPONetworkOutput"):
-        check_distillation_pair(env, not_ppo, student)
-
-
-def test_teacher_failing_on_the_observation_is_reported():
-    env = PointMass()
-    teacher = make_mlp_actor_critic(3, 2, (4,), (4,), rngs=nnx.Rngs(0), normalize_obs=False)
-    student = make_mlp_actor_critic(2, 2, (4,), (4,), rngs=nnx.Rngs(1))
-    with pytest.raises(ValueError, match="the teacher failed on the environment's observation"):
-        check_distillation_pair(env, teacher, student)
-
-
-# --------------------------------------------------------------------------- slots
-
-
-def test_sampler_slots_are_found_in_nested_extras():
-    # The student's extras are [normalizer {agent_a, agent_b}, adapter {action: Map
-    # {agent_b: [mlp (), sampler raw], agent_a: [...]}, value: ...}]; the slots must be
-    # the samplers' raw actions, matched to the action leaves by key (sorted order of
-    # the actions dict: agent_a, agent_b).
-    env = TwoAgentEnv()
-    student = _two_agent_student()
-    graphdef, params, rest = nnx.split(student, nnx.Param, ...)
-    obs = jax.eval_shape(lambda k: reset_envs(env, k, 3), jax.random.PRNGKey(0)).obs
-    out, slots = pairing_module._trace("student", graphdef, params, rest, 3, obs)
-    paths = [
-        jax.tree_util.keystr(path)
-        for path, _ in jax.tree_util.tree_flatten_with_path(out.rollout_extras)[0]
-    ]
-    assert [paths[i] for i in slots.indices] == [
-        "[1]['action']['agent_a'][1]",
-        "[1]['action']['agent_b'][1]",
-    ]
-    assert slots.samplers == (NormalTanhSampler, NormalTanhSampler)
-    assert [s.shape for s in slots.raw] == [(3, 2), (3, 2)]
-    # The user's samplers keep their class (the probe works on a merged copy).
-    assert {type(m) for _, m in nnx.iter_graph(student) if isinstance(m, NormalTanhSampler)} == {
-        NormalTanhSampler
-    }
 
 
 # --------------------------------------------------------------------------- labels
@@ -345,7 +94,7 @@ def _softplus(x):
     return math.log1p(math.exp(x))
 
 
-def test_student_scores_the_teachers_raw_mean_action():
+def test_student_scores_the_teachers_raw_mean_action(nets):
     # Teacher and student have constant outputs, so every sample of the one minibatch
     # (one iteration, one epoch, one minibatch: the loss is logged before any update)
     # has the same hand-computable loss. The teacher's eval-mode raw action is its mean
@@ -356,10 +105,10 @@ def test_student_scores_the_teachers_raw_mean_action():
     teacher_mean = {"agent_a": [0.5, -1.0], "agent_b": [2.0, 0.0]}
     student_mean = {"agent_a": [0.0, 0.0], "agent_b": [1.0, 1.0]}
     student_pre_std = {"agent_a": [0.0, 0.0], "agent_b": [1.0, -1.0]}
-    teacher = _constant_two_agent_net(
+    teacher = nets.constant_two_agent(
         {k: [*v, 3.0, 3.0] for k, v in teacher_mean.items()}, {"agent_a": 2.0, "agent_b": -1.0}
     )
-    student = _constant_two_agent_net(
+    student = nets.constant_two_agent(
         {k: student_mean[k] + student_pre_std[k] for k in student_mean},
         {"agent_a": 0.5, "agent_b": 0.0},
         seed=1,

@@ -9,6 +9,7 @@ import pytest
 
 from nnx_ppo.algorithms.losses import (
     critic_loss,
+    distillation_loss,
     explained_variance,
     normalize_advantages,
     policy_loss,
@@ -169,3 +170,60 @@ def test_unnormalized_advantages_are_used_as_given():
     )
     # ratio 1: loss = -mean(A) = -2.
     assert float(loss) == pytest.approx(-2.0)
+
+
+# --------------------------------------------------------------------------- distillation
+
+
+def test_distillation_loss_hand_derived():
+    # Action leaves "a" and "b" are summed per sample: [[-1 + 0, -3 - 2]] = [[-1, -5]],
+    # so nll = -mean = 3. Regularization mean (0.5 + 1.5) / 2 = 1, weighted 0.5.
+    # Value heads: 0.5 * mean([1, 4]) = 1.25 and 0.5 * mean([0, 1]) = 0.25, sum 1.5,
+    # weighted 2 -> 3. Total 3 + 0.5 + 3 = 6.5.
+    log_likelihoods = {"a": jnp.array([[-1.0, -3.0]]), "b": jnp.array([[0.0, -2.0]])}
+    values = {"x": jnp.array([[1.0, 2.0]]), "y": jnp.array([[1.0, 1.0]])}
+    teacher_values = {"x": jnp.zeros((1, 2)), "y": jnp.array([[1.0, 0.0]])}
+    loss, metrics = distillation_loss(
+        log_likelihoods,
+        jnp.array([[0.5, 1.5]]),
+        values,
+        teacher_values,
+        value_loss_weight=2.0,
+        regularization_weight=0.5,
+    )
+    assert float(loss) == pytest.approx(6.5)
+    assert float(metrics["loss/action_nll"]) == pytest.approx(3.0)
+    assert float(metrics["loss/regularization"]) == pytest.approx(1.0)
+    assert float(metrics["loss/value"]) == pytest.approx(1.5)
+    assert float(metrics["loss/total"]) == pytest.approx(6.5)
+    # Without value distillation the value arguments are ignored: 3 + 1 * 1.
+    loss, metrics = distillation_loss(log_likelihoods, jnp.array([[0.5, 1.5]]))
+    assert float(loss) == pytest.approx(4.0)
+    assert set(metrics) == {"loss/total", "loss/action_nll", "loss/regularization"}
+
+
+def test_distillation_loss_gradient_does_not_reach_the_teacher_values():
+    def loss_of(teacher_value):
+        loss, _ = distillation_loss(
+            jnp.zeros((1, 1)),
+            jnp.zeros((1, 1)),
+            jnp.ones((1, 1)),
+            teacher_value,
+            value_loss_weight=1.0,
+        )
+        return loss
+
+    assert float(jax.grad(loss_of)(jnp.zeros((1, 1)))[0, 0]) == 0.0
+
+
+def test_distillation_loss_needs_values_for_value_distillation():
+    with pytest.raises(ValueError, match="needs values and teacher_values"):
+        distillation_loss(jnp.zeros((1, 1)), jnp.zeros((1, 1)), value_loss_weight=1.0)
+    with pytest.raises(ValueError, match="value tree"):
+        distillation_loss(
+            jnp.zeros((1, 1)),
+            jnp.zeros((1, 1)),
+            {"a": jnp.zeros((1, 1))},
+            jnp.zeros((1, 1)),
+            value_loss_weight=1.0,
+        )
