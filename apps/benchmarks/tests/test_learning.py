@@ -115,3 +115,20 @@ def test_report_only_rerenders(tmp_path, capsys):
     assert main(["--report-only", "--output-dir", str(tmp_path)]) == 0
     assert (tmp_path / "results.md").exists()
     assert np.isfinite(summarize(_fake_results()["cells"][0])["auc"][0])
+
+
+def test_report_covers_cells_of_earlier_runs(tmp_path):
+    from nnx_ppo_benchmarks.learning.cli import _with_earlier_cells
+
+    fake = _fake_results()["cells"]
+    (tmp_path / "cells").mkdir()
+    (tmp_path / "cells" / "memory_d2__graph__ours.json").write_text(json.dumps(fake[1]))
+    earlier_task = {**fake[0], "task": "cartpole"}
+    (tmp_path / "cells" / "cartpole__lstm__ours.json").write_text(json.dumps(earlier_task))
+    cells = _with_earlier_cells([fake[0]], tmp_path)
+    # Task order of TASKS (cartpole first), then family order (lstm before graph).
+    assert [(c["task"], c["family"]) for c in cells] == [
+        ("cartpole", "lstm"),
+        ("memory_d2", "lstm"),
+        ("memory_d2", "graph"),
+    ]

@@ -13,8 +13,9 @@ Each (task, family, implementation) cell runs all its seeds in one child process
 that implementation's virtual environment (:mod:`nnx_ppo_benchmarks.venvs`, the same
 JAX everywhere) and writes ``cells/<task>__<family>__<implementation>.json``. A cell
 whose JSON already holds every requested seed with the same budget is not run again
-(``--rerun`` forces it), so an interrupted suite continues where it stopped. JAX's
-persistent compilation cache is on (compile time is not measured here).
+(``--rerun`` forces it), so an interrupted suite continues where it stopped, and the
+report covers every cell in the output directory, so a suite can also be run in parts.
+JAX's persistent compilation cache is on (compile time is not measured here).
 """
 
 from __future__ import annotations
@@ -146,6 +147,27 @@ def run_cell(cell: Cell, python: Path, output_dir: Path, rerun: bool = False) ->
     return record
 
 
+def _order(record: dict[str, Any]) -> tuple[int, int, int]:
+    return (
+        list(TASKS).index(record["task"]),
+        list(FAMILIES).index(record["family"]),
+        IMPLEMENTATIONS.index(record["implementation"]),
+    )
+
+
+def _with_earlier_cells(records: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
+    """This run's cells plus the other cells already in ``out/cells`` (a suite run in
+    parts reports as a whole), in task, family and implementation order."""
+    names = {Cell(r["task"], r["family"], r["implementation"], (), 0).name for r in records}
+    earlier = []
+    for path in sorted((out / "cells").glob("*.json")):
+        if path.stem not in names:
+            record = json.loads(path.read_text())
+            if record.get("task") in TASKS and record.get("family") in FAMILIES:
+                earlier.append(record)
+    return sorted([*records, *earlier], key=_order)
+
+
 def _names(choices: Sequence[str]):
     def parse(text: str) -> tuple[str, ...]:
         names = tuple(n.strip() for n in text.split(",") if n.strip())
@@ -225,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         records.append(record)
     meta["load_after"] = _load()
     meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    results = {"meta": meta, "cells": records}
+    results = {"meta": meta, "cells": _with_earlier_cells(records, out)}
     (out / "results.json").write_text(json.dumps(results, indent=1))
     print(write_report(results, out))
     return 0 if all(r["status"] == "ok" for r in records) else 1
