@@ -315,6 +315,9 @@ def test_onnx_artefact_matches(case: tuple, tmp_path: Path) -> None:
     manifest = read_manifest(out)
     model = onnx.load(str(out / "step.onnx"))
     assert {o.version for o in model.opset_import if o.domain in ("", "ai.onnx")} == {17}
+    onnx.checker.check_model(model, full_check=True)  # valid graph, shapes infer
+    batch_dims = {d.dim_param for t in model.graph.input for d in t.type.tensor_type.shape.dim[:1]}
+    assert batch_dims == {"B"}  # the batch dimension is symbolic
     step = _ort_caller(out / "step.onnx")
     reset = _ort_caller(out / "reset.onnx") if manifest["reset"] else None
     got = _run_artefact(manifest, step, reset, policy, observations)
