@@ -504,3 +504,15 @@ def test_error_stablehlo_input_of_wrong_shape(tmp_path: Path) -> None:
         loaded.step({"obs": np.zeros((2, 5), np.float32), **carry})
     with pytest.raises(KeyError, match=r"missing inputs \['carry/1/h'\]"):
         loaded.step({"obs": np.zeros((2, 4), np.float32)})
+
+
+def test_stablehlo_for_several_platforms(tmp_path: Path) -> None:
+    """A policy lowered for CPU and CUDA on a CPU-only machine still runs here."""
+    pytest.importorskip("flatbuffers")
+    out = export_policy(_gru(), 4, tmp_path / "a", format="stablehlo", platforms=("cpu", "cuda"))
+    loaded = load_stablehlo(out)
+    assert loaded.manifest["platforms"] == ["cpu", "cuda"]
+    result = loaded.step({"obs": np.ones((2, 4), np.float32), **loaded.initial_carry(2)})
+    assert result["action"].shape == (2, 2)
+    with pytest.raises(TypeError, match="platforms='cuda' must be a tuple"):
+        export_policy(_gru(), 4, tmp_path / "b", format="stablehlo", platforms="cuda")  # type: ignore[arg-type]
