@@ -132,3 +132,17 @@ def test_report_covers_cells_of_earlier_runs(tmp_path):
         ("memory_d2", "lstm"),
         ("memory_d2", "graph"),
     ]
+
+
+def test_an_interrupted_cell_keeps_its_finished_seeds(tmp_path):
+    from nnx_ppo_benchmarks.learning.cli import Cell, _finished_runs
+
+    cell = Cell("memory_d2", "lstm", "ours", (1, 2, 3), 100)
+    path = tmp_path / "cell.json"
+    assert _finished_runs(cell, path) == []
+    runs = _fake_results()["cells"][0]["runs"]
+    path.write_text(json.dumps({"total_steps": 100, "runs": runs[:2]}))
+    assert [r["seed"] for r in _finished_runs(cell, path)] == [1, 2]
+    # Another budget, or seeds that are not a prefix of the cell's, are run again.
+    assert _finished_runs(Cell("memory_d2", "lstm", "ours", (1, 2, 3), 200), path) == []
+    assert _finished_runs(Cell("memory_d2", "lstm", "ours", (2, 1, 3), 100), path) == []

@@ -86,14 +86,24 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, seed
             value=MLP(width, (64, 64), 1, rngs=rngs),
         )
         return Sequential([Normalizer(obs_size), _frame_stack(obs_size), adapter])
-    if family == "graph":
-        graph = build_ring_graph(
-            PopulationGraph(rngs), obs_size, action_size, nnx.swish, per_action
-        )
+    if family in ("graph", "graph_split"):
+
+        def ring() -> Any:
+            return build_ring_graph(
+                PopulationGraph(rngs), obs_size, action_size, nnx.swish, per_action
+            )
+
+        front = [Normalizer(obs_size), Filter(lambda x: {"obs": x})]
+        if family == "graph_split":
+            adapter = PPOAdapter(
+                action=Sequential([ring(), Filter("action_params"), sampler]),
+                value=Sequential([ring(), Filter("value")]),
+            )
+            return Sequential([*front, adapter])
         adapter = PPOAdapter(
             action=Sequential([Filter("action_params"), sampler]), value=Filter("value")
         )
-        return Sequential([Normalizer(obs_size), Filter(lambda x: {"obs": x}), graph, adapter])
+        return Sequential([*front, ring(), adapter])
     raise ValueError(f"unknown family {family!r}")
 
 

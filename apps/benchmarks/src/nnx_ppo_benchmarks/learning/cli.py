@@ -11,9 +11,10 @@ Examples::
 
 Each (task, family, implementation) cell runs all its seeds in one child process in
 that implementation's virtual environment (:mod:`nnx_ppo_benchmarks.venvs`, the same
-JAX everywhere) and writes ``cells/<task>__<family>__<implementation>.json``. A cell
-whose JSON already holds every requested seed with the same budget is not run again
-(``--rerun`` forces it), so an interrupted suite continues where it stopped, and the
+JAX everywhere) and writes ``cells/<task>__<family>__<implementation>.json``. Seeds
+that an earlier run of the same cell (same budget) already finished are kept and only
+the others are run (``--rerun`` runs them all again), so an interrupted suite continues
+where it stopped, and the
 report covers every cell in the output directory, so a suite can also be run in parts.
 JAX's persistent compilation cache is on (compile time is not measured here).
 """
@@ -111,37 +112,49 @@ def plan_cells(
     return cells
 
 
-def _done(cell: Cell, path: Path) -> dict[str, Any] | None:
+def _finished_runs(cell: Cell, path: Path) -> list[dict[str, Any]]:
+    """The runs already in ``path`` that this cell can keep: those of an earlier run of
+    the same cell (budget and seed order) whose seeds are a prefix of ``cell.seeds``."""
     if not path.exists():
-        return None
+        return []
     record = json.loads(path.read_text())
-    seeds = [r["seed"] for r in record.get("runs", [])]
-    same = record.get("total_steps") == cell.total_steps and seeds == list(cell.seeds)
-    return record if record.get("status") == "ok" and same else None
+    runs = record.get("runs", [])
+    seeds = [r["seed"] for r in runs]
+    same = record.get("total_steps") == cell.total_steps
+    if not same or seeds != list(cell.seeds[: len(seeds)]):
+        return []
+    return list(runs)
 
 
 def run_cell(cell: Cell, python: Path, output_dir: Path, rerun: bool = False) -> dict[str, Any]:
-    """Run (or reuse) one cell in a child process; never raises for a failed child."""
+    """Run one cell in a child process, keeping the seeds an earlier (interrupted) run
+    of the same cell finished unless ``rerun``; never raises for a failed child."""
     path = output_dir / "cells" / f"{cell.name}.json"
     log = output_dir / "logs" / f"{cell.name}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
-    if not rerun and (previous := _done(cell, path)) is not None:
-        return previous
+    kept = [] if rerun else _finished_runs(cell, path)
+    if len(kept) == len(cell.seeds):
+        return json.loads(path.read_text())
+    todo = dataclasses.replace(cell, seeds=cell.seeds[len(kept) :])
+    part = path.with_suffix(".part.json")
+    part.unlink(missing_ok=True)
     env = child_env_vars(_SRC_DIR)
     env.pop("JAX_ENABLE_COMPILATION_CACHE")
     env["JAX_COMPILATION_CACHE_DIR"] = str(cache_root() / "jax-cache")
     env["JAX_PLATFORMS"] = "cpu"
-    command = [str(python), "-m", _CHILD[cell.implementation], "--cell", cell.to_json()]
-    command += ["--out", str(path)]
+    command = [str(python), "-m", _CHILD[cell.implementation], "--cell", todo.to_json()]
+    command += ["--out", str(part)]
     start = time.perf_counter()
-    with log.open("w") as stream:
+    with log.open("a" if kept else "w") as stream:
         code = subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, env=env).returncode
-    if path.exists():
-        record = json.loads(path.read_text())
+    if part.exists():
+        record = json.loads(part.read_text())
+        part.unlink()
     else:
-        record = {**json.loads(cell.to_json()), "status": "failed", "runs": []}
+        record = {"status": "failed", "runs": []}
         record["error"] = f"exit status {code}, no result (see {log})"
+    record = {**record, **json.loads(cell.to_json()), "runs": [*kept, *record["runs"]]}
     record["process_wall_s"] = time.perf_counter() - start
     path.write_text(json.dumps(record, indent=1))
     return record

@@ -9,7 +9,9 @@ Sizes follow the speed benchmark (:mod:`nnx_ppo_benchmarks.settings`) so that th
 - ``lstm``: an LSTM of 64 per port, then policy 32 / value 64;
 - ``gru``: the same with a GRU of 64 per port;
 - ``graph``: the ring ``PopulationGraph`` of the benchmark (8 populations of 16,
-  delays 1-2, shared read-outs).
+  delays 1-2, shared read-outs): actor and critic share every population;
+- ``graph_split``: one such ring per port (one for the actor, one for the critic), as
+  the LSTM family has one LSTM per port.
 
 All use swish activations, an observation normalizer and the shared entropy weight
 and ``min_std``.
@@ -48,6 +50,7 @@ FAMILIES: dict[str, Family] = {
         Family("lstm", "LSTM 64 per port, then policy 32, value 64"),
         Family("gru", "GRU 64 per port, then policy 32, value 64", ("ours",)),
         Family("graph", "PopulationGraph ring: 8 populations of 16, delays 1-2"),
+        Family("graph_split", "the graph ring per port (actor and critic)", ("ours",)),
     )
 }
 """Family name -> :class:`Family` (nnx-ppo 0.3.0 has no GRU)."""

@@ -74,7 +74,7 @@ TASKS: dict[str, Task] = {
             "playground",
             "CartpoleBalance",
             keep=(0, 1, 2),
-            total_steps=512_000,
+            total_steps=307_200,
         ),
         Task(
             "pendulum_novel",
