@@ -105,7 +105,7 @@ def compare(comparison: str, spec: RunSpec, reps: int = 15, warmup: int = 2) -> 
     import jax
     import jax.numpy as jnp
 
-    from nnx_ppo.algorithms import iteration
+    from nnx_ppo.algorithms import iteration, phases
     from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
 
     if comparison not in COMPARISONS:
@@ -121,7 +121,7 @@ def compare(comparison: str, spec: RunSpec, reps: int = 15, warmup: int = 2) -> 
     graphdef, state = iteration.init_train_state(
         env, network, ppo, optimizer, jax.random.PRNGKey(spec.seed)
     )
-    trainer_replay = iteration.replay
+    trainer_replay = phases.replay
     variants: dict[str, tuple[Any, Callable[..., Any]]]
     if comparison == "advantages":
         variants = {
@@ -133,7 +133,7 @@ def compare(comparison: str, spec: RunSpec, reps: int = 15, warmup: int = 2) -> 
     calls, states = {}, {}
     try:
         for name, (config, replay) in variants.items():
-            iteration.replay = replay  # read when the iteration is traced (below)
+            phases.replay = replay  # read when the iteration is traced (below)
             call = iteration.make_train_call(
                 iteration.make_training_iteration(env, graphdef, optimizer, config)
             )
@@ -143,7 +143,7 @@ def compare(comparison: str, spec: RunSpec, reps: int = 15, warmup: int = 2) -> 
             jax.block_until_ready(metrics)
             calls[name] = call
     finally:
-        iteration.replay = trainer_replay
+        phases.replay = trainer_replay
     times: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(reps):
         for name, call in calls.items():

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nnx_ppo_benchmarks.cli import _names
 from nnx_ppo_benchmarks.learning.families import FAMILIES
 from nnx_ppo_benchmarks.learning.report import write_report
 from nnx_ppo_benchmarks.learning.tasks import TASKS
@@ -179,19 +180,6 @@ def _with_earlier_cells(records: list[dict[str, Any]], out: Path) -> list[dict[s
             if record.get("task") in TASKS and record.get("family") in FAMILIES:
                 earlier.append(record)
     return sorted([*records, *earlier], key=_order)
-
-
-def _names(choices: Sequence[str]):
-    def parse(text: str) -> tuple[str, ...]:
-        names = tuple(n.strip() for n in text.split(",") if n.strip())
-        unknown = [n for n in names if n not in choices]
-        if unknown or not names:
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: use a comma-separated list of {', '.join(choices)}"
-            )
-        return names
-
-    return parse
 
 
 def _seeds(text: str) -> tuple[int, ...]:
