@@ -10,7 +10,6 @@ a traced step is straight-line array code.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -18,14 +17,9 @@ import jax.numpy as jnp
 from flax import nnx
 
 from nnx_ppo.networks.feedforward import Dense
-from nnx_ppo.networks.graph import topology
+from nnx_ppo.networks.graph import _replay, _step, topology
 from nnx_ppo.networks.graph.topology import Connection, ExecutionPlan, Population
-from nnx_ppo.networks.types import (
-    ModuleState,
-    StatefulModule,
-    StatefulModuleOutput,
-    replay_scanned,
-)
+from nnx_ppo.networks.types import ModuleState, StatefulModule, StatefulModuleOutput
 
 __all__ = ["PopulationGraph"]
 
@@ -304,63 +298,16 @@ class PopulationGraph(StatefulModule):
             RuntimeError: After `finalize`.
         """
         self._check_building("connect")
-        known = {p.name: p for p in self._populations}
-        for argument, value in (("src", src), ("dst", dst)):
-            if value not in known:
-                declared = ", ".join(repr(n) for n in known) or "none yet"
-                raise ValueError(
-                    f"connect({src!r}, {dst!r}): unknown {argument} population {value!r} "
-                    f"(declared: {declared}). Declare it first with add_input(), "
-                    "add_population() or add_output()."
-                )
-        delay = topology.check_delay(f"connect({src!r}, {dst!r})", delay)
-        call = f"connect({src!r}, {dst!r}, delay={delay})"
-        if not isinstance(reciprocal, bool):
-            raise TypeError(f"{call}: reciprocal must be a bool, got {reciprocal!r}.")
-        if transform is not None and not isinstance(transform, StatefulModule):
-            raise TypeError(
-                f"{call}: transform must be a StatefulModule (e.g. "
-                f"nnx_ppo.networks.feedforward.Dense), got {type(transform).__name__}. "
-                "Wrap plain NNX layers such as nnx.Linear in a StatefulModule."
-            )
-        if src == dst and delay == 0:
-            raise ValueError(
-                f"{call}: a delay=0 self-loop would make {src!r} read its own output of "
-                f"the same step. Use delay=1 for a recurrent self-connection: "
-                f"connect({src!r}, {src!r}, delay=1)."
-            )
-        if reciprocal:
-            if transform is not None:
-                raise ValueError(
-                    f"{call}: transform= cannot be combined with reciprocal=True (one "
-                    "module cannot map both directions). Call connect() twice, once per "
-                    "direction, each with its own transform."
-                )
-            if src == dst:
-                raise ValueError(f"{call}: a self-loop is its own reverse; drop reciprocal=True.")
-            if delay == 0:
-                raise ValueError(
-                    f"{call}: reciprocal=True with delay=0 makes the delay=0 cycle "
-                    f"{src!r} -> {dst!r} -> {src!r}. Use delay=1 (or more), or connect "
-                    "the two directions separately with different delays."
-                )
-        pairs = [(src, dst), (dst, src)] if reciprocal else [(src, dst)]
-        existing = {c.name for c in self._connections}
-        for a, b in pairs:
-            name = topology.connection_name(a, b, delay)
-            if name in existing:
-                raise ValueError(
-                    f"{call}: connection {name!r} ({a!r} -> {b!r} with delay {delay}) "
-                    "already exists. Parallel connections with the same delay would just "
-                    "add up; use one connection (with a custom transform if needed) or a "
-                    "different delay."
-                )
+        delay, pairs = topology.check_connection(
+            self._populations, self._connections, src, dst, transform, delay, reciprocal
+        )
+        sizes = {p.name: p.size for p in self._populations}
         for a, b in pairs:
             name = topology.connection_name(a, b, delay)
             module = transform
             if module is None:
                 assert self._rngs is not None  # dropped only at finalize
-                module = Dense(known[a].size, known[b].size, rngs=self._rngs)
+                module = Dense(sizes[a], sizes[b], rngs=self._rngs)
                 self._default_transforms.append(name)  # type: ignore[union-attr]
             self.transforms[name] = module
             self._connections.append(Connection(name, a, b, delay))  # type: ignore[union-attr]
@@ -379,7 +326,7 @@ class PopulationGraph(StatefulModule):
         plan = topology.build_plan(self._populations, self._connections)
         sizes = {p.name: p.size for p in self._populations}
         for c in self._connections:
-            self._check_transform(c, sizes[c.src], sizes[c.dst])
+            topology.check_transform(c, self.transforms[c.name], sizes[c.src], sizes[c.dst])
         self._default_transforms = frozenset(self._default_transforms)
         if self.init_fan_in == "population":
             self._scale_default_kernels(sizes)
@@ -459,17 +406,18 @@ class PopulationGraph(StatefulModule):
             ``{output_to: [B, size]}`` and whose ``regularization_loss`` is ``[B]``.
         """
         plan = self._require_plan("__call__")
-        batch = _batch_size(state, x)
+        batch = _step.batch_size(state, x)
         names = {p.name for p in plan.order}
-        outputs, transforms, extras, regularization, metrics = self._integrate(
-            names, state, x, rollout_extras, batch
-        )
+        step = _step.integrate(plan, self.transforms, names, state, x, rollout_extras, batch)
         return StatefulModuleOutput(
-            next_state={**self._write_buffers(state, outputs), "transforms": transforms},
-            output={key: outputs[name] for key, name in plan.outputs},
-            regularization_loss=jnp.broadcast_to(regularization, (batch,)),
-            metrics=self._metrics(metrics, outputs),
-            rollout_extras={"transforms": extras},
+            next_state={
+                **_step.write_buffers(plan, state, step.outputs),
+                "transforms": step.transforms,
+            },
+            output={key: step.outputs[name] for key, name in plan.outputs},
+            regularization_loss=jnp.broadcast_to(step.regularization, (batch,)),
+            metrics=self._metrics(step.metrics, step.outputs),
+            rollout_extras={"transforms": step.extras},
         )
 
     def replay_sequence(
@@ -493,159 +441,16 @@ class PopulationGraph(StatefulModule):
         plan = self._require_plan("replay_sequence")
         if not jax.tree.leaves(state):  # no buffers and no carries: one batched call
             return super().replay_sequence(state, xs, rollout_extras, done)
-        t, b = jnp.shape(done)[:2]
-        carry_less = {
-            c.name for c in self._connections if not jax.tree.leaves(state["transforms"][c.name])
-        }
-        before, after = _stages(plan, self._connections, carry_less)
-        core = {p.name for p in plan.order} - before - after
-
-        def flat(tree: Any) -> Any:  # [T, B, ...] -> [T * B, ...]
-            return jax.tree.map(lambda v: jnp.reshape(v, (t * b, *jnp.shape(v)[2:])), tree)
-
-        def unflat(tree: Any) -> Any:  # [T * B, ...] -> [T, B, ...]
-            return jax.tree.map(lambda v: jnp.reshape(v, (t, b, *jnp.shape(v)[1:])), tree)
-
-        def per_step(metrics: Any) -> Any:  # a batched call's metrics, repeated T times
-            return jax.tree.map(lambda m: jnp.broadcast_to(m, (t, *jnp.shape(m))), metrics)
-
-        carries = {"transforms": state["transforms"]}
-        flat_xs, flat_extras = flat(xs), flat(rollout_extras)
-        # 1. Before the scan: the "before" populations and their carry-free delay=0
-        #    connections into the core, for all T * B samples at once.
-        first, _, _, reg_first, metrics_first = self._integrate(
-            before, carries, flat_xs, flat_extras, t * b
+        replay = _replay.replay_staged(
+            self, plan, self._connections, state, xs, rollout_extras, done
         )
-        into_core = [
-            (c, pop.size)
-            for pop, incoming in zip(plan.order, plan.incoming, strict=True)
-            if pop.name in core
-            for c in incoming
-            if c.delay == 0 and c.src in before and c.name in carry_less
-        ]
-        projected = {}
-        for c, size in into_core:
-            out = self._transform(c, size, carries, first[c.src], flat_extras, t * b)
-            projected[c.name] = out.output
-            reg_first = reg_first + out.regularization_loss
-            if out.metrics:
-                metrics_first[c.name] = out.metrics
-
-        # 2. The core, scanned over time (resets as in the step-by-step replay).
-        def step(graph: PopulationGraph, carry: Any, inputs: Any, extras: Any) -> Any:
-            x, given, given_inputs = inputs
-            outputs, transforms, _, regularization, metrics = graph._integrate(
-                core, carry, x, extras, b, outputs=given, inputs=given_inputs
-            )
-            next_state = {
-                **graph._write_buffers(carry, outputs),
-                "transforms": {**carry["transforms"], **transforms},
-            }
-            return StatefulModuleOutput(
-                next_state=next_state,
-                output={name: outputs[name] for name in core},
-                regularization_loss=regularization,
-                metrics=metrics,
-                rollout_extras=(),
-            )
-
-        final, scanned = replay_scanned(
-            self, state, (xs, unflat(first), unflat(projected)), rollout_extras, done, step=step
-        )
-
-        # 3. After the scan: the "after" populations, for all samples at once.
-        outputs, _, _, reg_after, metrics_after = self._integrate(
-            after, carries, flat_xs, flat_extras, t * b, outputs={**first, **flat(scanned.output)}
-        )
-        outputs = unflat(outputs)
-        regularization = (
-            unflat(jnp.broadcast_to(reg_first + reg_after, (t * b,))) + scanned.regularization_loss
-        )
-        metrics = {**per_step(metrics_first), **scanned.metrics, **per_step(metrics_after)}
-        return final, StatefulModuleOutput(
+        return replay.final_state, StatefulModuleOutput(
             next_state=(),
-            output={key: outputs[name] for key, name in plan.outputs},
-            regularization_loss=regularization,
-            metrics=self._metrics(metrics, outputs),
+            output={key: replay.outputs[name] for key, name in plan.outputs},
+            regularization_loss=replay.regularization,
+            metrics=self._metrics(replay.metrics, replay.outputs),
             rollout_extras=(),
         )
-
-    def _integrate(
-        self,
-        names: set[str],
-        state: ModuleState,
-        x: Any,
-        rollout_extras: Any,
-        batch: int,
-        *,
-        outputs: dict[str, jax.Array] | None = None,
-        inputs: dict[str, jax.Array] | None = None,
-    ) -> tuple[dict[str, jax.Array], dict[str, Any], dict[str, Any], jax.Array, dict[str, Any]]:
-        """One step of the populations in ``names`` (in execution order).
-
-        ``outputs`` are already known population outputs and ``inputs`` already
-        computed connection outputs (used instead of calling the transform). Returns
-        ``(outputs, next transform carries, extras, regularization, transform
-        metrics)``, the last four for the transforms called here.
-        """
-        plan = self._require_plan("__call__")
-        outputs = dict(outputs or {})
-        inputs = inputs or {}
-        transforms: dict[str, Any] = {}
-        extras: dict[str, Any] = {}
-        metrics: dict[str, Any] = {}
-        regularization = jnp.zeros((batch,))
-        for pop, incoming in zip(plan.order, plan.incoming, strict=True):
-            if pop.name not in names:
-                continue
-            total = None if pop.input_from is None else _read_obs(x, pop, batch)
-            for c in incoming:
-                if c.name in inputs:
-                    value = inputs[c.name]
-                else:
-                    if c.delay == 0:
-                        source = outputs[c.src]
-                    else:
-                        source = _read_buffer(
-                            state["buffers"][c.src], state["positions"][c.src], c.delay
-                        )
-                    out = self._transform(c, pop.size, state, source, rollout_extras, batch)
-                    value = out.output
-                    transforms[c.name] = out.next_state
-                    extras[c.name] = out.rollout_extras
-                    regularization = regularization + out.regularization_loss
-                    if out.metrics:
-                        metrics[c.name] = out.metrics
-                total = value if total is None else total + value
-            assert total is not None  # finalize() rejects populations without input
-            outputs[pop.name] = total if pop.activation is None else pop.activation(total)
-        return outputs, transforms, extras, regularization, metrics
-
-    def _transform(
-        self,
-        c: Connection,
-        size: int,
-        state: ModuleState,
-        source: jax.Array,
-        rollout_extras: Any,
-        batch: int,
-    ) -> StatefulModuleOutput:
-        """Call connection ``c``'s transform on ``source`` and check that it returns
-        ``[batch, size]`` (the size of ``c.dst``)."""
-        extras = None if rollout_extras is None else rollout_extras["transforms"][c.name]
-        out = self.transforms[c.name](state["transforms"][c.name], source, extras)
-        _check_call_output(c, out.output, batch, size)
-        return out
-
-    def _write_buffers(self, state: ModuleState, outputs: dict[str, jax.Array]) -> dict[str, Any]:
-        """``{"buffers": ..., "positions": ...}`` after writing this step's outputs."""
-        buffers: dict[str, jax.Array] = {}
-        positions: dict[str, jax.Array] = {}
-        for name, length, _ in self._require_plan("__call__").buffers:
-            buffers[name], positions[name] = _write_buffer(
-                state["buffers"][name], state["positions"][name], outputs[name], length
-            )
-        return {"buffers": buffers, "positions": positions}
 
     def _metrics(self, transforms: dict[str, Any], outputs: dict[str, jax.Array]) -> dict[str, Any]:
         metrics: dict[str, Any] = {"transforms": transforms} if transforms else {}
@@ -685,154 +490,8 @@ class PopulationGraph(StatefulModule):
         name = topology.check_name(call, name)
         size = topology.check_size(f"{call}({name!r})", size)
         activation = topology.check_activation(f"{call}({name!r})", activation)
-        for p in self._populations:
-            if p.name == name:
-                raise ValueError(
-                    f"{call}({name!r}): a population named {name!r} already exists "
-                    f"(size {p.size}); population names must be unique, pick another one."
-                )
-            if output_to is not None and p.output_to == output_to:
-                raise ValueError(
-                    f"{call}({name!r}): output key {output_to!r} is already used by "
-                    f"population {p.name!r}; pass a different output_to=."
-                )
+        topology.check_new_population(call, self._populations, name, output_to)
         population = Population(
             name, size, activation, input_from, output_to, index=len(self._populations)
         )
         self._populations.append(population)  # type: ignore[union-attr]
-
-    def _check_transform(self, c: Connection, src_size: int, dst_size: int) -> None:
-        """Check, without side effects, that the transform maps [B, src] to [B, dst]."""
-        module = self.transforms[c.name]
-        if type(module) is Dense:
-            if (module.in_features, module.out_features) == (src_size, dst_size):
-                return
-            got = f"a Dense({module.in_features}, {module.out_features})"
-        else:
-            graphdef, module_state = nnx.split(module)
-
-            def probe(module_state: Any) -> Any:
-                copy = nnx.merge(graphdef, module_state)
-                return copy(copy.initialize_state(2), jnp.zeros((2, src_size))).output
-
-            try:
-                shape = jax.eval_shape(probe, module_state)
-            except Exception as error:
-                raise ValueError(
-                    f"finalize(): the transform of connection {c.name!r} "
-                    f"({type(module).__name__}) failed on a [B, {src_size}] input (the "
-                    f"output of {c.src!r}): {error}"
-                ) from error
-            if isinstance(shape, jax.ShapeDtypeStruct) and shape.shape == (2, dst_size):
-                return
-            got = f"{type(module).__name__} with output {_describe_shape(shape)}"
-        raise ValueError(
-            f"finalize(): connection {c.name!r} must map [B, {src_size}] ({c.src!r}) to "
-            f"[B, {dst_size}] ({c.dst!r}), but its transform is {got}. Pass a transform "
-            f"with that output size, e.g. Dense({src_size}, {dst_size}, rngs=rngs), or "
-            "omit transform= for the default."
-        )
-
-
-def _describe_shape(tree: Any) -> str:
-    if isinstance(tree, jax.ShapeDtypeStruct):
-        return "[" + ", ".join(["B", *map(str, tree.shape[1:])]) + "]"
-    return f"of structure {jax.tree.structure(tree)}"
-
-
-def _batch_size(state: ModuleState, x: Any) -> int:
-    leaves = jax.tree.leaves((state, x))
-    if not leaves:
-        raise ValueError(
-            "PopulationGraph.__call__: cannot infer the batch size; the carry is empty "
-            "and the observation has no arrays. Pass the carry from initialize_state(B)."
-        )
-    return leaves[0].shape[0]  # an int, or a symbolic dimension under jax.export
-
-
-def _read_obs(x: Any, pop: Population, batch: int) -> jax.Array:
-    key = pop.input_from
-    if not isinstance(x, Mapping):
-        raise TypeError(
-            f"PopulationGraph: input population {pop.name!r} reads obs[{key!r}], so the "
-            f"observation must be a dict, got {type(x).__name__}. Pass e.g. {{{key!r}: "
-            f"array of shape [B, {pop.size}]}}."
-        )
-    if key not in x:
-        raise ValueError(
-            f"PopulationGraph: input population {pop.name!r} reads obs[{key!r}], but the "
-            f"observation has keys {sorted(map(str, x))}. Provide {key!r} or change "
-            f"add_input(..., input_from=...)."
-        )
-    value = jnp.asarray(x[key])
-    if value.shape != (batch, pop.size):
-        raise ValueError(
-            f"PopulationGraph: obs[{key!r}] has shape {tuple(value.shape)}, but input "
-            f"population {pop.name!r} has size {pop.size}, so it must be [B, {pop.size}] "
-            f"with B={batch}. Declare add_input({pop.name!r}, size={value.shape[-1]}, ...) "
-            "or fix the observation."
-            if value.ndim
-            else f"PopulationGraph: obs[{key!r}] is a scalar; it must be [B, {pop.size}]."
-        )
-    return value
-
-
-def _check_call_output(c: Connection, output: Any, batch: int, size: int) -> None:
-    shape = getattr(output, "shape", None)
-    if shape != (batch, size):
-        raise ValueError(
-            f"PopulationGraph: the transform of connection {c.name!r} returned "
-            f"{f'shape {tuple(shape)}' if shape is not None else type(output).__name__}, "
-            f"but population {c.dst!r} needs [B, {size}] with B={batch}."
-        )
-
-
-def _read_buffer(buffer: jax.Array, position: jax.Array, delay: int) -> jax.Array:
-    """The entry written ``delay`` steps ago; ``buffer`` is ``[B, L, size]``, ``delay <= L``.
-
-    ``position`` (``[B]``) is the slot this step will write; the previous step wrote
-    ``position - 1`` and ``delay`` steps ago wrote ``position - delay`` (mod ``L``).
-    """
-    length = buffer.shape[1]
-    slot = (position - delay) % length
-    return jnp.take_along_axis(buffer, slot[:, None, None], axis=1)[:, 0]
-
-
-def _write_buffer(
-    buffer: jax.Array, position: jax.Array, value: jax.Array, length: int
-) -> tuple[jax.Array, jax.Array]:
-    """Write ``value`` (``[B, size]``) at ``position`` and advance it (mod ``length``)."""
-    hit = jnp.arange(length)[None, :] == position[:, None]  # [B, L]
-    buffer = jnp.where(hit[:, :, None], value[:, None, :].astype(buffer.dtype), buffer)
-    return buffer, (position + 1) % length
-
-
-def _stages(
-    plan: ExecutionPlan, connections: Sequence[Connection], carry_less: set[str]
-) -> tuple[set[str], set[str]]:
-    """The populations a sequence replay computes before and after its scan.
-
-    *Before*: no delayed input, and every input from a *before* population through a
-    connection without carry. *After*: not *before*, no delayed input, not read
-    through a delayed connection, every input through a connection without carry, and
-    read (at ``delay=0``) only by *after* populations.
-    """
-    delayed_in = {c.dst for c in connections if c.delay > 0}
-    delayed_out = {c.src for c in connections if c.delay > 0}
-    before: set[str] = set()
-    for pop, incoming in zip(plan.order, plan.incoming, strict=True):
-        if pop.name not in delayed_in and all(
-            c.src in before and c.name in carry_less for c in incoming
-        ):
-            before.add(pop.name)
-    after: set[str] = set()
-    for pop, incoming in reversed(list(zip(plan.order, plan.incoming, strict=True))):
-        if (
-            pop.name not in before
-            and pop.name not in delayed_in
-            and pop.name not in delayed_out
-            and all(c.name in carry_less for c in incoming)
-            and all(c.dst in after for c in connections if c.src == pop.name)
-        ):
-            after.add(pop.name)
-    return before, after
