@@ -35,9 +35,10 @@ from nnx_ppo.networks import types as types_module
 from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Concat, Parallel, Sequential, Splitter
 from nnx_ppo.networks.delay import Delay
-from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
+from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp, make_mlp_actor_critic
 from nnx_ppo.networks.feedforward import MLP, Dense
 from nnx_ppo.networks.normalizer import Normalizer
+from nnx_ppo.networks.recording import ACTIVATION_KEY, Recorder, with_recording
 from nnx_ppo.networks.recurrent import GRU, LSTM
 from nnx_ppo.networks.sampling_layers import (
     CategoricalSampler,
@@ -193,6 +194,15 @@ CASES = [
     Case(
         "make_lstm_actor_critic-shared",
         lambda: make_lstm_actor_critic(4, 2, 5, (), (), rngs=_rngs(), shared_lstm=True),
+        _vec(4),
+        container=True,
+    ),
+    Case("make_mlp", lambda: make_mlp([4, 6, 2], _rngs()), _vec(4), container=True),
+    Case("Recorder", lambda: Recorder(LSTM(4, 5, rngs=_rngs())), _vec(4)),
+    Case("Recorder-MLP", lambda: Recorder(MLP(4, (6,), 2, rngs=_rngs())), _vec(4)),
+    Case(
+        "with_recording",
+        lambda: with_recording(make_lstm_actor_critic(4, 2, 5, (8,), (8,), rngs=_rngs())),
         _vec(4),
         container=True,
     ),
@@ -355,5 +365,24 @@ def test_vmap_over_environments_matches_the_batched_call(case: Case) -> None:
         rtol=1e-5,
         atol=1e-6,
     )
-    # Metrics are batch means: the mean of the per-row means is the batch's.
-    _assert_close(jax.tree.map(lambda m: m.mean(0), per_row.metrics), batched.metrics)
+    # Metrics are batch means: the mean of the per-row means is the batch's. Recorded
+    # activations (nnx_ppo.networks.recording) are per sample: rows of the batch's.
+    row_metrics, row_acts = _split_activations(per_row.metrics)
+    metrics, acts = _split_activations(batched.metrics)
+    _assert_close(jax.tree.map(lambda m: m.mean(0), row_metrics), metrics)
+    _assert_close(unrows(row_acts), acts)
+
+
+def _split_activations(metrics: Any) -> tuple[Any, Any]:
+    """``(metrics without ACTIVATION_KEY entries, those entries)``, both nested dicts."""
+    if not isinstance(metrics, Mapping):
+        return metrics, {}
+    rest, acts = {}, {}
+    for key, value in metrics.items():
+        if key == ACTIVATION_KEY:
+            acts[key] = value
+            continue
+        rest[key], sub = _split_activations(value)
+        if sub:
+            acts[key] = sub
+    return rest, acts

@@ -72,3 +72,177 @@ def test_recording_does_not_change_the_network_or_its_output():
     for a, b in zip(jax.tree.leaves(recorded), jax.tree.leaves(plain), strict=True):
         np.testing.assert_array_equal(a, b)
     assert type(net.action.components["arm"].layers[1]) is NormalTanhSampler
+
+
+# -- activations ---------------------------------------------------------------------------
+
+import warnings  # noqa: E402
+
+import pytest  # noqa: E402
+
+from nnx_ppo.networks.factories import (  # noqa: E402
+    make_lstm_actor_critic,
+    make_mlp,
+    make_mlp_actor_critic,
+)
+from nnx_ppo.networks.feedforward import MLP  # noqa: E402
+from nnx_ppo.networks.recording import (  # noqa: E402
+    ACTIVATION_KEY,
+    Recorder,
+    extract_activations,
+    flatten_activations,
+    is_recording,
+    with_recording,
+)
+from nnx_ppo.networks.recurrent import LSTM  # noqa: E402
+from nnx_ppo.networks.types import reset_where  # noqa: E402
+
+
+def _assert_trees_equal(a, b):
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def _without_activations(metrics):
+    if not isinstance(metrics, dict):
+        return metrics
+    out = {k: _without_activations(v) for k, v in metrics.items() if k != ACTIVATION_KEY}
+    return {k: v for k, v in out.items() if not (isinstance(v, dict) and not v)}
+
+
+def test_recording_copy_is_bitwise_the_original_jitted_and_sampling():
+    net = make_lstm_actor_critic(3, 2, 6, (8,), (8,), rngs=nnx.Rngs(0))
+    recording = with_recording(net)
+    state = net.initialize_state(4)
+    x = jax.random.normal(jax.random.key(1), (4, 3))
+    # The copy shares the sampler's RNG stream: snapshot it, so both calls draw the same.
+    snapshot = nnx.clone(nnx.state(net))
+
+    @nnx.jit
+    def call(module, state, x):
+        return module(state, x)
+
+    plain = call(net, state, x)
+    nnx.update(net, snapshot)
+    recorded = call(recording, state, x)
+    for field in ("next_state", "output", "regularization_loss", "rollout_extras"):
+        _assert_trees_equal(getattr(recorded, field), getattr(plain, field))
+    _assert_trees_equal(_without_activations(recorded.metrics), plain.metrics)
+    assert not is_recording(net) and is_recording(recording)
+
+
+def test_recording_copy_shares_parameters():
+    net = make_mlp([3, 4, 2], nnx.Rngs(0))
+    recording = with_recording(net)
+    x = jnp.ones((2, 3))
+    net.layers[1].linear.bias[...] = jnp.full((2,), 7.0)  # "training" the original
+    np.testing.assert_array_equal(recording((), x).output, net((), x).output)
+    assert recording.layers[1].wrapped.linear.bias is net.layers[1].linear.bias
+
+
+def test_two_layer_mlp_activations_equal_hand_computed_layers():
+    x = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    for net in (make_mlp([3, 4, 2], nnx.Rngs(0)), MLP(3, (4,), 2, rngs=nnx.Rngs(0))):
+        layers = net.layers
+        (k0, b0), (k1, b1) = (
+            (np.asarray(layer.linear.kernel[...]), np.asarray(layer.linear.bias[...]))
+            for layer in layers
+        )
+        act = (lambda v: np.maximum(v, 0.0)) if isinstance(net, Sequential) else None
+        h = x @ k0 + b0
+        h = act(h) if act else h / (1.0 + np.exp(-h))  # make_mlp: ReLU; MLP: swish
+        y = h @ k1 + b1
+        y = act(y) if act else y  # make_mlp activates the last layer, MLP does not
+        recording = with_recording(net)
+        acts = extract_activations(recording(net.initialize_state(5), x).metrics)
+        assert set(acts) == {0, 1}
+        np.testing.assert_allclose(acts[0], h, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(acts[1], y, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(acts[1], net(net.initialize_state(5), x).output)
+
+
+def test_lstm_recorded_hidden_state_equals_its_carry_inside_a_scan():
+    lstm = LSTM(3, 5, rngs=nnx.Rngs(0))
+    recording = with_recording(Sequential([lstm]))
+    graphdef, variables = nnx.split(recording)
+    T, B = 6, 2
+    xs = jax.random.normal(jax.random.key(0), (T, B, 3))
+    done = jnp.zeros((T, B), bool).at[3, 1].set(True)
+
+    @jax.jit
+    def run(variables, xs, done):
+        def step(carry, inputs):
+            x, d = inputs
+            module = nnx.merge(graphdef, variables)
+            out = module(carry, x)
+            next_carry = reset_where(module, d, out.next_state)
+            return next_carry, (extract_activations(out.metrics), out.next_state)
+
+        model = nnx.merge(graphdef, variables)
+        return jax.lax.scan(step, model.initialize_state(B), (xs, done))[1]
+
+    acts, carries = run(variables, xs, done)
+    assert acts[0].shape == (T, B, 5)
+    np.testing.assert_array_equal(acts[0], carries[0]["h"])
+    # And the replay of the whole sequence records the same [T, B, 5].
+    _, replayed = recording.replay_sequence(recording.initialize_state(B), xs, [()], done)
+    np.testing.assert_allclose(extract_activations(replayed.metrics)[0], acts[0], atol=1e-6)
+
+
+def test_activations_are_keyed_by_container_path():
+    net = make_mlp_actor_critic(3, 2, (8,), (6,), rngs=nnx.Rngs(0))
+    recording = with_recording(net)
+    acts = extract_activations(recording(net.initialize_state(4), jnp.zeros((4, 3))).metrics)
+    shapes = {path: np.shape(a) for path, a in flatten_activations(acts).items()}
+    assert shapes == {
+        "0": (4, 3),  # Normalizer
+        "1/action/0/0": (4, 8),  # actor MLP, hidden layer
+        "1/action/0/1": (4, 4),  # actor MLP, output (mean, pre-std)
+        "1/action/1/action": (4, 2),  # sampler
+        "1/action/1/log_likelihood": (4,),
+        "1/value/0": (4, 6),  # critic MLP, hidden layer
+        "1/value/1": (4, 1),
+    }
+
+
+def test_recording_copy_still_reports_sampler_calls_once():
+    recording = with_recording(_two_sampler_net())
+    with record_sampler_calls() as calls:
+        recording(recording.initialize_state(2), jnp.ones((2, 3)))
+    assert sorted(type(c.sampler).__name__ for c in calls) == [
+        "CategoricalSampler",
+        "NormalTanhSampler",
+    ]
+
+
+def test_recording_twice_warns_and_returns_the_same_network():
+    recording = with_recording(make_mlp([3, 2], nnx.Rngs(0)))
+    with pytest.warns(UserWarning, match="already recording"):
+        again = with_recording(recording)
+    assert again is recording
+    assert not isinstance(recording.layers[0].wrapped, Recorder)
+    with pytest.raises(ValueError, match="already a Recorder"):
+        Recorder(recording.layers[0])
+    with pytest.raises(TypeError, match="must be a StatefulModule"):
+        with_recording(nnx.Linear(2, 2, rngs=nnx.Rngs(0)))
+
+
+def test_extract_activations_without_activations_is_an_error():
+    net = make_mlp([3, 2], nnx.Rngs(0))
+    with pytest.raises(ValueError, match=r"hold no activations.*with_recording"):
+        extract_activations(net((), jnp.ones((1, 3))).metrics)
+    with pytest.raises(ValueError, match="hold no activations"):
+        extract_activations({"entropy": jnp.ones(())})
+    with pytest.raises(TypeError, match="metrics must be the metrics dict"):
+        extract_activations(jnp.ones(3))
+
+
+def test_original_network_is_untouched_and_uses_no_recorder():
+    net = make_lstm_actor_critic(3, 2, 6, (8,), (8,), rngs=nnx.Rngs(0))
+    before = nnx.graphdef(net)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with_recording(net)
+    assert nnx.graphdef(net) == before
+    assert "Recorder" not in repr(before)

@@ -10,6 +10,9 @@ apart like any hand-built network:
 - `make_lstm_actor_critic`: the same with an LSTM, either one per port or one
   shared trunk in front of the adapter.
 
+`make_mlp` and `make_mlp_layers` build plain stacks of `Dense` layers (a `Sequential`,
+or the list of layers to splice into one), with nnx-ppo 0.3.0's signatures.
+
 Observations may be an array ``[B, obs_size]``, an array with a multi-dimensional
 shape (``obs_size`` a tuple), or a (nested) dict of those (``obs_size`` a dict of
 sizes). Non-vector observations are selected (dict keys not in ``obs_size`` are
@@ -20,16 +23,17 @@ before the adapter.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import jax
 from flax import nnx
 
 from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Sequential
-from nnx_ppo.networks.feedforward import MLP
+from nnx_ppo.networks.feedforward import MLP, Dense
 from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.recurrent import LSTM
 from nnx_ppo.networks.sampling_layers import (
@@ -41,7 +45,13 @@ from nnx_ppo.networks.sampling_layers import (
 from nnx_ppo.networks.types import StatefulModule
 from nnx_ppo.networks.utils import Filter, Flattener
 
-__all__ = ["ActionDistribution", "make_lstm_actor_critic", "make_mlp_actor_critic"]
+__all__ = [
+    "ActionDistribution",
+    "make_lstm_actor_critic",
+    "make_mlp",
+    "make_mlp_actor_critic",
+    "make_mlp_layers",
+]
 
 ActionDistribution = Literal["normal_tanh", "normal", "categorical"]
 """Which sampler ends the action port: ``"normal_tanh"`` (`NormalTanhSampler`,
@@ -116,6 +126,50 @@ def _check_common(fn: str, rngs: Any, action_distribution: Any, normalize_obs: A
         raise TypeError(f"{fn}: normalize_obs must be True or False, got {normalize_obs!r}.")
 
 
+_ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "relu": nnx.relu,
+    "swish": nnx.swish,
+    "silu": nnx.silu,
+    "tanh": nnx.tanh,
+    "elu": nnx.elu,
+    "gelu": nnx.gelu,
+}
+
+
+def _activation(fn: str, activation: Any) -> Callable[[jax.Array], jax.Array]:
+    """A callable activation, or one named as in nnx-ppo 0.3.0 (``"relu"``, ...)."""
+    if isinstance(activation, str):
+        if activation not in _ACTIVATIONS:
+            raise ValueError(
+                f"{fn}: activation={activation!r} is not a known name; use one of "
+                f"{sorted(_ACTIVATIONS)} or pass a callable such as nnx.swish."
+            )
+        return _ACTIVATIONS[activation]
+    if not callable(activation):
+        raise TypeError(
+            f"{fn}: activation must be a callable (e.g. nnx.swish) or a name such as "
+            f"'relu', got {activation!r} of type {type(activation).__name__}."
+        )
+    return activation  # type: ignore[no-any-return]
+
+
+def _kernel_init(fn: str, initializer_scale: Any) -> dict[str, Any]:
+    """``kernel_init`` for ``initializer_scale`` (nnx-ppo's fan-in uniform scaling)."""
+    if initializer_scale is None:
+        return {}
+    if isinstance(initializer_scale, bool) or not isinstance(initializer_scale, int | float):
+        raise TypeError(
+            f"{fn}: initializer_scale must be a positive float or None, got {initializer_scale!r}."
+        )
+    if not (initializer_scale > 0 and math.isfinite(initializer_scale)):
+        raise ValueError(
+            f"{fn}: initializer_scale must be positive and finite, got {initializer_scale!r}; "
+            "e.g. initializer_scale=1.0, or None for the default (LeCun normal) init."
+        )
+    init = nnx.initializers.variance_scaling(float(initializer_scale), "fan_in", "uniform")
+    return {"kernel_init": init}
+
+
 # -- building blocks ----------------------------------------------------------------------
 
 
@@ -151,13 +205,17 @@ def _obs_layers(
 
 
 def _sampler(
-    action_distribution: str, rngs: nnx.Rngs, entropy_weight: float, min_std: float
+    action_distribution: str,
+    rngs: nnx.Rngs,
+    entropy_weight: float,
+    min_std: float,
+    std_scale: float = 1.0,
 ) -> tuple[ActionSampler, int]:
     """The sampler and how many parameters per action dimension it takes."""
     if action_distribution == "categorical":
         return CategoricalSampler(rngs, entropy_weight), 1
     cls = NormalTanhSampler if action_distribution == "normal_tanh" else NormalSampler
-    return cls(rngs, entropy_weight, min_std), 2
+    return cls(rngs, entropy_weight, min_std, std_scale), 2
 
 
 # -- factories ----------------------------------------------------------------------------
@@ -168,12 +226,14 @@ def make_mlp_actor_critic(
     action_size: int,
     actor_hidden_sizes: Sequence[int] = (32,) * 4,
     critic_hidden_sizes: Sequence[int] = (256,) * 5,
-    *,
-    rngs: nnx.Rngs,
-    activation: Callable[[jax.Array], jax.Array] = nnx.swish,
+    rngs: nnx.Rngs | None = None,
+    activation: Callable[[jax.Array], jax.Array] | str = nnx.swish,
     normalize_obs: bool = True,
+    initializer_scale: float | None = None,
     entropy_weight: float = 1e-2,
     min_std: float = 1e-3,
+    std_scale: float = 1.0,
+    *,
     action_distribution: ActionDistribution = "normal_tanh",
 ) -> Sequential:
     """An MLP actor and an MLP critic behind an observation normalizer.
@@ -200,11 +260,18 @@ def make_mlp_actor_critic(
             ``action_distribution="categorical"``).
         actor_hidden_sizes: Hidden widths of the actor MLP.
         critic_hidden_sizes: Hidden widths of the critic MLP.
-        rngs: Parameter initialization and the sampler's RNG stream.
-        activation: Hidden activation of both MLPs.
+        rngs: Parameter initialization and the sampler's RNG stream (required; by
+            keyword or, as in nnx-ppo 0.3.0, fifth positional argument).
+        activation: Hidden activation of both MLPs: a callable, or one of the names
+            ``"relu"``, ``"swish"``, ``"silu"``, ``"tanh"``, ``"elu"``, ``"gelu"``.
         normalize_obs: Put a `Normalizer` first.
+        initializer_scale: ``None`` (default): every kernel starts LeCun normal. A
+            float ``s``: every kernel starts from
+            ``variance_scaling(s, "fan_in", "uniform")``, nnx-ppo 0.3.0's
+            initialisation (its default is ``s = 1.0``).
         entropy_weight: The sampler's entropy-bonus weight.
         min_std: The Gaussian samplers' std floor (ignored for categorical).
+        std_scale: Multiplies the Gaussian samplers' std (ignored for categorical).
         action_distribution: ``"normal_tanh"``, ``"normal"`` or ``"categorical"``.
 
     Returns:
@@ -227,15 +294,25 @@ def make_mlp_actor_critic(
     """
     fn = "make_mlp_actor_critic"
     _check_common(fn, rngs, action_distribution, normalize_obs)
+    rngs = cast(nnx.Rngs, rngs)  # checked above
+    activation = _activation(fn, activation)
+    init = _kernel_init(fn, initializer_scale)
     layers, features = _obs_layers(fn, obs_size, normalize_obs)
     action_size = _check_size(fn, "action_size", action_size)
     actor_hidden = _check_sizes(fn, "actor_hidden_sizes", actor_hidden_sizes)
     critic_hidden = _check_sizes(fn, "critic_hidden_sizes", critic_hidden_sizes)
-    sampler, params_per_action = _sampler(action_distribution, rngs, entropy_weight, min_std)
-    actor = MLP(
-        features, actor_hidden, params_per_action * action_size, rngs=rngs, activation=activation
+    sampler, params_per_action = _sampler(
+        action_distribution, rngs, entropy_weight, min_std, std_scale
     )
-    critic = MLP(features, critic_hidden, 1, rngs=rngs, activation=activation)
+    actor = MLP(
+        features,
+        actor_hidden,
+        params_per_action * action_size,
+        rngs=rngs,
+        activation=activation,
+        **init,
+    )
+    critic = MLP(features, critic_hidden, 1, rngs=rngs, activation=activation, **init)
     adapter = PPOAdapter(action=Sequential([actor, sampler]), value=critic)
     return Sequential([*layers, adapter])
 
@@ -335,3 +412,106 @@ def make_lstm_actor_critic(
         action=Sequential([lstm(), actor, sampler]), value=Sequential([lstm(), critic])
     )
     return Sequential([*layers, adapter])
+
+
+def make_mlp_layers(
+    sizes: Sequence[int],
+    rngs: nnx.Rngs,
+    activation: Callable[[jax.Array], jax.Array] | str = nnx.relu,
+    activation_last_layer: bool = True,
+    **linear_kwargs: Any,
+) -> list[Dense]:
+    """The `Dense` layers of an MLP, to splice into a `Sequential` of your own.
+
+    ``sizes`` lists every width, input and output included: ``[4, 32, 2]`` gives
+    ``Dense(4, 32)`` and ``Dense(32, 2)``. Every layer applies ``activation``, the last
+    one only if ``activation_last_layer`` (nnx-ppo 0.3.0's signature and defaults).
+
+    Args:
+        sizes: At least two positive ints: the input width, the hidden widths, the
+            output width.
+        rngs: Random streams for the initialisers.
+        activation: A callable or a name (``"relu"``, ``"swish"``, ``"tanh"``, ...).
+        activation_last_layer: Whether the last layer applies ``activation`` too.
+        **linear_kwargs: Passed on to every `nnx.Linear` (``kernel_init``, ...).
+
+    Returns:
+        ``len(sizes) - 1`` `Dense` layers.
+
+    Raises:
+        ValueError: If ``sizes`` has fewer than two entries or a size is not positive.
+        TypeError: If ``rngs`` or ``activation`` has the wrong type.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from nnx_ppo.networks.containers import Sequential
+        >>> from nnx_ppo.networks.utils import Flattener
+        >>> net = Sequential([Flattener(), *make_mlp_layers([6, 16, 2], nnx.Rngs(0))])
+        >>> [type(layer).__name__ for layer in net.layers]
+        ['Flattener', 'Dense', 'Dense']
+    """
+    fn = "make_mlp_layers"
+    widths = _check_sizes(fn, "sizes", sizes)
+    if len(widths) < 2:
+        raise ValueError(
+            f"{fn}: sizes must list the input and output widths (at least two ints), got "
+            f"{sizes!r}; e.g. sizes=[obs_size, 64, action_size]."
+        )
+    if not isinstance(rngs, nnx.Rngs):
+        raise TypeError(
+            f"{fn}: rngs must be an nnx.Rngs, got {type(rngs).__name__}; pass e.g. nnx.Rngs(0)."
+        )
+    act = _activation(fn, activation)
+    if not isinstance(activation_last_layer, bool):
+        raise TypeError(
+            f"{fn}: activation_last_layer must be True or False, got {activation_last_layer!r}."
+        )
+    last = len(widths) - 2
+    return [
+        Dense(
+            d_in, d_out, rngs, act if (i < last or activation_last_layer) else None, **linear_kwargs
+        )
+        for i, (d_in, d_out) in enumerate(itertools.pairwise(widths))
+    ]
+
+
+def make_mlp(
+    sizes: Sequence[int],
+    rngs: nnx.Rngs,
+    activation: Callable[[jax.Array], jax.Array] | str = nnx.relu,
+    activation_last_layer: bool = True,
+    **linear_kwargs: Any,
+) -> Sequential:
+    """An MLP as a `Sequential` of `Dense` layers (nnx-ppo 0.3.0's ``make_mlp``).
+
+    The layers are ``make_mlp_layers(sizes, rngs, activation, activation_last_layer,
+    **linear_kwargs)``. Mind the defaults (ReLU, and the last layer activated too),
+    which differ from `MLP`'s (swish, last layer linear). In a `Sequential` every
+    layer's output keeps its own path: `nnx_ppo.networks.recording.with_recording`
+    records them under ``0``, ``1``, ...
+
+    Args:
+        sizes: At least two positive ints: the input width, the hidden widths, the
+            output width.
+        rngs: Random streams for the initialisers.
+        activation: A callable or a name (``"relu"``, ``"swish"``, ``"tanh"``, ...).
+        activation_last_layer: Whether the last layer applies ``activation`` too.
+        **linear_kwargs: Passed on to every `nnx.Linear`.
+
+    Returns:
+        ``Sequential(make_mlp_layers(...))``; its carry is a list of ``()``.
+
+    Raises:
+        ValueError: If ``sizes`` has fewer than two entries or a size is not positive.
+        TypeError: If ``rngs`` or ``activation`` has the wrong type.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from flax import nnx
+        >>> mlp = make_mlp([3, 8, 2], nnx.Rngs(0), activation_last_layer=False)
+        >>> mlp(mlp.initialize_state(5), jnp.ones((5, 3))).output.shape
+        (5, 2)
+    """
+    return Sequential(
+        make_mlp_layers(sizes, rngs, activation, activation_last_layer, **linear_kwargs)
+    )

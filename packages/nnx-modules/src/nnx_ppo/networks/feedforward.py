@@ -59,7 +59,8 @@ class Dense(StatelessModule):
     Args:
         in_features: Size of the input's last axis, a positive int.
         out_features: Size of the output's last axis, a positive int.
-        rngs: Random streams for the parameter initialisers.
+        rngs: Random streams for the parameter initialisers (by keyword or, as in
+            nnx-ppo 0.3.0, third positional argument: ``Dense(8, 32, rngs)``).
         activation: Optional elementwise function applied after the affine map, e.g.
             ``nnx.swish``; ``None`` (default) keeps the layer linear.
         **linear_kwargs: Passed on to `nnx.Linear`, e.g. ``kernel_init``,
@@ -83,7 +84,6 @@ class Dense(StatelessModule):
         self,
         in_features: int,
         out_features: int,
-        *,
         rngs: nnx.Rngs,
         activation: Activation | None = None,
         **linear_kwargs: Any,
@@ -149,8 +149,8 @@ class MLP(StatelessModule):
         in_features: int,
         hidden_sizes: Sequence[int],
         out_features: int,
-        *,
         rngs: nnx.Rngs,
+        *,
         activation: Activation | None = nnx.swish,
         activate_final: bool = False,
         **linear_kwargs: Any,

@@ -44,7 +44,7 @@ from flax import nnx
 
 from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput
 
-__all__ = ["Normalizer", "NormalizerStatistic"]
+__all__ = ["Normalizer", "NormalizerStatistic", "NormalizerStatistics"]
 
 _WORD = 2**30  # base of the two-word exact count
 
@@ -59,6 +59,11 @@ class NormalizerStatistic(nnx.Variable):
     optimizers leave it alone). Select all of them with
     ``nnx.state(model, NormalizerStatistic)``.
     """
+
+
+NormalizerStatistics = NormalizerStatistic
+"""nnx-ppo 0.3.0's name of `NormalizerStatistic` (the same class), e.g. for
+``nnx.state(model, NormalizerStatistics)``."""
 
 
 def _parse_shape(value: Any, path: Path) -> tuple[int, ...] | None:

@@ -36,6 +36,7 @@ from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput, replay_
 __all__ = ["GRU", "LSTM"]
 
 Initializer = Any
+Activation = Any
 
 _LECUN_NORMAL = nnx.initializers.lecun_normal()
 _ORTHOGONAL = nnx.initializers.orthogonal()
@@ -68,13 +69,29 @@ class _RecurrentCell(StatefulModule):
         *,
         rngs: nnx.Rngs,
         trainable_initial_state: bool,
-        kernel_init: Initializer,
-        recurrent_kernel_init: Initializer,
-        bias_init: Initializer,
+        kernel_init: Initializer | None,
+        recurrent_kernel_init: Initializer | None,
+        bias_init: Initializer | None,
         param_dtype: Any,
         input_bias: bool,
+        gate_fn: Activation = jax.nn.sigmoid,
+        activation_fn: Activation = jnp.tanh,
     ) -> None:
         owner = type(self).__name__
+        # None selects the default, as in nnx-ppo 0.3.0's LSTM.
+        kernel_init = _LECUN_NORMAL if kernel_init is None else kernel_init
+        recurrent_kernel_init = (
+            _ORTHOGONAL if recurrent_kernel_init is None else recurrent_kernel_init
+        )
+        bias_init = _ZEROS if bias_init is None else bias_init
+        for name, fn in (("gate_fn", gate_fn), ("activation_fn", activation_fn)):
+            if not callable(fn):
+                raise TypeError(
+                    f"{owner}: {name} must be an elementwise callable such as "
+                    f"nnx.sigmoid or nnx.tanh, got {fn!r} of type {type(fn).__name__}."
+                )
+        self.gate_fn = gate_fn
+        self.activation_fn = activation_fn
         example = f"{owner}(8, 64, rngs=rngs)"
         self.in_features = _check_positive_int(owner, "in_features", in_features, example)
         self.hidden_features = _check_positive_int(
@@ -218,14 +235,20 @@ class LSTM(_RecurrentCell):
     Args:
         in_features: Size of the input's last axis, a positive int.
         hidden_features: Size ``H`` of the hidden and cell state, a positive int.
-        rngs: Random streams for the parameter initialisers.
+        rngs: Random streams for the parameter initialisers (by keyword or, as in
+            nnx-ppo 0.3.0, third positional argument: ``LSTM(8, 64, rngs)``).
         trainable_initial_state: If true, the episode-start ``h`` and ``c`` are learned
             parameters (initialised at zero) instead of fixed zeros.
-        kernel_init: Initialiser of the input kernel (default LeCun normal).
+        kernel_init: Initialiser of the input kernel (default, or ``None``: LeCun
+            normal).
         recurrent_kernel_init: Initialiser of each gate's ``[H, H]`` recurrent block
-            (default orthogonal).
-        bias_init: Initialiser of the bias (default zeros).
+            (default, or ``None``: orthogonal).
+        bias_init: Initialiser of the bias (default, or ``None``: zeros).
         param_dtype: Dtype of the parameters and the carry.
+        gate_fn: The gates' nonlinearity (``sigmoid`` above; default ``jax.nn.sigmoid``).
+        activation_fn: The cell's nonlinearity (``tanh`` above; default ``jnp.tanh``).
+        use_optimized: Accepted for nnx-ppo 0.3.0 compatibility and ignored: the cell
+            always uses one fused input and one fused recurrent projection.
 
     Raises:
         TypeError: If a size is not an int.
@@ -241,14 +264,18 @@ class LSTM(_RecurrentCell):
         self,
         in_features: int,
         hidden_features: int,
-        *,
         rngs: nnx.Rngs,
+        *,
         trainable_initial_state: bool = False,
-        kernel_init: Initializer = _LECUN_NORMAL,
-        recurrent_kernel_init: Initializer = _ORTHOGONAL,
-        bias_init: Initializer = _ZEROS,
+        kernel_init: Initializer | None = _LECUN_NORMAL,
+        recurrent_kernel_init: Initializer | None = _ORTHOGONAL,
+        bias_init: Initializer | None = _ZEROS,
         param_dtype: Any = jnp.float32,
+        gate_fn: Activation = jax.nn.sigmoid,
+        activation_fn: Activation = jnp.tanh,
+        use_optimized: bool = True,
     ) -> None:
+        del use_optimized  # one fused implementation (nnx-ppo's two variants agree)
         super().__init__(
             in_features,
             hidden_features,
@@ -259,13 +286,16 @@ class LSTM(_RecurrentCell):
             bias_init=bias_init,
             param_dtype=param_dtype,
             input_bias=False,
+            gate_fn=gate_fn,
+            activation_fn=activation_fn,
         )
 
     def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
         gates = projected + self.recurrent_proj(state["h"])
         i, f, g, o = jnp.split(gates, 4, axis=-1)
-        c = jax.nn.sigmoid(f) * state["c"] + jax.nn.sigmoid(i) * jnp.tanh(g)
-        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        gate, act = self.gate_fn, self.activation_fn
+        c = gate(f) * state["c"] + gate(i) * act(g)
+        h = gate(o) * act(c)
         return {"c": c, "h": h}
 
 
@@ -285,13 +315,15 @@ class GRU(_RecurrentCell):
     Args:
         in_features: Size of the input's last axis, a positive int.
         hidden_features: Size ``H`` of the hidden state, a positive int.
-        rngs: Random streams for the parameter initialisers.
+        rngs: Random streams for the parameter initialisers (by keyword or third
+            positional argument).
         trainable_initial_state: If true, the episode-start ``h`` is a learned parameter
             (initialised at zero) instead of fixed zeros.
-        kernel_init: Initialiser of the input kernel (default LeCun normal).
+        kernel_init: Initialiser of the input kernel (default, or ``None``: LeCun
+            normal).
         recurrent_kernel_init: Initialiser of each gate's ``[H, H]`` recurrent block
-            (default orthogonal).
-        bias_init: Initialiser of both biases (default zeros).
+            (default, or ``None``: orthogonal).
+        bias_init: Initialiser of both biases (default, or ``None``: zeros).
         param_dtype: Dtype of the parameters and the carry.
 
     Raises:
@@ -308,12 +340,12 @@ class GRU(_RecurrentCell):
         self,
         in_features: int,
         hidden_features: int,
-        *,
         rngs: nnx.Rngs,
+        *,
         trainable_initial_state: bool = False,
-        kernel_init: Initializer = _LECUN_NORMAL,
-        recurrent_kernel_init: Initializer = _ORTHOGONAL,
-        bias_init: Initializer = _ZEROS,
+        kernel_init: Initializer | None = _LECUN_NORMAL,
+        recurrent_kernel_init: Initializer | None = _ORTHOGONAL,
+        bias_init: Initializer | None = _ZEROS,
         param_dtype: Any = jnp.float32,
     ) -> None:
         super().__init__(
@@ -332,7 +364,7 @@ class GRU(_RecurrentCell):
         h = state["h"]
         xr, xz, xn = jnp.split(projected, 3, axis=-1)
         hr, hz, hn = jnp.split(self.recurrent_proj(h), 3, axis=-1)
-        r = jax.nn.sigmoid(xr + hr)
-        z = jax.nn.sigmoid(xz + hz)
-        n = jnp.tanh(xn + r * hn)
+        r = self.gate_fn(xr + hr)
+        z = self.gate_fn(xz + hz)
+        n = self.activation_fn(xn + r * hn)
         return {"h": (1.0 - z) * n + z * h}

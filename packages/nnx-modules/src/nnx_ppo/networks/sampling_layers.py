@@ -81,6 +81,18 @@ def _fork_stream(rngs: Any, stream: str) -> nnx.RngStream:
     )
 
 
+def _one_rngs(owner: str, rngs: Any, rng: Any) -> Any:
+    """``rngs``, or nnx-ppo 0.3.0's keyword name for it, ``rng`` (exactly one)."""
+    if rngs is not None and rng is not None:
+        raise TypeError(
+            f"{owner}: got both rngs and rng (nnx-ppo's name for the same argument); "
+            "pass one of them, e.g. rngs=nnx.Rngs(0)."
+        )
+    if rngs is None and rng is None:
+        raise TypeError(f"{owner}: rngs is required; pass e.g. {owner}(nnx.Rngs(0)).")
+    return rngs if rngs is not None else rng
+
+
 class ActionSampler(StatefulModule):
     """Base class of the action samplers: replay and train/eval bookkeeping, once.
 
@@ -110,6 +122,8 @@ class ActionSampler(StatefulModule):
         deterministic: Start in eval mode (return the mode). ``module.eval()`` /
             ``module.train()`` set this flag on every nested sampler.
         rng_stream: Name of the stream forked from ``rngs``.
+        rng: nnx-ppo 0.3.0's keyword name for ``rngs`` (``NormalTanhSampler(rng=...)``);
+            give one of the two.
 
     Attributes:
         deterministic: ``True`` after ``eval()``: calls without ``rollout_extras``
@@ -118,17 +132,18 @@ class ActionSampler(StatefulModule):
 
     def __init__(
         self,
-        rngs: nnx.Rngs | nnx.RngStream,
+        rngs: nnx.Rngs | nnx.RngStream | None = None,
         entropy_weight: float = 0.0,
         *,
         deterministic: bool = False,
         rng_stream: str = "action",
+        rng: nnx.Rngs | nnx.RngStream | None = None,
     ) -> None:
         self.entropy_weight = _check_weight("entropy_weight", entropy_weight, allow_zero=True)
         if not isinstance(deterministic, bool):
             raise TypeError(f"deterministic must be a bool, got {deterministic!r}.")
         self.deterministic = deterministic
-        self.rngs = _fork_stream(rngs, rng_stream)
+        self.rngs = _fork_stream(_one_rngs(type(self).__name__, rngs, rng), rng_stream)
 
     # -- hooks ------------------------------------------------------------------------
 
@@ -224,6 +239,7 @@ class NormalSampler(ActionSampler):
         std_scale: Multiplies the std, ``> 0``.
         deterministic: Start in eval mode.
         rng_stream: Name of the stream forked from ``rngs``.
+        rng: nnx-ppo's keyword name for ``rngs``.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -236,15 +252,18 @@ class NormalSampler(ActionSampler):
 
     def __init__(
         self,
-        rngs: nnx.Rngs | nnx.RngStream,
+        rngs: nnx.Rngs | nnx.RngStream | None = None,
         entropy_weight: float = 0.0,
         min_std: float = 1e-3,
-        *,
         std_scale: float = 1.0,
+        *,
         deterministic: bool = False,
         rng_stream: str = "action",
+        rng: nnx.Rngs | nnx.RngStream | None = None,
     ) -> None:
-        super().__init__(rngs, entropy_weight, deterministic=deterministic, rng_stream=rng_stream)
+        super().__init__(
+            rngs, entropy_weight, deterministic=deterministic, rng_stream=rng_stream, rng=rng
+        )
         self.min_std = _check_weight("min_std", min_std, allow_zero=False)
         self.std_scale = _check_weight("std_scale", std_scale, allow_zero=False)
 
@@ -315,6 +334,7 @@ class NormalTanhSampler(NormalSampler):
         std_scale: Multiplies the std, ``> 0``.
         deterministic: Start in eval mode.
         rng_stream: Name of the stream forked from ``rngs``.
+        rng: nnx-ppo's keyword name for ``rngs``.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -353,6 +373,7 @@ class CategoricalSampler(ActionSampler):
         entropy_weight: Weight of the entropy bonus, ``>= 0``.
         deterministic: Start in eval mode.
         rng_stream: Name of the stream forked from ``rngs``.
+        rng: nnx-ppo's keyword name for ``rngs``.
 
     Examples:
         >>> import jax.numpy as jnp

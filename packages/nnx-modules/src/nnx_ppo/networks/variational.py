@@ -83,10 +83,23 @@ class _VariationalBase(StatefulModule):
     _carry_keys: tuple[str, ...] = ("key",)
 
     def __init__(
-        self, in_features: int, latent_features: int, *, rngs: nnx.Rngs, kl_weight: float
+        self, in_features: int, latent_features: int, rngs: nnx.Rngs | None, kl_weight: float
     ) -> None:
         owner = type(self).__name__
         example = f"{owner}(64, 8, rngs=rngs)"
+        if isinstance(latent_features, nnx.Rngs | nnx.RngStream):
+            raise TypeError(
+                f"{owner}: the second argument is an nnx.Rngs, as in nnx-ppo 0.3.0's "
+                f"{owner}(latent_size, rng), which reads a precomputed [B, 2 * latent] "
+                f"(mean, pre-std) input. This {owner} owns its encoder instead: pass the "
+                f"input width and the latent width, e.g. {owner}(in_features, "
+                "latent_size, rngs=rngs), and drop the layer that produced mean and "
+                "pre-std (see 'Coming from nnx-ppo' in the docs)."
+            )
+        if not isinstance(rngs, nnx.Rngs):
+            raise TypeError(
+                f"{owner}: rngs must be an nnx.Rngs, got {type(rngs).__name__}; e.g. {example}."
+            )
         self.in_features = _check_positive_int(owner, "in_features", in_features, example)
         self.latent_features = _check_positive_int(
             owner, "latent_features", latent_features, example
@@ -231,8 +244,8 @@ class VariationalBottleneck(_VariationalBase):
         self,
         in_features: int,
         latent_features: int,
+        rngs: nnx.Rngs | None = None,
         *,
-        rngs: nnx.Rngs,
         kl_weight: float = 1e-3,
     ) -> None:
         super().__init__(in_features, latent_features, rngs=rngs, kl_weight=kl_weight)
@@ -276,8 +289,8 @@ class AR1VariationalBottleneck(_VariationalBase):
         self,
         in_features: int,
         latent_features: int,
+        rngs: nnx.Rngs | None = None,
         *,
-        rngs: nnx.Rngs,
         phi: float = 0.9,
         kl_weight: float = 1e-3,
     ) -> None:

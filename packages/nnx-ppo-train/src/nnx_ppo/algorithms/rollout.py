@@ -530,3 +530,9 @@ def replay(
         metrics=out.metrics if collect_metrics else {},
         final_carry=final_carry,
     )
+
+
+# nnx-ppo 0.3.0's import path for the activation-recording rollout (its own module).
+from nnx_ppo.algorithms.activations import record_activations_rollout  # noqa: E402
+
+__all__ += ["record_activations_rollout"]
