@@ -71,6 +71,50 @@ def test_filter_callable():
     np.testing.assert_array_equal(out.output["sum"], [[3.0]])
 
 
+def test_filter_dict_entries_may_be_callables_mixed_with_paths():
+    # nnx-ppo 0.3.0's form: a callable entry gets the whole input.
+    x = {"a": jnp.array([[1.0], [2.0]]), "b": jnp.array([[10.0], [20.0]]), "c": jnp.ones((2, 1))}
+    f = Filter({"sum": lambda x: x["a"] + x["b"], "a": "a", "twice_b": lambda x: 2 * x["b"]})
+    out = f((), x)
+    assert list(out.output) == ["sum", "a", "twice_b"]  # spec order; "b" and "c" dropped
+    np.testing.assert_array_equal(out.output["sum"], [[11.0], [22.0]])
+    np.testing.assert_array_equal(out.output["a"], x["a"])
+    np.testing.assert_array_equal(out.output["twice_b"], [[20.0], [40.0]])
+    # nested tuple paths mix with callables too (their test_mixed_specs)
+    obs = {"arm": {"proprio": jnp.ones((2, 4))}, "head": jnp.full((2, 3), 5.0)}
+    mixed = Filter({"p": ("arm", "proprio"), "z": "head", "calc": lambda o: o["head"] * 2})
+    out = mixed((), obs).output
+    np.testing.assert_array_equal(out["p"], obs["arm"]["proprio"])
+    np.testing.assert_array_equal(out["calc"], np.full((2, 3), 10.0))
+    # stateless, jit-able, and the sequence replay equals the per-step call
+    assert f.initialize_state(2) == ()
+    jitted = jax.jit(lambda x: f((), x).output)(x)
+    np.testing.assert_array_equal(jitted["sum"], [[11.0], [22.0]])
+    xs = jax.tree.map(lambda v: jnp.stack([v, -v]), x)  # [T=2, B=2, 1]
+    _, replay = f.replay_sequence((), xs, (), jnp.zeros((2, 2), bool))
+    np.testing.assert_array_equal(replay.output["sum"], [[[11.0], [22.0]], [[-11.0], [-22.0]]])
+
+
+def test_filter_bare_callable_spec_gets_the_whole_input():
+    f = Filter(lambda x: x["a"] * x["b"])
+    out = f((), {"a": jnp.full((2, 1), 3.0), "b": jnp.full((2, 1), 4.0)})
+    np.testing.assert_array_equal(out.output, np.full((2, 1), 12.0))
+
+
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        ({"a": "a", "m": Splitter(a=1)}, r"output 'm' is a Splitter module"),
+        ({"a": 1}, r"output 'a': path 1 must be a str.*or a callable"),
+        ({"a": ["x", "y"]}, r"output 'a': path \['x', 'y'\] must be a str.*got list"),
+        ({"a": None}, r"output 'a': path None must be a str"),
+    ],
+)
+def test_filter_entries_that_are_neither_paths_nor_functions_are_rejected(spec, match):
+    with pytest.raises(TypeError, match=match):
+        Filter(spec)
+
+
 def test_filter_missing_key_names_the_key_and_the_keys_present():
     x = _trunk_output()
     with pytest.raises(

@@ -28,15 +28,15 @@ only valid when every child is stateless.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
+from nnx_ppo.networks._helpers import check_int, describe, is_empty
+from nnx_ppo.networks._routing import Children, NamedContainer, check_child, route_list
 from nnx_ppo.networks.types import (
     ModuleState,
     StatefulModule,
@@ -45,120 +45,6 @@ from nnx_ppo.networks.types import (
 )
 
 __all__ = ["Concat", "Parallel", "Sequential", "Splitter"]
-
-
-# --------------------------------------------------------------------------------------
-# Shared helpers (also used by nnx_ppo.networks.utils).
-# --------------------------------------------------------------------------------------
-
-
-def _is_empty(value: Any) -> bool:
-    """Whether ``value`` is the empty carry/extras ``()``."""
-    return isinstance(value, tuple) and len(value) == 0
-
-
-def _describe(value: Any) -> str:
-    """A short description of a carry/extras/input value for error messages."""
-    if isinstance(value, Mapping):
-        return f"a {type(value).__name__} with keys {list(value.keys())}"
-    if isinstance(value, (list, tuple)):
-        return f"a {type(value).__name__} of length {len(value)}"
-    shape = getattr(value, "shape", None)
-    if shape is not None:
-        return f"an array of shape {tuple(shape)}"
-    return f"a {type(value).__name__} ({value!r})"
-
-
-def _add_losses(total: jax.Array, loss: Any) -> jax.Array:
-    """Sum two regularization losses (``[B]`` or scalar, broadcasting)."""
-    return total + jnp.asarray(loss)
-
-
-def _check_child(owner: str, where: str, child: Any) -> None:
-    if not isinstance(child, StatefulModule):
-        raise TypeError(
-            f"{owner}: {where} is a {type(child).__name__}, not a StatefulModule. "
-            "Every child of a container must subclass "
-            "nnx_ppo.networks.types.StatefulModule (wrap plain functions or nnx layers "
-            "in a StatelessModule, e.g. Dense instead of nnx.Linear)."
-        )
-
-
-def _collect_named_children(
-    owner: str, modules: Any, kwargs: dict[str, Any]
-) -> dict[str, StatefulModule]:
-    """Validate the ``Container(dict)`` / ``Container(**kw)`` construction forms."""
-    if modules is not None and kwargs:
-        raise TypeError(
-            f"{owner} takes its children either as one positional dict or as keyword "
-            f"arguments, not both (got a positional {type(modules).__name__} and "
-            f"keywords {list(kwargs)}). Put every child in the dict, e.g. "
-            f"{owner}({{'a': module_a, 'b': module_b}})."
-        )
-    if modules is None:
-        modules = kwargs
-    if not isinstance(modules, Mapping):
-        raise TypeError(
-            f"{owner}'s positional argument must be a dict mapping child names to "
-            f"modules, got {_describe(modules)}. Use {owner}({{'name': module, ...}}) "
-            f"or {owner}(name=module, ...)."
-        )
-    if not modules:
-        raise ValueError(
-            f"{owner} needs at least one child, got none. Pass children as keywords "
-            f"({owner}(a=module_a)) or as a dict ({owner}({{'a': module_a}}))."
-        )
-    children: dict[str, StatefulModule] = {}
-    for name, child in modules.items():
-        if not isinstance(name, str):
-            raise TypeError(
-                f"{owner}: child names must be strings, got {name!r} "
-                f"({type(name).__name__}). Use e.g. str({name!r}) as the key."
-            )
-        _check_child(owner, f"child {name!r}", child)
-        children[name] = child
-    return children
-
-
-def _route_list(owner: str, value: Any, n: int, what: str) -> list[Any]:
-    """Split a list-structured carry/extras into one entry per layer."""
-    if _is_empty(value):
-        return [()] * n
-    if not isinstance(value, (list, tuple)) or len(value) != n:
-        raise ValueError(
-            f"{owner} has {n} layers, so its {what} must be a list of {n} per-layer "
-            f"entries (or () when every layer is stateless), got {_describe(value)}. "
-            f"Pass the {what} this module produced (initialize_state(batch_size), a "
-            "previous call's next_state, or the rollout_extras it emitted)."
-        )
-    return list(value)
-
-
-def _route_dict(owner: str, value: Any, names: Sequence[str], what: str) -> dict[str, Any]:
-    """Split a dict-structured carry/extras into one entry per named child."""
-    if _is_empty(value):
-        return dict.fromkeys(names, ())
-    if not isinstance(value, Mapping) or set(value.keys()) != set(names):
-        raise ValueError(
-            f"{owner} has children {list(names)}, so its {what} must be a dict with "
-            f"exactly those keys (or () when every child is stateless), got "
-            f"{_describe(value)}. Pass the {what} this module produced "
-            "(initialize_state(batch_size), a previous call's next_state, or the "
-            "rollout_extras it emitted)."
-        )
-    return {name: value[name] for name in names}
-
-
-def _leafless(values: Any) -> bool:
-    return not jax.tree.leaves(values)
-
-
-def _layer_states(state: ModuleState, layer_states: list[Any]) -> Any:
-    """A `Sequential` carry from per-layer carries, in the structure of ``state``: ``()``
-    if that was ``()`` and every layer stayed stateless, a tuple for a tuple, else a list."""
-    if _is_empty(state) and _leafless(layer_states):
-        return ()
-    return tuple(layer_states) if isinstance(state, tuple) else layer_states
 
 
 # --------------------------------------------------------------------------------------
@@ -201,7 +87,7 @@ class Sequential(StatefulModule):
     def __init__(self, layers: Sequence[StatefulModule]):
         if isinstance(layers, (StatefulModule, Mapping, str)) or not isinstance(layers, Sequence):
             raise TypeError(
-                f"Sequential takes a list of layers, got {_describe(layers)}. "
+                f"Sequential takes a list of layers, got {describe(layers)}. "
                 "Write Sequential([layer_a, layer_b]); use Parallel/Concat for named "
                 "children."
             )
@@ -211,7 +97,7 @@ class Sequential(StatefulModule):
                 "layers to chain, e.g. Sequential([encoder, head])."
             )
         for i, layer in enumerate(layers):
-            _check_child("Sequential", f"layers[{i}]", layer)
+            check_child("Sequential", f"layers[{i}]", layer)
         self.layers = nnx.List(list(layers))
 
     def __call__(
@@ -236,30 +122,21 @@ class Sequential(StatefulModule):
                 per layer (or ``()``).
         """
         n = len(self.layers)
-        states = _route_list("Sequential", state, n, "state")
+        states = route_list("Sequential", state, n, "state")
         extras = (
             [None] * n
             if rollout_extras is None
-            else _route_list("Sequential", rollout_extras, n, "rollout_extras")
+            else route_list("Sequential", rollout_extras, n, "rollout_extras")
         )
-        next_states: list[Any] = []
-        new_extras: list[Any] = []
-        metrics: dict[Any, Any] = {}
-        reg = jnp.zeros(())
+        children = Children()
         for i, layer in enumerate(self.layers):
-            out = layer(states[i], x, extras[i])
-            x = out.output
-            next_states.append(out.next_state)
-            new_extras.append(out.rollout_extras)
-            reg = _add_losses(reg, out.regularization_loss)
-            if out.metrics:
-                metrics[i] = out.metrics
+            x = children.called(i, layer(states[i], x, extras[i])).output
         return StatefulModuleOutput(
-            next_state=_layer_states(state, next_states),
+            next_state=children.layer_states(state),
             output=x,
-            regularization_loss=reg,
-            metrics=metrics,
-            rollout_extras=new_extras,
+            regularization_loss=children.regularization,
+            metrics=children.metrics,
+            rollout_extras=list(children.extras.values()),
         )
 
     def replay_sequence(
@@ -271,20 +148,17 @@ class Sequential(StatefulModule):
         if type(self).__call__ is not Sequential.__call__:  # a subclass changed the routing
             return super().replay_sequence(state, xs, rollout_extras, done)
         n = len(self.layers)
-        states = _route_list("Sequential", state, n, "state")
-        extras = _route_list("Sequential", rollout_extras, n, "rollout_extras")
-        finals: list[Any] = []
-        metrics: dict[Any, Any] = {}
-        reg = jnp.zeros(())
+        states = route_list("Sequential", state, n, "state")
+        extras = route_list("Sequential", rollout_extras, n, "rollout_extras")
+        children = Children()
         for i, layer in enumerate(self.layers):
-            final, out = layer.replay_sequence(states[i], xs, extras[i], done)
-            xs = out.output
-            finals.append(final)
-            reg = _add_losses(reg, out.regularization_loss)
-            if out.metrics:
-                metrics[i] = out.metrics
-        return _layer_states(state, finals), StatefulModuleOutput(
-            next_state=(), output=xs, regularization_loss=reg, metrics=metrics, rollout_extras=()
+            xs = children.replayed(i, layer.replay_sequence(states[i], xs, extras[i], done)).output
+        return children.layer_states(state), StatefulModuleOutput(
+            next_state=(),
+            output=xs,
+            regularization_loss=children.regularization,
+            metrics=children.metrics,
+            rollout_extras=(),
         )
 
     def initialize_state(self, batch_size: int) -> list[Any]:
@@ -293,15 +167,15 @@ class Sequential(StatefulModule):
 
     def reset_state(self, prev_state: ModuleState) -> ModuleState:
         """Each layer's reset carry, in the same list (or tuple, or ``()``) structure."""
-        if _is_empty(prev_state):
+        if is_empty(prev_state):
             return ()
-        states = _route_list("Sequential", prev_state, len(self.layers), "state")
+        states = route_list("Sequential", prev_state, len(self.layers), "state")
         fresh = [layer.reset_state(s) for layer, s in zip(self.layers, states, strict=True)]
         return tuple(fresh) if isinstance(prev_state, tuple) else fresh
 
     def update_statistics(self, rollout_extras: Any) -> None:
         """Route each layer's stacked extras (leaves ``[T, B, ...]``) to that layer."""
-        extras = _route_list("Sequential", rollout_extras, len(self.layers), "rollout_extras")
+        extras = route_list("Sequential", rollout_extras, len(self.layers), "rollout_extras")
         for layer, e in zip(self.layers, extras, strict=True):
             layer.update_statistics(e)
 
@@ -310,155 +184,12 @@ class Sequential(StatefulModule):
 # Named (dict) containers
 # --------------------------------------------------------------------------------------
 
-
-class _NamedContainer(StatefulModule):
-    """Shared routing for containers whose children are named (a dict).
-
-    Subclasses choose what each child sees with ``_dispatch`` (``False``: the whole
-    input; ``True``: the input's entry under the child's name) and how the children's
-    outputs are combined with `_combine`.
-    """
-
-    _dispatch: ClassVar[bool] = False
-
-    def __init__(self, modules: Mapping[str, StatefulModule] | None = None, /, **kwargs: Any):
-        owner = type(self).__name__
-        children = _collect_named_children(owner, modules, kwargs)
-        self.components = nnx.Dict(children)
-        # nnx.Dict iterates in sorted key order after nnx.split/merge (i.e. under
-        # nnx.jit); this static tuple keeps the user's insertion order everywhere.
-        self._names = tuple(children)
-
-    def _combine(self, outputs: dict[str, Any]) -> Any:
-        """Combine the children's outputs (in insertion order) into this output."""
-        return outputs
-
-    def _child_input(self, name: str, x: Any) -> Any:
-        if not self._dispatch:
-            return x
-        owner = type(self).__name__
-        if not isinstance(x, Mapping):
-            raise TypeError(
-                f"{owner} dispatches a dict input by key to its children "
-                f"{list(self._names)}, but got {_describe(x)}. Feed it a dict (e.g. "
-                "from a Splitter or Filter), or use Parallel to give every child the "
-                "same input."
-            )
-        if name not in x:
-            raise KeyError(
-                f"{owner} child {name!r} reads input key {name!r}, but the input has "
-                f"keys {list(x.keys())}. Provide that key upstream (e.g. rename with "
-                "Filter) or rename the child."
-            )
-        return x[name]
-
-    def __call__(
-        self, state: ModuleState, x: Any, rollout_extras: Any = None
-    ) -> StatefulModuleOutput:
-        """Run every child and combine their outputs.
-
-        Args:
-            state: A dict with one carry per child name, or ``()`` if every child is
-                stateless.
-            x: The input pytree, leaves ``[B, ...]``.
-            rollout_extras: ``None`` during rollout; during replay, the dict this
-                container emitted (or ``()``).
-
-        Returns:
-            The combined output; ``next_state`` and ``rollout_extras`` are dicts keyed
-            by child name (``next_state`` is ``()`` if ``state`` was ``()`` and every
-            child stayed stateless).
-
-        Raises:
-            ValueError: If ``state`` or ``rollout_extras`` does not have one entry per
-                child (the message names the expected keys).
-        """
-        owner = type(self).__name__
-        names = self._names
-        states = _route_dict(owner, state, names, "state")
-        extras = (
-            dict.fromkeys(names)
-            if rollout_extras is None
-            else _route_dict(owner, rollout_extras, names, "rollout_extras")
-        )
-        outputs: dict[str, Any] = {}
-        next_states: dict[str, Any] = {}
-        new_extras: dict[str, Any] = {}
-        metrics: dict[str, Any] = {}
-        reg = jnp.zeros(())
-        for name in names:
-            out = self.components[name](states[name], self._child_input(name, x), extras[name])
-            outputs[name] = out.output
-            next_states[name] = out.next_state
-            new_extras[name] = out.rollout_extras
-            reg = _add_losses(reg, out.regularization_loss)
-            if out.metrics:
-                metrics[name] = out.metrics
-        next_state: Any = next_states
-        if _is_empty(state) and _leafless(next_states):
-            next_state = ()
-        return StatefulModuleOutput(
-            next_state=next_state,
-            output=self._combine(outputs),
-            regularization_loss=reg,
-            metrics=metrics,
-            rollout_extras=new_extras,
-        )
-
-    def replay_sequence(
-        self, state: ModuleState, xs: Any, rollout_extras: Any, done: jax.Array
-    ) -> tuple[ModuleState, StatefulModuleOutput]:
-        """Replay each child over the whole sequence (its own
-        `StatefulModule.replay_sequence`) and combine the
-        outputs, as `__call__` does per step."""
-        if type(self).__call__ is not _NamedContainer.__call__:  # the routing was changed
-            return super().replay_sequence(state, xs, rollout_extras, done)
-        owner = type(self).__name__
-        names = self._names
-        states = _route_dict(owner, state, names, "state")
-        extras = _route_dict(owner, rollout_extras, names, "rollout_extras")
-        outputs: dict[str, Any] = {}
-        finals: dict[str, Any] = {}
-        metrics: dict[str, Any] = {}
-        reg = jnp.zeros(())
-        for name in names:
-            finals[name], out = self.components[name].replay_sequence(
-                states[name], self._child_input(name, xs), extras[name], done
-            )
-            outputs[name] = out.output
-            reg = _add_losses(reg, out.regularization_loss)
-            if out.metrics:
-                metrics[name] = out.metrics
-        final_state: Any = finals
-        if _is_empty(state) and _leafless(finals):
-            final_state = ()
-        return final_state, StatefulModuleOutput(
-            next_state=(),
-            output=self._combine(outputs),
-            regularization_loss=reg,
-            metrics=metrics,
-            rollout_extras=(),
-        )
-
-    def initialize_state(self, batch_size: int) -> dict[str, Any]:
-        """A dict of each child's initial carry for ``batch_size`` environments."""
-        return {name: self.components[name].initialize_state(batch_size) for name in self._names}
-
-    def reset_state(self, prev_state: ModuleState) -> ModuleState:
-        """Each child's reset carry, in the same dict (or ``()``) structure."""
-        if _is_empty(prev_state):
-            return ()
-        states = _route_dict(type(self).__name__, prev_state, self._names, "state")
-        return {name: self.components[name].reset_state(states[name]) for name in self._names}
-
-    def update_statistics(self, rollout_extras: Any) -> None:
-        """Route each child's stacked extras (leaves ``[T, B, ...]``) to that child."""
-        extras = _route_dict(type(self).__name__, rollout_extras, self._names, "rollout_extras")
-        for name in self._names:
-            self.components[name].update_statistics(extras[name])
+# The routing of the named containers lives in nnx_ppo.networks._routing; this name is
+# kept for the modules that have imported it from here.
+_NamedContainer = NamedContainer
 
 
-class Parallel(_NamedContainer):
+class Parallel(NamedContainer):
     """Run named children on the **same** input; the output is a dict by child name.
 
     ``Parallel(action_params=actor, value=critic)`` (or the positional form
@@ -491,7 +222,7 @@ class Parallel(_NamedContainer):
     """
 
 
-class Concat(_NamedContainer):
+class Concat(NamedContainer):
     """Per-key dispatch, then concatenation: dict input ``->`` one ``[B, H]`` array.
 
     Child ``name`` receives ``x[name]``; the children's outputs (each ``[B, ..., H_k]``
@@ -531,7 +262,7 @@ class Concat(_NamedContainer):
         for name, value in outputs.items():
             if not hasattr(value, "shape") or not hasattr(value, "dtype"):
                 raise TypeError(
-                    f"Concat child {name!r} returned {_describe(value)}, not an array; "
+                    f"Concat child {name!r} returned {describe(value)}, not an array; "
                     "Concat joins arrays along the last axis. End that child with a "
                     "Flattener (nnx_ppo.networks.utils) or use Parallel to keep the "
                     "outputs as a dict."
@@ -602,7 +333,7 @@ class Splitter(StatelessModule):
         if not isinstance(sizes, Mapping):
             raise TypeError(
                 f"Splitter's positional argument must be a dict {{name: size}}, got "
-                f"{_describe(sizes)}. Use Splitter(a=2, b=1) or Splitter({{'a': 2}})."
+                f"{describe(sizes)}. Use Splitter(a=2, b=1) or Splitter({{'a': 2}})."
             )
         if not sizes:
             raise ValueError(
@@ -613,17 +344,13 @@ class Splitter(StatelessModule):
         for name, size in sizes.items():
             if not isinstance(name, str):
                 raise TypeError(f"Splitter: slice names must be strings, got {name!r}.")
-            # operator.index accepts int and numpy integers, rejects floats/arrays.
-            if isinstance(size, (bool, np.bool_)) or not hasattr(size, "__index__"):
-                raise TypeError(
-                    f"Splitter: size {name}={size!r} must be an int, got {type(size).__name__}."
-                )
-            size = operator.index(size)
-            if size <= 0:
-                raise ValueError(
-                    f"Splitter: size {name}={size} must be a positive number of "
-                    "features; drop the entry if that slice is not needed."
-                )
+            size = check_int(
+                "Splitter",
+                f"size {name}={size!r}",
+                size,
+                minimum=1,
+                example=f"{name}=2 (drop the entry if that slice is not needed)",
+            )
             pairs.append((name, int(size)))
         self._sizes = tuple(pairs)
 

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 from flax import nnx, struct
 
 __all__ = [
+    "Metrics",
     "ModuleState",
     "PPONetworkOutput",
     "StatefulModule",
@@ -53,6 +54,11 @@ ModuleState = Any
 
 Stateless modules use the empty tuple ``()``.
 """
+
+Metrics = dict[Any, Any]
+"""A module's ``metrics``: a (possibly nested) dict of arrays for logging, keyed by
+name (containers nest their children's under the child's key: an int position for a
+``Sequential``, a name otherwise)."""
 
 
 @struct.dataclass
@@ -74,7 +80,7 @@ class StatefulModuleOutput:
     next_state: ModuleState
     output: Any
     regularization_loss: jax.Array
-    metrics: dict[str, Any]
+    metrics: Metrics
     rollout_extras: Any
 
 

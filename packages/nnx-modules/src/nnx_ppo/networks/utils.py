@@ -26,7 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from nnx_ppo.networks.containers import _describe, _NamedContainer
+from nnx_ppo.networks._helpers import describe, key_path
+from nnx_ppo.networks._routing import NamedContainer
 from nnx_ppo.networks.types import StatelessModule
 
 __all__ = ["Filter", "Flattener", "KeyPath", "Map", "Merge", "Scale", "ScaleFactor"]
@@ -64,6 +65,29 @@ def _parse_path(path: Any, where: str) -> tuple[str | int, ...]:
     )
 
 
+_Entry = tuple[str | int, ...] | Callable[[Any], Any]
+"""A parsed entry of a dict spec: a key path, or a function of the whole input."""
+
+
+def _parse_entry(entry: Any, key: str) -> _Entry:
+    """A dict spec's entry: a path (parsed) or a callable (kept); NNX modules rejected."""
+    if isinstance(entry, (str, tuple)):
+        return _parse_path(entry, f"output {key!r}:")
+    if isinstance(entry, nnx.Module):
+        raise TypeError(
+            f"Filter: output {key!r} is a {type(entry).__name__} module; Filter only "
+            "selects, renames or computes data with pure functions. Put the module in the "
+            "Sequential (or Map) and keep a path or a function here."
+        )
+    if callable(entry):
+        return entry
+    raise TypeError(
+        f"Filter: output {key!r}: path {entry!r} must be a str ('obs/proprio'), a tuple "
+        "of keys (('obs', 'proprio')) or a callable "
+        f"computing the value from the whole input, got {type(entry).__name__}."
+    )
+
+
 def _lookup(x: Any, path: tuple[str | int, ...]) -> Any:
     node = x
     for depth, key in enumerate(path):
@@ -85,7 +109,7 @@ def _lookup(x: Any, path: tuple[str | int, ...]) -> Any:
         else:
             raise KeyError(
                 f"Filter path {'/'.join(map(str, path))!r}: cannot look up {key!r} in "
-                f"{_describe(node)} at {here}; only dicts (and lists, by int index in a "
+                f"{describe(node)} at {here}; only dicts (and lists, by int index in a "
                 "tuple path) can be indexed."
             )
     return node
@@ -96,13 +120,20 @@ class Filter(StatelessModule):
 
     The ``spec`` takes one of three forms:
 
-    - a dict ``{output_key: path}``: the output is the dict
-      ``{output_key: x[path]}``, e.g. ``Filter({"a": "action_a", "b": "action_b"})``
-      renames ``action_a`` to ``a`` and ``action_b`` to ``b`` and drops every other
-      key;
+    - a dict ``{output_key: entry}``: the output is the dict ``{output_key: value}``
+      with one value per entry, in the dict's order; input keys that no entry names
+      are dropped. An entry that is a path gives ``x[path]``, e.g.
+      ``Filter({"a": "action_a", "b": "action_b"})`` renames ``action_a`` to ``a`` and
+      ``action_b`` to ``b``; an entry that is a callable ``f`` gives ``f(x)``,
+      computed from the **whole** input. Paths and callables mix freely, as in
+      nnx-ppo 0.3.0: ``Filter({"sum": lambda x: x["a"] + x["b"], "a": "a"})``;
     - a single path: the output is ``x[path]`` itself (not wrapped in a dict);
-    - a callable ``f``: the output is ``f(x)`` (a pure function of the batched input;
-      it must not close over NNX modules or variables).
+    - a callable ``f``: the output is ``f(x)``.
+
+    A callable must be a pure function of the batched input (leaves ``[B, ...]``): it
+    runs at every call, in rollouts and in loss replay alike, and must not close over
+    NNX modules or variables (an NNX module is rejected as a spec or an entry; put a
+    module in the ``Sequential`` or ``Map`` instead).
 
     A path is a key, a nested path ``"obs/proprio"`` (keys separated by ``/``), or a
     tuple of keys ``("obs", "proprio")`` (use a tuple when a key contains ``/``; tuple
@@ -114,7 +145,7 @@ class Filter(StatelessModule):
         spec: The dict, path or callable described above.
 
     Raises:
-        TypeError: If ``spec`` (or a path in it) has the wrong type, or is an NNX
+        TypeError: If ``spec`` (or an entry in it) has the wrong type, or is an NNX
             module.
         ValueError: If the dict is empty or a path is empty.
         KeyError: At call time, if a path is missing from the input (the message
@@ -127,11 +158,17 @@ class Filter(StatelessModule):
         >>> out = Filter({"p": "obs/proprio", "v": "value_a"})((), x)
         >>> {k: v.shape for k, v in out.output.items()}
         {'p': (2, 3), 'v': (2, 1)}
+        >>> both = Filter({"sum": lambda x: x["a"] + x["b"], "a": "a"})
+        >>> out = both((), {"a": jnp.ones((2, 1)), "b": jnp.ones((2, 1))})
+        >>> float(out.output["sum"][0, 0]), sorted(out.output)
+        (2.0, ['a', 'sum'])
     """
 
-    def __init__(self, spec: Mapping[str, KeyPath] | KeyPath | Callable[[Any], Any]):
+    def __init__(
+        self, spec: Mapping[str, KeyPath | Callable[[Any], Any]] | KeyPath | Callable[[Any], Any]
+    ):
         self._fn: Callable[[Any], Any] | None = None
-        self._paths: tuple[tuple[str, tuple[str | int, ...]], ...] | None = None
+        self._entries: tuple[tuple[str, _Entry], ...] | None = None
         self._path: tuple[str | int, ...] | None = None
         if isinstance(spec, Mapping):
             if not spec:
@@ -139,14 +176,14 @@ class Filter(StatelessModule):
                     "Filter got an empty dict, which would output nothing. Map output "
                     "keys to input paths, e.g. Filter({'a': 'action_a'})."
                 )
-            pairs = []
-            for key, path in spec.items():
+            entries = []
+            for key, entry in spec.items():
                 if not isinstance(key, str):
                     raise TypeError(
                         f"Filter: output keys must be strings, got {key!r} ({type(key).__name__})."
                     )
-                pairs.append((key, _parse_path(path, f"output {key!r}:")))
-            self._paths = tuple(pairs)
+                entries.append((key, _parse_entry(entry, key)))
+            self._entries = tuple(entries)
         elif isinstance(spec, (str, tuple)):
             self._path = _parse_path(spec, "the")
         elif isinstance(spec, nnx.Module):
@@ -158,9 +195,9 @@ class Filter(StatelessModule):
             self._fn = spec
         else:
             raise TypeError(
-                f"Filter spec must be a dict {{output_key: path}}, a path ('obs/proprio' "
-                f"or ('obs', 'proprio')) or a callable, got {type(spec).__name__} "
-                f"{spec!r}. To select several keys unchanged, write "
+                f"Filter spec must be a dict {{output_key: path or callable}}, a path "
+                f"('obs/proprio' or ('obs', 'proprio')) or a callable, got "
+                f"{type(spec).__name__} {spec!r}. To select several keys unchanged, write "
                 "Filter({'k1': 'k1', 'k2': 'k2'})."
             )
 
@@ -170,7 +207,10 @@ class Filter(StatelessModule):
             return self._fn(x)
         if self._path is not None:
             return _lookup(x, self._path)
-        return {key: _lookup(x, path) for key, path in self._paths or ()}
+        return {
+            key: _lookup(x, entry) if isinstance(entry, tuple) else entry(x)
+            for key, entry in self._entries or ()
+        }
 
 
 # --------------------------------------------------------------------------------------
@@ -178,7 +218,7 @@ class Filter(StatelessModule):
 # --------------------------------------------------------------------------------------
 
 
-class Map(_NamedContainer):
+class Map(NamedContainer):
     """Per-key dispatch: child ``k`` gets ``x[k]``; the output is ``{k: child_k(x[k])}``.
 
     Input keys without a child are dropped, so ``Map({"action_params": sampler})`` can
@@ -212,7 +252,7 @@ class Map(_NamedContainer):
     _dispatch = True
 
 
-class Merge(_NamedContainer):
+class Merge(NamedContainer):
     """Feed the same input to named children that each emit a dict; merge the dicts.
 
     ``Merge(pos=enc_a, vel=enc_b)`` returns ``{**enc_a(x), **enc_b(x)}`` as one flat
@@ -249,7 +289,7 @@ class Merge(_NamedContainer):
         for name, value in outputs.items():
             if not isinstance(value, Mapping):
                 raise TypeError(
-                    f"Merge child {name!r} returned {_describe(value)}, not a dict; Merge "
+                    f"Merge child {name!r} returned {describe(value)}, not a dict; Merge "
                     "combines dict outputs. Wrap that child's output in a dict (e.g. end "
                     "it with Splitter or Filter), or use Parallel."
                 )
@@ -277,13 +317,13 @@ def _flatten(tree: Any, levels: int) -> Any:
     leaves = jax.tree_util.tree_leaves_with_path(tree)
     if not leaves:
         raise ValueError(
-            f"Flattener got {_describe(tree)} with no array leaves; there is nothing to flatten."
+            f"Flattener got {describe(tree)} with no array leaves; there is nothing to flatten."
         )
     arrays = []
     batch = None
     for path, leaf in leaves:
         leaf = jnp.asarray(leaf)
-        name = jax.tree_util.keystr(path) or "<input>"
+        name = key_path(path, root="<input>")
         if leaf.ndim < 1:
             raise ValueError(
                 f"Flattener: leaf {name} is a scalar; every leaf needs a leading batch "

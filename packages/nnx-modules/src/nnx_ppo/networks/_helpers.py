@@ -1,0 +1,81 @@
+"""Small helpers shared by the network modules (package-internal).
+
+Argument checks, descriptions of values for error messages, and pytree predicates,
+written once for the whole distribution. Nothing here is public API: import the public
+modules instead.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import numpy as np
+
+__all__ = ["check_int", "describe", "is_empty", "key_path", "leafless"]
+
+
+def is_empty(value: Any) -> bool:
+    """Whether ``value`` is the empty carry/extras ``()``."""
+    return isinstance(value, tuple) and len(value) == 0
+
+
+def leafless(tree: Any) -> bool:
+    """Whether ``tree`` has no array leaves (e.g. the carry of stateless children)."""
+    return not jax.tree.leaves(tree)
+
+
+def describe(value: Any) -> str:
+    """A short description of a carry/extras/input value for error messages:
+    ``"a dict with keys ['a']"``, ``"a list of length 2"``, ``"an array of shape (2, 3)"``."""
+    if isinstance(value, Mapping):
+        return f"a {type(value).__name__} with keys {list(value.keys())}"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of length {len(value)}"
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return f"an array of shape {tuple(shape)}"
+    return f"a {type(value).__name__} ({value!r})"
+
+
+def key_path(path: tuple[Any, ...], root: str = "<root>") -> str:
+    """A pytree key path as `jax.tree_util.keystr` writes it (``"['arm'][0]"``), or
+    ``root`` for the empty path (the tree itself)."""
+    return jax.tree_util.keystr(path) or root
+
+
+def check_int(owner: str, argument: str, value: Any, *, minimum: int, example: str) -> int:
+    """Validate an integer argument ``>= minimum``: anything `operator.index` accepts
+    (Python and numpy integers, integer 0-d arrays), except bools.
+
+    Args:
+        owner: Who checks, the start of the message (e.g. ``"Splitter"``).
+        argument: How the argument is named in the message (e.g. ``"size a"``).
+        value: The value to check.
+        minimum: The smallest allowed value (``1`` for a positive int).
+        example: A corrected call for the message (e.g. ``"a=2"``).
+
+    Returns:
+        ``value`` as a Python ``int``.
+
+    Raises:
+        TypeError: If ``value`` is not an integer.
+        ValueError: If ``value < minimum``.
+    """
+    kind = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+    number: int | None = None
+    if not isinstance(value, (bool, np.bool_)) and hasattr(value, "__index__"):
+        try:  # int, numpy and 0-d integer arrays; not floats, bools or float arrays
+            number = operator.index(value)
+        except TypeError:
+            number = None
+    if number is None:
+        raise TypeError(
+            f"{owner}: {argument} must be an int, got {type(value).__name__} {value!r}; "
+            f"e.g. {example}."
+        )
+    if number < minimum:
+        raise ValueError(f"{owner}: {argument} must be {kind}, got {number!r}; e.g. {example}.")
+    return int(number)
