@@ -339,6 +339,28 @@ def test_construction_and_routing_errors() -> None:
         adapter.update_statistics({"value": ()})
 
 
+def test_ports_keep_their_parameter_paths() -> None:
+    # The ports are attributes, so checkpoints and exports name their parameters
+    # "action/..." and "value/..." (not under a container dict).
+    rngs = nnx.Rngs(0)
+    adapter = PPOAdapter(
+        action=Sequential([Dense(3, 4, rngs=rngs), NormalTanhSampler(rngs)]),
+        value=Dense(3, 1, rngs=rngs),
+    )
+    paths = {
+        "/".join(str(getattr(k, "key", k)) for k in path)
+        for path, _ in jax.tree_util.tree_leaves_with_path(
+            nnx.state(adapter, nnx.Param), is_leaf=lambda v: isinstance(v, nnx.Variable)
+        )
+    }
+    assert paths == {
+        "action/layers/0/linear/kernel",
+        "action/layers/0/linear/bias",
+        "value/linear/kernel",
+        "value/linear/bias",
+    }, paths
+
+
 def test_eval_makes_the_whole_network_deterministic_and_train_restores_sampling() -> None:
     rngs = nnx.Rngs(3)
     network = Sequential(

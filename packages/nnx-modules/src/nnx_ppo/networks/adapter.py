@@ -1,10 +1,11 @@
 """``PPOAdapter``: the leaf that turns a network's output into a `PPONetworkOutput`.
 
-The adapter is a two-port router. Both ports receive the same upstream input; the
-*action* port must emit a tree of sampler dicts ``{"action", "log_likelihood"}`` (what
-every `ActionSampler` emits), the *value* port
-the value estimates. Carry, ``rollout_extras`` and `PPOAdapter.update_statistics`
-are routed per port under the keys ``"action"`` and ``"value"``.
+The adapter is a named container with two fixed ports. Both ports receive the same
+upstream input; the *action* port must emit a tree of sampler dicts
+``{"action", "log_likelihood"}`` (what every `ActionSampler` emits), the *value* port
+the value estimates. Carry, ``rollout_extras``, `PPOAdapter.update_statistics`,
+losses and metrics are routed per port under the keys ``"action"`` and ``"value"``,
+by the same machinery as the other named containers.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
+from nnx_ppo.networks._helpers import key_path
+from nnx_ppo.networks._routing import NamedContainer
 from nnx_ppo.networks.types import (
     ModuleState,
     PPONetworkOutput,
@@ -47,7 +49,7 @@ def _split_sampler_tree(tree: Any) -> tuple[Any, Any]:
         )
     for path, leaf in leaves:
         if not is_sampler_dict(leaf):
-            where = jax.tree_util.keystr(path) or "<root>"
+            where = key_path(path)
             raise ValueError(
                 f"PPOAdapter: the action port's output at {where} is "
                 f"{type(leaf).__name__} {getattr(leaf, 'shape', '')}, not a sampler dict "
@@ -67,7 +69,7 @@ def _value_estimates(tree: Any, batch_axes: int = 1) -> Any:
         if getattr(leaf, "ndim", 0) > batch_axes and leaf.shape[-1] == 1:
             leaf = leaf[..., 0]
         if getattr(leaf, "ndim", None) != batch_axes:
-            where = jax.tree_util.keystr(path) or "<root>"
+            where = key_path(path)
             shape = getattr(leaf, "shape", type(leaf).__name__)
             if batch_axes == 2:
                 shape = f"{shape} in a sequence replay (time axis first)"
@@ -81,29 +83,12 @@ def _value_estimates(tree: Any, batch_axes: int = 1) -> Any:
     return jax.tree_util.tree_map_with_path(squeeze, tree)
 
 
-def _route(what: str, tree: Any) -> dict[str, Any]:
-    """Split a port-routed carry/extras; ``()`` (all stateless) goes to both ports."""
-    if isinstance(tree, tuple) and not tree:
-        return {"action": (), "value": ()}
-    if not (isinstance(tree, Mapping) and set(tree.keys()) == set(_PORTS)):
-        got = (
-            f"a dict with keys {sorted(tree.keys())}"
-            if isinstance(tree, Mapping)
-            else f"a {type(tree).__name__}"
-        )
-        raise ValueError(
-            f"PPOAdapter: {what} must be a dict with keys ['action', 'value'] (or () "
-            f"when both ports are stateless), got {got}; pass the {what} this module "
-            "produced (initialize_state(batch_size), a previous call's next_state, or "
-            "the rollout_extras it emitted)."
-        )
-    return {"action": tree["action"], "value": tree["value"]}
-
-
-class PPOAdapter(StatefulModule):
+class PPOAdapter(NamedContainer):
     """Two-port router producing a `PPONetworkOutput`.
 
-    Both ports get the same input ``x``. The action port's output is walked with
+    A named container with the fixed ports ``"action"`` and ``"value"`` (kept as the
+    attributes `action` and `value`), routed as every named container is. Both ports
+    get the same input ``x``. The action port's output is walked with
     `is_sampler_dict` as ``is_leaf``: a bare sampler dict gives bare
     ``actions`` / ``loglikelihoods`` arrays, ``{k: sampler_dict}`` gives ``{k: array}``
     for both. The value port's output becomes ``value_estimates``, each leaf squeezed
@@ -138,6 +123,9 @@ class PPOAdapter(StatefulModule):
         ((4, 3), (4,), (4,))
     """
 
+    _members = "ports"
+    _names = _PORTS
+
     def __init__(self, action: StatefulModule, value: StatefulModule) -> None:
         for name, port in (("action", action), ("value", value)):
             if not isinstance(port, StatefulModule):
@@ -146,25 +134,33 @@ class PPOAdapter(StatefulModule):
                     f"{type(port).__name__}; wrap plain functions or nnx modules in a "
                     "StatefulModule (e.g. a StatelessModule subclass)."
                 )
+        # Attributes, not an nnx.Dict: the ports' parameters live at "action/..." and
+        # "value/..." in the module's state (checkpoints and exports name them so).
         self.action = action
         self.value = value
 
-    def initialize_state(self, batch_size: int) -> dict[str, ModuleState]:
-        """``{"action": action.initialize_state(B), "value": value.initialize_state(B)}``."""
-        return {
-            "action": self.action.initialize_state(batch_size),
-            "value": self.value.initialize_state(batch_size),
-        }
+    def _child(self, name: str) -> StatefulModule:
+        return self.action if name == "action" else self.value
 
-    def reset_state(self, prev_state: ModuleState) -> ModuleState:
-        """Reset each port's carry with its own `reset_state`."""
-        if isinstance(prev_state, tuple) and not prev_state:
-            return ()
-        states = _route("state", prev_state)
-        return {
-            "action": self.action.reset_state(states["action"]),
-            "value": self.value.reset_state(states["value"]),
-        }
+    def _combine(self, outputs: dict[str, Any]) -> PPONetworkOutput:
+        actions, loglikelihoods = _split_sampler_tree(outputs["action"])
+        return PPONetworkOutput(
+            actions=actions,
+            loglikelihoods=loglikelihoods,
+            value_estimates=_value_estimates(outputs["value"]),
+        )
+
+    def _combine_sequence(self, outputs: dict[str, Any]) -> PPONetworkOutput:
+        actions, loglikelihoods = _split_sampler_tree(outputs["action"])
+        return PPONetworkOutput(
+            actions=actions,
+            loglikelihoods=loglikelihoods,
+            value_estimates=_value_estimates(outputs["value"], batch_axes=2),
+        )
+
+    @classmethod
+    def _routes_calls(cls) -> bool:
+        return cls.__call__ is PPOAdapter.__call__
 
     def __call__(
         self, state: ModuleState, x: Any, rollout_extras: Any = None
@@ -187,38 +183,8 @@ class PPOAdapter(StatefulModule):
                 of the action port's output is not a sampler dict, or a value leaf is
                 not ``[B]`` / ``[B, 1]`` (checked while tracing, at no runtime cost).
         """
-        states = _route("state", state)
-        extras: dict[str, Any] = (
-            {"action": None, "value": None}
-            if rollout_extras is None
-            else _route("rollout_extras", rollout_extras)
-        )
-        action_out = self.action(states["action"], x, extras["action"])
-        value_out = self.value(states["value"], x, extras["value"])
-        actions, loglikelihoods = _split_sampler_tree(action_out.output)
-        next_state: Any = {"action": action_out.next_state, "value": value_out.next_state}
-        if isinstance(state, tuple) and not jax.tree.leaves(next_state):
-            next_state = ()
-        metrics = {
-            port: out.metrics
-            for port, out in (("action", action_out), ("value", value_out))
-            if out.metrics
-        }
-        return StatefulModuleOutput(
-            next_state=next_state,
-            output=PPONetworkOutput(
-                actions=actions,
-                loglikelihoods=loglikelihoods,
-                value_estimates=_value_estimates(value_out.output),
-            ),
-            regularization_loss=jnp.asarray(action_out.regularization_loss)
-            + jnp.asarray(value_out.regularization_loss),
-            metrics=metrics,
-            rollout_extras={
-                "action": action_out.rollout_extras,
-                "value": value_out.rollout_extras,
-            },
-        )
+        # Its own method (the same routing) so that it documents the PPO output.
+        return super().__call__(state, x, rollout_extras)
 
     def replay_sequence(
         self, state: ModuleState, xs: Any, rollout_extras: Any, done: jax.Array
@@ -226,40 +192,16 @@ class PPOAdapter(StatefulModule):
         """Replay both ports over the whole sequence (each with its own
         `StatefulModule.replay_sequence`); the output is a
         `PPONetworkOutput` with ``[T, B]`` log-likelihoods and value estimates."""
-        if type(self).__call__ is not PPOAdapter.__call__:  # a subclass changed the routing
-            return super().replay_sequence(state, xs, rollout_extras, done)
-        states = _route("state", state)
-        extras = _route("rollout_extras", rollout_extras)
-        action_final, action_out = self.action.replay_sequence(
-            states["action"], xs, extras["action"], done
-        )
-        value_final, value_out = self.value.replay_sequence(
-            states["value"], xs, extras["value"], done
-        )
-        actions, loglikelihoods = _split_sampler_tree(action_out.output)
-        final: Any = {"action": action_final, "value": value_final}
-        if isinstance(state, tuple) and not jax.tree.leaves(final):
-            final = ()
-        metrics = {
-            port: out.metrics
-            for port, out in (("action", action_out), ("value", value_out))
-            if out.metrics
-        }
-        return final, StatefulModuleOutput(
-            next_state=(),
-            output=PPONetworkOutput(
-                actions=actions,
-                loglikelihoods=loglikelihoods,
-                value_estimates=_value_estimates(value_out.output, batch_axes=2),
-            ),
-            regularization_loss=jnp.asarray(action_out.regularization_loss)
-            + jnp.asarray(value_out.regularization_loss),
-            metrics=metrics,
-            rollout_extras=(),
-        )
+        return super().replay_sequence(state, xs, rollout_extras, done)
+
+    def initialize_state(self, batch_size: int) -> dict[str, ModuleState]:
+        """``{"action": action.initialize_state(B), "value": value.initialize_state(B)}``."""
+        return super().initialize_state(batch_size)
+
+    def reset_state(self, prev_state: ModuleState) -> ModuleState:
+        """Reset each port's carry with its own `reset_state`."""
+        return super().reset_state(prev_state)
 
     def update_statistics(self, rollout_extras: Any) -> None:
         """Route a rollout's extras ``{"action": [T, B, ...], "value": [T, B, ...]}``."""
-        extras = _route("rollout_extras", rollout_extras)
-        self.action.update_statistics(extras["action"])
-        self.value.update_statistics(extras["value"])
+        super().update_statistics(rollout_extras)
