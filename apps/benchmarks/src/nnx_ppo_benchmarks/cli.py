@@ -18,12 +18,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from nnx_ppo_apps_common.cli import fail, positive_int
+
 from nnx_ppo_benchmarks.report import write_results
 from nnx_ppo_benchmarks.runner import BenchOptions, run_benchmark
 from nnx_ppo_benchmarks.settings import IMPLEMENTATIONS, NETWORKS, EvalSettings, PPOSettings
 from nnx_ppo_benchmarks.venvs import DEFAULT_JAX
 
 __all__ = ["build_parser", "main"]
+
+PROG = "nnx-ppo-bench"
 
 
 def _names(choices: Sequence[str]):
@@ -39,21 +43,11 @@ def _names(choices: Sequence[str]):
     return parse
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The command-line parser (every option has a default)."""
     defaults, ppo, ev = BenchOptions(), PPOSettings(), EvalSettings()
     p = argparse.ArgumentParser(
-        prog="nnx-ppo-bench",
+        prog=PROG,
         description=(
             "Benchmark our train_ppo against brax PPO 0.14.2 and nnx-ppo 0.3.0 on a MuJoCo "
             "Playground environment with identical hyperparameters, each implementation in "
@@ -73,9 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=tuple(NETWORKS),
         help=f"comma-separated subset of {', '.join(NETWORKS)}",
     )
-    p.add_argument("--repeats", type=_positive, default=defaults.repeats)
+    p.add_argument("--repeats", type=positive_int, default=defaults.repeats)
     p.add_argument(
-        "--steps", type=_positive, default=defaults.total_steps, help="training budget (env steps)"
+        "--steps",
+        type=positive_int,
+        default=defaults.total_steps,
+        help="training budget (env steps)",
     )
     p.add_argument(
         "--chunks", type=int, default=defaults.n_chunks, help="progress reports per run (>= 2)"
@@ -86,12 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=defaults.env_name,
         help="MuJoCo Playground environment, or brax/<name> (backend generalized)",
     )
-    p.add_argument("--n-envs", type=_positive, default=ppo.n_envs)
-    p.add_argument("--rollout-length", type=_positive, default=ppo.rollout_length)
-    p.add_argument("--n-minibatches", type=_positive, default=ppo.n_minibatches)
-    p.add_argument("--n-epochs", type=_positive, default=ppo.n_epochs)
-    p.add_argument("--eval-envs", type=_positive, default=ev.n_envs)
-    p.add_argument("--eval-length", type=_positive, default=ev.episode_length)
+    p.add_argument("--n-envs", type=positive_int, default=ppo.n_envs)
+    p.add_argument("--rollout-length", type=positive_int, default=ppo.rollout_length)
+    p.add_argument("--n-minibatches", type=positive_int, default=ppo.n_minibatches)
+    p.add_argument("--n-epochs", type=positive_int, default=ppo.n_epochs)
+    p.add_argument("--eval-envs", type=positive_int, default=ev.n_envs)
+    p.add_argument("--eval-length", type=positive_int, default=ev.episode_length)
     p.add_argument(
         "--environments",
         choices=("isolated", "current"),
@@ -101,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jax", default=DEFAULT_JAX, help="JAX version of the isolated venvs")
     p.add_argument(
         "--iterations-per-call",
-        type=_positive,
+        type=positive_int,
         default=None,
         help="ours only: PPOConfig.iterations_per_call (default: the trainer's)",
     )
@@ -127,8 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report_only:
         path = args.output_dir / "results.json"
         if not path.is_file():
-            print(f"nnx-ppo-bench: error: {path} does not exist", file=sys.stderr)
-            return 2
+            return fail(PROG, f"{path} does not exist")
         results = json.loads(path.read_text())
         if args.note is not None:
             results["meta"]["note"] = args.note
@@ -158,9 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             output_dir=args.output_dir,
         )
     except ValueError as e:
-        print(f"nnx-ppo-bench: error: {e}", file=sys.stderr)
-        return 2
-    command = ["nnx-ppo-bench", *(sys.argv[1:] if argv is None else argv)]
+        return fail(PROG, str(e))
+    command = [PROG, *(sys.argv[1:] if argv is None else argv)]
     results = run_benchmark(options, command=command)
     results["meta"]["note"] = args.note
     paths = write_results(results, options.output_dir)

@@ -14,16 +14,19 @@ and loaded from the latest readable checkpoint (``--step`` for another). Other r
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from nnx_ppo_apps_common.cli import fail
+
 __all__ = ["main", "parse_args"]
+
+PROG = "nnx-ppo-export"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the command line (``--help`` lists every option)."""
     parser = argparse.ArgumentParser(
-        prog="nnx-ppo-export",
+        prog=PROG,
         description="Export a trained policy to StableHLO or ONNX (carry as named tensors).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -50,11 +53,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _fail(message: str) -> int:
-    print(f"nnx-ppo-export: error: {message}", file=sys.stderr)
-    return 2
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = parse_args(argv)
@@ -64,11 +62,11 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.out.expanduser().absolute()
     if out.exists() and not args.overwrite:  # before the slow rebuild
-        return _fail(f"--out {out} already exists; pass --overwrite to replace it")
+        return fail(PROG, f"--out {out} already exists; pass --overwrite to replace it")
     platforms = None
     if args.platforms is not None:
         if args.format != "stablehlo":
-            return _fail("--platforms applies to --format stablehlo only")
+            return fail(PROG, "--platforms applies to --format stablehlo only")
         platforms = tuple(p.strip() for p in args.platforms.split(",") if p.strip())
     try:
         rebuilt = rebuild(args.checkpoint_dir, factory=args.factory, step=args.step)
@@ -84,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
             platforms=platforms,
         )
     except (FileNotFoundError, FileExistsError, ValueError, TypeError, ImportError) as error:
-        return _fail(str(error))
+        return fail(PROG, str(error))
     except ExportError as error:
-        return _fail(str(error))
+        return fail(PROG, str(error))
     manifest = read_manifest(out)
     for fn in ("step", "reset"):
         if manifest[fn] is None:

@@ -2,40 +2,25 @@
 
 Trains each network of `NETWORKS` with PPO on
 ``EpisodeWrapper(MemoryTask(delay), episode_length)`` and writes to ``--output-dir``:
-``results.json`` (every evaluation), ``learning_curves.png`` (all networks on one
-figure) and ``results.md`` (the table of final returns).
+``results.json`` (every evaluation; rewritten after each run, so an interrupted
+comparison keeps the runs that finished), ``results.md`` (the table of final returns)
+and ``learning_curves.png`` (all networks on one figure).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from nnx_ppo_apps_common.cli import arguments_record, fail, non_negative_int, positive_int
+from nnx_ppo_apps_common.results import write_json
+from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
+
 __all__ = ["main", "parse_args"]
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
-    return value
+PROG = "nnx-ppo-memory-task"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -43,7 +28,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from nnx_ppo_memory_task.networks import NETWORKS
 
     parser = argparse.ArgumentParser(
-        prog="nnx-ppo-memory-task",
+        prog=PROG,
         description="Train an MLP, an LSTM, a delay line and a population graph on "
         "MemoryTask (reproduce the cue of `delay` steps ago) and plot their learning "
         "curves on one figure.",
@@ -58,55 +43,45 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"networks to train, any of: {', '.join(NETWORKS)}",
     )
     parser.add_argument(
-        "--seeds", nargs="+", type=_seed, default=[0], help="one run per network and seed"
+        "--seeds",
+        nargs="+",
+        type=non_negative_int,
+        default=[0],
+        help="one run per network and seed",
     )
     parser.add_argument(
         "--delay",
-        type=_positive_int,
+        type=positive_int,
         default=2,
         help="steps between a cue and the action that reproduces it",
     )
-    parser.add_argument("--cue-size", type=_positive_int, default=1)
-    parser.add_argument("--episode-length", type=_positive_int, default=20)
+    parser.add_argument("--cue-size", type=positive_int, default=1)
     parser.add_argument(
-        "--hidden", type=_positive_int, default=32, help="hidden width of every network"
+        "--hidden", type=positive_int, default=32, help="hidden width of every network"
     )
-    parser.add_argument(
-        "--steps", type=_positive_int, default=50_000, help="environment steps per run"
+    add_training_arguments(
+        parser,
+        TrainingDefaults(
+            steps=50_000,
+            n_envs=64,
+            n_minibatches=4,
+            learning_rate=3e-3,
+            discount=0.5,
+            discount_help="rewards follow their action immediately: a short horizon",
+            episode_length=20,
+            eval_every=5_000,
+            eval_envs=64,
+        ),
     )
-    parser.add_argument("--n-envs", type=_positive_int, default=64)
-    parser.add_argument("--rollout-length", type=_positive_int, default=20)
-    parser.add_argument("--n-minibatches", type=_positive_int, default=4)
-    parser.add_argument("--n-epochs", type=_positive_int, default=4)
-    parser.add_argument("--learning-rate", type=float, default=3e-3)
-    parser.add_argument(
-        "--discount",
-        type=float,
-        default=0.5,
-        help="rewards follow their action immediately: a short horizon",
-    )
-    parser.add_argument(
-        "--eval-every",
-        type=_positive_int,
-        default=5_000,
-        help="environment steps between evaluations",
-    )
-    parser.add_argument("--eval-envs", type=_positive_int, default=64)
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/memory-task"))
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     return parser.parse_args(argv)
-
-
-def _fail(message: str) -> int:
-    print(f"nnx-ppo-memory-task: error: {message}", file=sys.stderr)
-    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = parse_args(argv)
     # Heavy imports after argument parsing, so `--help` is instant.
-    from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
     from nnx_ppo.algorithms.ppo import train_ppo
     from nnx_ppo.envs import MemoryTask
     from nnx_ppo.wrappers import EpisodeWrapper
@@ -120,34 +95,20 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.episode_length}, or no cue is ever scored"
             )
         env = EpisodeWrapper(MemoryTask(args.delay, args.cue_size), args.episode_length)
-        ppo = PPOConfig(
-            n_envs=args.n_envs,
-            rollout_length=args.rollout_length,
-            total_steps=args.steps,
-            n_epochs=args.n_epochs,
-            n_minibatches=args.n_minibatches,
-            learning_rate=args.learning_rate,
-            discounting_factor=args.discount,
-        )
-        evaluation = EvalConfig(
-            every_steps=args.eval_every,
-            n_envs=args.eval_envs,
-            max_episode_length=args.episode_length,
-        )
-        configs = {seed: TrainConfig(ppo=ppo, eval=evaluation, seed=seed) for seed in args.seeds}
+        configs = {seed: train_config(args, seed=seed) for seed in args.seeds}
     except (ValueError, TypeError) as error:
-        return _fail(str(error))
+        return fail(PROG, str(error))
 
     out: Path = args.output_dir
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "settings": arguments_record(args),
         "optimum": float(args.episode_length - args.delay),
         "runs": {},
     }
     for name in args.networks:
         run: dict[str, Any] = {
-            "seeds": list(args.seeds),
+            "seeds": [],  # those finished: results.json is rewritten after every run
             "steps": [],
             "returns": [],
             "wall_time_s": [],
@@ -159,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             start = time.perf_counter()
             result = train_ppo(env, network, configs[seed], progress=not args.no_progress)
+            run["seeds"].append(seed)
             run["wall_time_s"].append(round(time.perf_counter() - start, 1))
             run["steps"] = [step for step, _ in result.eval_history]
             run["returns"].append(
@@ -167,12 +129,13 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"  final eval return {run['returns'][-1][-1]:.2f} (optimum {results['optimum']:g})"
             )
-        results["runs"][name] = run
-
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    plot_learning_curves(results, out / "learning_curves.png")
+            # After every run, so an interrupted or failing comparison keeps the runs
+            # that finished.
+            results["runs"][name] = run
+            write_json(out / "results.json", results)
     table = results_table(results)
     (out / "results.md").write_text(table + "\n")
+    plot_learning_curves(results, out / "learning_curves.png")
     print(table)
     print(f"Results in {out}/ (results.json, learning_curves.png, results.md)")
     return 0

@@ -9,26 +9,21 @@ topology and ``--mermaid`` only prints its mermaid source; neither trains.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
+
+from nnx_ppo_apps_common.cli import arguments_record, fail, positive_int
+from nnx_ppo_apps_common.plotting import plot_learning_curve
+from nnx_ppo_apps_common.results import done_message, throughput, write_json
+from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
 
 if TYPE_CHECKING:
     from nnx_ppo.networks.graph import PopulationGraph
 
 __all__ = ["main", "parse_args", "summary_table"]
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
-    return value
+PROG = "nnx-ppo-modular-controller"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -36,7 +31,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from nnx_ppo_modular_controller.envs import BACKENDS
 
     parser = argparse.ArgumentParser(
-        prog="nnx-ppo-modular-controller",
+        prog=PROG,
         description="Train a PopulationGraph controller with one population per body part "
         "on brax's ant.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -56,30 +51,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=BACKENDS,
         help="brax physics backend (spring steps fastest on CPU)",
     )
-    parser.add_argument("--root-size", type=_positive_int, default=64)
-    parser.add_argument("--joint-size", type=_positive_int, default=16)
-    parser.add_argument("--critic-size", type=_positive_int, default=256)
-    parser.add_argument(
-        "--steps", type=_positive_int, default=2_000_000, help="environment steps to train"
-    )
-    parser.add_argument("--n-envs", type=_positive_int, default=256)
-    parser.add_argument("--rollout-length", type=_positive_int, default=20)
-    parser.add_argument("--n-minibatches", type=_positive_int, default=8)
-    parser.add_argument("--n-epochs", type=_positive_int, default=4)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--root-size", type=positive_int, default=64)
+    parser.add_argument("--joint-size", type=positive_int, default=16)
+    parser.add_argument("--critic-size", type=positive_int, default=256)
     parser.add_argument(
         "--entropy", type=float, default=1e-2, help="entropy bonus weight of each joint's sampler"
     )
-    parser.add_argument("--discount", type=float, default=0.97)
-    parser.add_argument("--reward-scaling", type=float, default=10.0)
-    parser.add_argument("--episode-length", type=_positive_int, default=1000)
     parser.add_argument(
-        "--eval-every",
-        type=_positive_int,
-        default=100_000,
-        help="environment steps between evaluations",
+        "--reward-scaling", type=float, default=10.0, help="training rewards are multiplied by it"
     )
-    parser.add_argument("--eval-envs", type=_positive_int, default=16)
+    add_training_arguments(
+        parser,
+        TrainingDefaults(steps=2_000_000, n_envs=256, eval_every=100_000),
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/modular-controller"))
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -113,11 +97,6 @@ def summary_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _fail(message: str) -> int:
-    print(f"nnx-ppo-modular-controller: error: {message}", file=sys.stderr)
-    return 2
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = parse_args(argv)
@@ -134,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
         )
     except (ValueError, TypeError) as error:
-        return _fail(str(error))
+        return fail(PROG, str(error))
     graph = cast("PopulationGraph", network.layers[1])  # Normalizer, graph, adapter
     title = "Modular ant controller: one population per body part"
     if args.mermaid or args.draw:
@@ -146,9 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Topology drawn to {args.draw}")
         return 0
 
-    from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
+    from nnx_ppo.algorithms.config import LogLevel
     from nnx_ppo.algorithms.ppo import train_ppo
-    from nnx_ppo_modular_controller.drawing import plot_learning_curve
     from nnx_ppo_modular_controller.envs import make_envs
 
     try:
@@ -157,33 +135,16 @@ def main(argv: list[str] | None = None) -> int:
             episode_length=args.episode_length,
             reward_scaling=args.reward_scaling,
         )
-        config = TrainConfig(
-            ppo=PPOConfig(
-                n_envs=args.n_envs,
-                rollout_length=args.rollout_length,
-                total_steps=args.steps,
-                n_epochs=args.n_epochs,
-                n_minibatches=args.n_minibatches,
-                learning_rate=args.learning_rate,
-                discounting_factor=args.discount,
-                # Also log the ant's own metrics (env/reward_forward, env/x_velocity, ...).
-                log_level=LogLevel.DEFAULT | LogLevel.ENV_METRICS,
-            ),
-            eval=EvalConfig(
-                every_steps=args.eval_every,
-                n_envs=args.eval_envs,
-                max_episode_length=args.episode_length,
-            ),
-            seed=args.seed,
+        # Also log the ant's own metrics (env/reward_forward, env/x_velocity, ...).
+        config = train_config(
+            args, seed=args.seed, log_level=LogLevel.DEFAULT | LogLevel.ENV_METRICS
         )
     except (ValueError, TypeError) as error:
-        return _fail(str(error))
+        return fail(PROG, str(error))
 
     out: Path = args.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(
-        json.dumps({k: str(v) for k, v in vars(args).items()}, indent=2) + "\n"
-    )
+    write_json(out / "config.json", arguments_record(args, as_strings=True))
     draw_topology(graph, out / "topology.png", positions=body_positions(), title=title)
     print(
         f"Training the modular controller on brax ant ({args.backend}) for "
@@ -200,15 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     wall = time.perf_counter() - start
 
+    # The results before the figure, so a plotting failure loses nothing.
     history = result.eval_history
-    plot_learning_curve(
-        history, out / "learning_curve.png", f"Modular controller on brax ant ({args.backend})"
-    )
     summary = {
         "backend": args.backend,
-        "steps": result.total_steps,
-        "wall_time_s": round(wall, 1),
-        "steps_per_second": round(result.total_steps / wall, 1),
+        **throughput(result.total_steps, wall),
         "eval_history": [
             {
                 "step": step,
@@ -219,14 +176,13 @@ def main(argv: list[str] | None = None) -> int:
             for step, m in history
         ],
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_json(out / "summary.json", summary)
     (out / "results.md").write_text(summary_table(summary) + "\n")
-    final = history[-1][1]["eval/episode_reward/mean"] if history else float("nan")
-    print(
-        f"Done: {summary['steps']:,} steps in {summary['wall_time_s']:.0f} s "
-        f"({summary['steps_per_second']:,.0f} steps/s, including compilation and eval); "
-        f"final eval return {final:.1f}. Results in {out}/"
+    plot_learning_curve(
+        history, out / "learning_curve.png", f"Modular controller on brax ant ({args.backend})"
     )
+    final = history[-1][1]["eval/episode_reward/mean"] if history else float("nan")
+    print(done_message(summary, final, out))
     return 0
 
 

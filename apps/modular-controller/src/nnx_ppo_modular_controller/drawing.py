@@ -1,4 +1,4 @@
-"""Matplotlib drawings: the controller's topology and the learning curve.
+"""Matplotlib drawing of the controller's topology.
 
 `draw_topology` draws any `PopulationGraph`:
 input populations green, body-part populations blue, action outputs orange, the critic
@@ -17,7 +17,7 @@ from pathlib import Path
 from nnx_ppo.networks.graph import PopulationGraph
 from nnx_ppo_modular_controller.body import ANT, LEGS, BodyLayout
 
-__all__ = ["body_positions", "draw_topology", "plot_learning_curve"]
+__all__ = ["body_positions", "draw_topology"]
 
 Position = tuple[float, float]
 
@@ -176,37 +176,6 @@ def draw_topology(
     ax.axis("off")
     if title:
         ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def plot_learning_curve(
-    history: Sequence[tuple[int, Mapping[str, float]]], path: Path, title: str
-) -> None:
-    """Plot ``eval/episode_reward/mean`` (with a +-std band) against env steps."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [s for s, _ in history]
-    mean = [m["eval/episode_reward/mean"] for _, m in history]
-    std = [m.get("eval/episode_reward/std", 0.0) for _, m in history]
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
-    ax.plot(steps, mean, marker="o", color="tab:blue", label="eval return")
-    ax.fill_between(
-        steps,
-        [m - s for m, s in zip(mean, std, strict=True)],
-        [m + s for m, s in zip(mean, std, strict=True)],
-        color="tab:blue",
-        alpha=0.2,
-        linewidth=0,
-    )
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("episode return")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

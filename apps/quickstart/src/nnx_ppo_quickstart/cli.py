@@ -12,21 +12,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 
+from nnx_ppo_apps_common.cli import arguments_record, fail, positive_int
+from nnx_ppo_apps_common.plotting import plot_learning_curve
+from nnx_ppo_apps_common.results import done_message, throughput, write_json
+from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
+
 __all__ = ["eval_history", "main", "parse_args"]
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
-    return value
+PROG = "nnx-ppo-quickstart"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -34,7 +30,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from nnx_ppo_quickstart.networks import PRESETS
 
     parser = argparse.ArgumentParser(
-        prog="nnx-ppo-quickstart",
+        prog=PROG,
         description="Train a stateful PPO policy on a brax or MuJoCo Playground env.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -46,26 +42,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--network", default="mlp", choices=PRESETS, help="network preset")
     parser.add_argument(
-        "--steps", type=_positive_int, default=150_000, help="environment steps to train"
+        "--reward-scaling", type=float, default=10.0, help="training rewards are multiplied by it"
     )
-    parser.add_argument("--n-envs", type=_positive_int, default=256, help="parallel environments")
-    parser.add_argument("--rollout-length", type=_positive_int, default=20)
-    parser.add_argument("--n-minibatches", type=_positive_int, default=8)
-    parser.add_argument("--n-epochs", type=_positive_int, default=4)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--discount", type=float, default=0.995)
-    parser.add_argument("--reward-scaling", type=float, default=10.0)
-    parser.add_argument("--episode-length", type=_positive_int, default=1000)
-    parser.add_argument(
-        "--eval-every",
-        type=_positive_int,
-        default=10_000,
-        help="environment steps between evaluations",
+    add_training_arguments(
+        parser,
+        TrainingDefaults(steps=150_000, n_envs=256, discount=0.995, eval_every=10_000),
     )
-    parser.add_argument("--eval-envs", type=_positive_int, default=16)
     parser.add_argument(
         "--checkpoint-every",
-        type=_positive_int,
+        type=positive_int,
         default=50_000,
         help="environment steps between checkpoints (and one at the end)",
     )
@@ -95,21 +80,14 @@ def eval_history(jsonl_path: Path) -> list[tuple[int, dict[str, float]]]:
     return history
 
 
-def _fail(message: str) -> int:
-    print(f"nnx-ppo-quickstart: error: {message}", file=sys.stderr)
-    return 2
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = parse_args(argv)
     # Heavy imports after argument parsing, so `--help` is instant.
     from nnx_ppo.algorithms.checkpointing import Checkpointer
-    from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
     from nnx_ppo.algorithms.ppo import train_ppo
     from nnx_ppo_quickstart.envs import make_envs
     from nnx_ppo_quickstart.networks import make_network
-    from nnx_ppo_quickstart.plotting import plot_learning_curve
 
     try:
         envs = make_envs(
@@ -119,47 +97,28 @@ def main(argv: list[str] | None = None) -> int:
             brax_backend=args.brax_backend,
         )
         network = make_network(args.network, envs.observation_size, envs.action_size, args.seed)
-        config = TrainConfig(
-            ppo=PPOConfig(
-                n_envs=args.n_envs,
-                rollout_length=args.rollout_length,
-                total_steps=args.steps,
-                n_epochs=args.n_epochs,
-                n_minibatches=args.n_minibatches,
-                learning_rate=args.learning_rate,
-                discounting_factor=args.discount,
-            ),
-            eval=EvalConfig(
-                every_steps=args.eval_every,
-                n_envs=args.eval_envs,
-                max_episode_length=args.episode_length,
-            ),
-            seed=args.seed,
-        )
+        config = train_config(args, seed=args.seed)
     except (ValueError, TypeError) as error:
-        return _fail(str(error))
+        return fail(PROG, str(error))
 
     if args.output_dir is None:
         if args.resume:
-            return _fail("--resume needs the --output-dir of the run to continue")
+            return fail(PROG, "--resume needs the --output-dir of the run to continue")
         stamp = time.strftime("%Y%m%d-%H%M%S")
         args.output_dir = Path("outputs/quickstart") / f"{args.env}-{args.network}-{stamp}"
     out = args.output_dir
     if not args.resume and (out / "checkpoints").exists():
-        return _fail(
+        return fail(
+            PROG,
             f"--output-dir {out} already holds a run; pass --resume to continue it "
-            "or choose another --output-dir"
+            "or choose another --output-dir",
         )
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(
-        json.dumps(
-            {
-                "cli": {k: str(v) for k, v in vars(args).items()},
-                "train_config": dataclasses.asdict(config),
-            },
-            indent=2,
-            default=str,
-        )
+    # Every value as a string: nnx-ppo-export rebuilds the network from "cli".
+    stored = json.loads(json.dumps(dataclasses.asdict(config), default=str))
+    write_json(
+        out / "config.json",
+        {"cli": arguments_record(args, as_strings=True), "train_config": stored},
     )
     print(
         f"Training {args.network} on {args.env} [{envs.source}] for {args.steps:,} steps "
@@ -186,26 +145,21 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - start
 
     # The whole run's evaluations, from the log: after --resume, result.eval_history
-    # holds only those after the resume step.
+    # holds only those after the resume step. The summary is written before the plot,
+    # so a plotting failure loses nothing.
     history = eval_history(out / "metrics.jsonl")
     final_reward = history[-1][1]["eval/episode_reward/mean"] if history else float("nan")
-    if history:
-        plot_learning_curve(history, out / "learning_curve.png", f"{args.network} on {args.env}")
     summary = {
         "env": args.env,
         "network": args.network,
-        "steps": result.total_steps,
-        "wall_time_s": round(wall, 1),
-        "steps_per_second": round(result.total_steps / wall, 1),
+        **throughput(result.total_steps, wall),
         "final_eval_reward": final_reward,
         "eval_steps": [step for step, _ in history],
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(
-        f"Done: {summary['steps']:,} steps in {summary['wall_time_s']:.0f} s "
-        f"({summary['steps_per_second']:,.0f} steps/s, including compilation and eval); "
-        f"final eval return {final_reward:.1f}. Results in {out}/"
-    )
+    write_json(out / "summary.json", summary)
+    if history:
+        plot_learning_curve(history, out / "learning_curve.png", f"{args.network} on {args.env}")
+    print(done_message(summary, final_reward, out))
     return 0
 
 

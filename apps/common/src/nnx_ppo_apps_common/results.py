@@ -1,0 +1,68 @@
+"""What the apps write and print at the end of a run: JSON files (atomically), the
+throughput summary of a training run and its closing line."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["done_message", "throughput", "write_json"]
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as indented JSON (ending in a newline) to ``path``, atomically.
+
+    The file is written next to ``path`` and renamed over it, so a reader (or a run
+    interrupted while writing) never sees half a file; an earlier version stays intact
+    until the new one is complete.
+
+    Raises:
+        TypeError: If ``data`` is not JSON-serialisable (nothing is written then).
+    """
+    text = json.dumps(data, indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as file:
+            file.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def throughput(total_steps: int, wall_time_s: float) -> dict[str, float | int]:
+    """``{"steps", "wall_time_s", "steps_per_second"}`` of a run (rounded for reading).
+
+    Examples:
+        >>> throughput(150_000, 61.234)
+        {'steps': 150000, 'wall_time_s': 61.2, 'steps_per_second': 2449.6}
+    """
+    return {
+        "steps": int(total_steps),
+        "wall_time_s": round(wall_time_s, 1),
+        "steps_per_second": round(total_steps / wall_time_s, 1) if wall_time_s > 0 else 0.0,
+    }
+
+
+def done_message(summary: dict[str, Any], final_return: float, out: Path) -> str:
+    """The line an app prints after training: steps, time, throughput, final return.
+
+    Args:
+        summary: A dict with the keys of `throughput`.
+        final_return: The last evaluation's mean return (``nan`` without one).
+        out: The output folder.
+
+    Examples:
+        >>> print(done_message(throughput(150_000, 61.234), 998.7, Path("out")))
+        ... # doctest: +NORMALIZE_WHITESPACE
+        Done: 150,000 steps in 61 s (2,450 steps/s, including compilation and eval);
+        final eval return 998.7. Results in out/
+    """
+    return (
+        f"Done: {summary['steps']:,} steps in {summary['wall_time_s']:.0f} s "
+        f"({summary['steps_per_second']:,.0f} steps/s, including compilation and eval); "
+        f"final eval return {final_return:.1f}. Results in {out}/"
+    )

@@ -1,0 +1,172 @@
+"""Tests of the helpers the apps share (run by `nox -s apps`)."""
+
+from __future__ import annotations
+
+import argparse
+import doctest
+import json
+import math
+from pathlib import Path
+
+import pytest
+from nnx_ppo_apps_common import cli, plotting, results, training
+from nnx_ppo_apps_common.cli import arguments_record, fail, non_negative_int, positive_int
+from nnx_ppo_apps_common.plotting import plot_learning_curve
+from nnx_ppo_apps_common.results import done_message, throughput, write_json
+from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
+
+
+@pytest.mark.parametrize(("text", "value"), [("1", 1), ("150_000", 150_000), ("007", 7)])
+def test_positive_int_accepts_grouped_digits(text, value):
+    assert positive_int(text) == value
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "message"),
+    [
+        (positive_int, "0", "0 must be positive"),
+        (positive_int, "-5", "-5 must be positive"),
+        (positive_int, "1.5", "'1.5' is not an integer"),
+        (non_negative_int, "-1", "-1 must be >= 0"),
+        (non_negative_int, "seven", "'seven' is not an integer"),
+    ],
+)
+def test_bad_integers_are_usage_errors(parse, text, message):
+    with pytest.raises(argparse.ArgumentTypeError, match=f"^{message}$"):
+        parse(text)
+
+
+def test_non_negative_int_accepts_zero():
+    assert non_negative_int("0") == 0
+
+
+def test_parser_reports_the_option_and_exits_2(capsys):
+    parser = argparse.ArgumentParser(prog="demo")
+    parser.add_argument("--steps", type=positive_int)
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["--steps", "-5"])
+    assert exc.value.code == 2
+    assert "argument --steps: -5 must be positive" in capsys.readouterr().err
+
+
+def test_fail_prints_one_line_and_returns_2(capsys):
+    assert fail("nnx-ppo-demo", "--delay 30 must be smaller than --episode-length 20") == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "nnx-ppo-demo: error: --delay 30 must be smaller than --episode-length 20\n"
+    )
+
+
+def test_arguments_record_round_trips_through_json():
+    args = argparse.Namespace(steps=100, rate=1e-3, out=Path("a/b"), seeds=[0, 1], draw=None)
+    record = arguments_record(args)
+    assert json.loads(json.dumps(record)) == {
+        "steps": 100, "rate": 1e-3, "out": "a/b", "seeds": [0, 1], "draw": None,
+    }  # fmt: skip
+    as_strings = arguments_record(args, as_strings=True)
+    assert as_strings == {
+        "steps": "100", "rate": "0.001", "out": "a/b", "seeds": "[0, 1]", "draw": "None",
+    }  # fmt: skip
+
+
+def test_write_json_replaces_the_file_whole(tmp_path):
+    path = tmp_path / "summary.json"
+    write_json(path, {"steps": 1})
+    write_json(path, {"steps": 2, "returns": [1.5]})
+    assert path.read_text() == '{\n  "steps": 2,\n  "returns": [\n    1.5\n  ]\n}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]  # no temporary left
+
+
+def test_write_json_failure_keeps_the_previous_file(tmp_path):
+    path = tmp_path / "results.json"
+    write_json(path, {"runs": {}})
+    with pytest.raises(TypeError):
+        write_json(path, {"runs": object()})
+    assert json.loads(path.read_text()) == {"runs": {}}
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+def test_throughput_rounds_and_survives_a_zero_wall_time():
+    # 150,000 steps / 61.234 s = 2449.6 steps/s.
+    assert throughput(150_000, 61.234) == {
+        "steps": 150_000, "wall_time_s": 61.2, "steps_per_second": 2449.6,
+    }  # fmt: skip
+    assert throughput(10, 0.0)["steps_per_second"] == 0.0
+
+
+def test_done_message_without_an_evaluation():
+    message = done_message(throughput(2400, 12.0), math.nan, Path("run"))
+    assert message.startswith("Done: 2,400 steps in 12 s (200 steps/s,")
+    assert message.endswith("final eval return nan. Results in run/")
+
+
+def test_learning_curve_png(tmp_path):
+    import matplotlib.image
+
+    history = [
+        (0, {"eval/episode_reward/mean": 1.0, "eval/episode_reward/std": 0.5}),
+        (100, {"eval/episode_reward/mean": 3.0}),  # no std: a zero-width band
+    ]
+    path = tmp_path / "curve.png"
+    plot_learning_curve(history, path, "demo")
+    image = matplotlib.image.imread(path)
+    assert image.shape[:2] == (420, 720)  # 6 x 3.5 inches at 120 dpi
+    assert image[..., :3].std() > 0  # something was drawn
+
+
+def test_learning_curve_needs_the_mean(tmp_path):
+    with pytest.raises(KeyError, match="eval/episode_reward/mean"):
+        plot_learning_curve([(0, {"eval/episode_length/mean": 3.0})], tmp_path / "c.png", "x")
+
+
+def test_docstring_examples_run():
+    for module in (cli, plotting, results, training):
+        outcome = doctest.testmod(module)
+        assert outcome.failed == 0, module.__name__
+
+
+def _training_parser(**defaults):
+    parser = argparse.ArgumentParser(prog="demo")
+    add_training_arguments(parser, TrainingDefaults(**defaults))
+    return parser
+
+
+def test_training_options_carry_the_app_defaults_into_the_config():
+    args = _training_parser(
+        steps=50_000, n_envs=64, n_minibatches=4, learning_rate=3e-3, discount=0.5,
+        episode_length=20, eval_every=5_000, eval_envs=32,
+    ).parse_args([])  # fmt: skip
+    config = train_config(args, seed=7)
+    ppo, evaluation = config.ppo, config.eval
+    assert (ppo.total_steps, ppo.n_envs, ppo.rollout_length) == (50_000, 64, 20)
+    assert (ppo.n_minibatches, ppo.n_epochs) == (4, 4)
+    assert (ppo.learning_rate, ppo.discounting_factor) == (3e-3, 0.5)
+    assert (evaluation.every_steps, evaluation.n_envs) == (5_000, 32)
+    assert evaluation.max_episode_length == 20
+    assert config.seed == 7
+
+
+def test_training_options_from_the_command_line_and_extra_ppo_fields():
+    from nnx_ppo.algorithms.config import LogLevel
+
+    args = _training_parser(steps=1_000, n_envs=8).parse_args(
+        ["--steps", "2_400", "--n-envs", "16", "--n-minibatches", "2", "--discount", "0.9"]
+    )
+    level = LogLevel.DEFAULT | LogLevel.ENV_METRICS
+    config = train_config(args, seed=0, log_level=level)
+    assert (config.ppo.total_steps, config.ppo.n_envs, config.ppo.n_minibatches) == (2400, 16, 2)
+    assert config.ppo.discounting_factor == 0.9
+    assert config.ppo.log_level == level
+
+
+def test_training_options_reject_bad_numbers_and_sizes(capsys):
+    parser = _training_parser(steps=1_000, n_envs=8)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--eval-envs", "0"])
+    assert "argument --eval-envs: 0 must be positive" in capsys.readouterr().err
+    # 100 environments cannot be split into 8 minibatches: the config names both.
+    args = parser.parse_args(["--n-envs", "100"])
+    with pytest.raises(ValueError, match="100") as info:
+        train_config(args, seed=0)
+    assert "8" in str(info.value)
