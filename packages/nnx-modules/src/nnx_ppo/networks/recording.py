@@ -278,13 +278,14 @@ def _routed_children(module: Any) -> list[tuple[Any, Any]] | None:
     """``[(container, key), ...]`` of a container whose routing nests its children's
     metrics under their keys, or ``None`` for a leaf. A subclass that replaces a
     container's ``__call__`` may route differently, so it counts as a leaf."""
+    from nnx_ppo.networks._routing import NamedContainer
     from nnx_ppo.networks.adapter import PPOAdapter
-    from nnx_ppo.networks.containers import Sequential, _NamedContainer
+    from nnx_ppo.networks.containers import Sequential
 
     call = type(module).__call__
     if isinstance(module, Sequential) and call is Sequential.__call__:
         return [(module.layers, i) for i in range(len(module.layers))]
-    if isinstance(module, _NamedContainer) and call is _NamedContainer.__call__:
+    if isinstance(module, NamedContainer) and call is NamedContainer.__call__:
         return [(module.components, name) for name in module._names]
     if isinstance(module, PPOAdapter) and call is PPOAdapter.__call__:
         return [(module, "action"), (module, "value")]
