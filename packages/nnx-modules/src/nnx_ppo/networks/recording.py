@@ -65,8 +65,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -274,21 +275,29 @@ def is_recording(network: Any) -> bool:
     return any(isinstance(m, Recorder) for _, m in nnx.iter_graph(network))
 
 
-def _routed_children(module: Any) -> list[tuple[Any, Any]] | None:
-    """``[(container, key), ...]`` of a container whose routing nests its children's
+def _routed_children(module: Any) -> list[tuple[Any, Callable[[Any], None]]] | None:
+    """``[(child, set_child), ...]`` of a container whose routing nests its children's
     metrics under their keys, or ``None`` for a leaf. A subclass that replaces a
     container's ``__call__`` may route differently, so it counts as a leaf."""
     from nnx_ppo.networks._routing import NamedContainer
-    from nnx_ppo.networks.adapter import PPOAdapter
     from nnx_ppo.networks.containers import Sequential
 
-    call = type(module).__call__
-    if isinstance(module, Sequential) and call is Sequential.__call__:
-        return [(module.layers, i) for i in range(len(module.layers))]
-    if isinstance(module, NamedContainer) and call is NamedContainer.__call__:
-        return [(module.components, name) for name in module._names]
-    if isinstance(module, PPOAdapter) and call is PPOAdapter.__call__:
-        return [(module, "action"), (module, "value")]
+    if isinstance(module, Sequential):
+        if type(module).__call__ is not Sequential.__call__:
+            return None
+        layers = module.layers
+        return [(layers[i], functools.partial(layers.__setitem__, i)) for i in range(len(layers))]
+    if isinstance(module, NamedContainer):
+        if not type(module)._routes_calls():  # PPOAdapter's ports included
+            return None
+        components = getattr(module, "components", None)
+
+        def setter(name: str) -> Callable[[Any], None]:
+            if isinstance(components, nnx.Dict) and name in components:
+                return functools.partial(components.__setitem__, name)
+            return functools.partial(setattr, module, name)  # PPOAdapter's ports
+
+        return [(module._child(name), setter(name)) for name in module._names]
     return None
 
 
@@ -298,11 +307,8 @@ def _wrap(module: StatefulModule) -> StatefulModule:
         if _records_populations(module):
             module.record_populations = True  # type: ignore[attr-defined]
         return Recorder(module)
-    for holder, key in children:
-        if isinstance(holder, StatefulModule):  # PPOAdapter's ports are attributes
-            setattr(holder, key, _wrap(getattr(holder, key)))
-        else:
-            holder[key] = _wrap(holder[key])
+    for child, set_child in children:
+        set_child(_wrap(child))
     return module
 
 
