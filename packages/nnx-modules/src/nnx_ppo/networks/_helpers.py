@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
-__all__ = ["check_int", "describe", "is_empty", "key_path", "leafless"]
+__all__ = ["check_int", "describe", "is_empty", "key_path", "leafless", "named_arguments"]
 
 
 def is_empty(value: Any) -> bool:
@@ -79,3 +79,48 @@ def check_int(owner: str, argument: str, value: Any, *, minimum: int, example: s
     if number < minimum:
         raise ValueError(f"{owner}: {argument} must be {kind}, got {number!r}; e.g. {example}.")
     return int(number)
+
+
+def named_arguments(
+    owner: str,
+    positional: Any,
+    kwargs: dict[str, Any],
+    *,
+    items: str,
+    one: str,
+    mapping: str,
+    example: str,
+) -> Mapping[Any, Any]:
+    """The ``Owner({name: item})`` / ``Owner(name=item)`` construction forms, checked.
+
+    Args:
+        owner: The class being built, e.g. ``"Parallel"``.
+        positional: The positional dict, or ``None``.
+        kwargs: The keyword arguments.
+        items: What the entries are, plural, e.g. ``"children"``.
+        one: One entry, for the empty-dict message, e.g. ``"child"``.
+        mapping: What the positional argument must be, e.g. ``"a dict {name: size}"``.
+        example: A correct call for the messages.
+
+    Returns:
+        The dict of entries (``kwargs`` when no positional dict was given).
+
+    Raises:
+        TypeError: If both forms are used or the positional argument is not a dict.
+        ValueError: If there are no entries.
+    """
+    if positional is not None and kwargs:
+        raise TypeError(
+            f"{owner} takes its {items} either as one positional dict or as keyword "
+            f"arguments, not both (got a positional {type(positional).__name__} and "
+            f"keywords {list(kwargs)}). Put every entry in the dict, e.g. {example}."
+        )
+    entries = kwargs if positional is None else positional
+    if not isinstance(entries, Mapping):
+        raise TypeError(
+            f"{owner}'s positional argument must be {mapping}, got {describe(entries)}. "
+            f"Use e.g. {example}."
+        )
+    if not entries:
+        raise ValueError(f"{owner} needs at least one {one}, got none. Write e.g. {example}.")
+    return entries

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from nnx_ppo.networks._helpers import describe, is_empty, leafless
+from nnx_ppo.networks._helpers import describe, is_empty, leafless, named_arguments
 from nnx_ppo.networks.types import Metrics, ModuleState, StatefulModule, StatefulModuleOutput
 
 # NamedContainer, the abstract base of the named containers, is importable but not in
@@ -107,26 +107,15 @@ def collect_named_children(
     owner: str, modules: Any, kwargs: dict[str, Any]
 ) -> dict[str, StatefulModule]:
     """Validate the ``Container(dict)`` / ``Container(**kw)`` construction forms."""
-    if modules is not None and kwargs:
-        raise TypeError(
-            f"{owner} takes its children either as one positional dict or as keyword "
-            f"arguments, not both (got a positional {type(modules).__name__} and "
-            f"keywords {list(kwargs)}). Put every child in the dict, e.g. "
-            f"{owner}({{'a': module_a, 'b': module_b}})."
-        )
-    if modules is None:
-        modules = kwargs
-    if not isinstance(modules, Mapping):
-        raise TypeError(
-            f"{owner}'s positional argument must be a dict mapping child names to "
-            f"modules, got {describe(modules)}. Use {owner}({{'name': module, ...}}) "
-            f"or {owner}(name=module, ...)."
-        )
-    if not modules:
-        raise ValueError(
-            f"{owner} needs at least one child, got none. Pass children as keywords "
-            f"({owner}(a=module_a)) or as a dict ({owner}({{'a': module_a}}))."
-        )
+    modules = named_arguments(
+        owner,
+        modules,
+        kwargs,
+        items="children",
+        one="child",
+        mapping="a dict mapping child names to modules",
+        example=f"{owner}(a=module_a, b=module_b) or {owner}({{'a': module_a, 'b': module_b}})",
+    )
     children: dict[str, StatefulModule] = {}
     for name, child in modules.items():
         if not isinstance(name, str):

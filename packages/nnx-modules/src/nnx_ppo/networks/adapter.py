@@ -83,6 +83,17 @@ def _value_estimates(tree: Any, batch_axes: int = 1) -> Any:
     return jax.tree_util.tree_map_with_path(squeeze, tree)
 
 
+def _ppo_output(outputs: dict[str, Any], batch_axes: int) -> PPONetworkOutput:
+    """The ports' outputs ``{"action": sampler tree, "value": value tree}`` as a
+    `PPONetworkOutput` (value leaves ``[B]``, or ``[T, B]`` with ``batch_axes=2``)."""
+    actions, loglikelihoods = _split_sampler_tree(outputs["action"])
+    return PPONetworkOutput(
+        actions=actions,
+        loglikelihoods=loglikelihoods,
+        value_estimates=_value_estimates(outputs["value"], batch_axes),
+    )
+
+
 class PPOAdapter(NamedContainer):
     """Two-port router producing a `PPONetworkOutput`.
 
@@ -143,20 +154,10 @@ class PPOAdapter(NamedContainer):
         return self.action if name == "action" else self.value
 
     def _combine(self, outputs: dict[str, Any]) -> PPONetworkOutput:
-        actions, loglikelihoods = _split_sampler_tree(outputs["action"])
-        return PPONetworkOutput(
-            actions=actions,
-            loglikelihoods=loglikelihoods,
-            value_estimates=_value_estimates(outputs["value"]),
-        )
+        return _ppo_output(outputs, batch_axes=1)
 
     def _combine_sequence(self, outputs: dict[str, Any]) -> PPONetworkOutput:
-        actions, loglikelihoods = _split_sampler_tree(outputs["action"])
-        return PPONetworkOutput(
-            actions=actions,
-            loglikelihoods=loglikelihoods,
-            value_estimates=_value_estimates(outputs["value"], batch_axes=2),
-        )
+        return _ppo_output(outputs, batch_axes=2)  # [T, B] in a sequence replay
 
     @classmethod
     def _routes_calls(cls) -> bool:

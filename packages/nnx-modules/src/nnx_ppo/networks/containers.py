@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from nnx_ppo.networks._helpers import check_int, describe, is_empty
+from nnx_ppo.networks._helpers import check_int, describe, is_empty, named_arguments
 from nnx_ppo.networks._routing import Children, NamedContainer, check_child, route_list
 from nnx_ppo.networks.types import (
     ModuleState,
@@ -184,9 +184,9 @@ class Sequential(StatefulModule):
 # Named (dict) containers
 # --------------------------------------------------------------------------------------
 
-# The routing of the named containers lives in nnx_ppo.networks._routing; this name is
-# kept for the modules that have imported it from here.
-_NamedContainer = NamedContainer
+# Parallel and Concat share the routing of every named container
+# (nnx_ppo.networks._routing.NamedContainer); they differ only in what each child sees
+# and how the outputs combine.
 
 
 class Parallel(NamedContainer):
@@ -322,24 +322,15 @@ class Splitter(StatelessModule):
     """
 
     def __init__(self, sizes: Mapping[str, int] | None = None, /, **kwargs: int):
-        if sizes is not None and kwargs:
-            raise TypeError(
-                "Splitter takes its sizes either as one positional dict or as keyword "
-                f"arguments, not both (got a positional {type(sizes).__name__} and "
-                f"keywords {list(kwargs)}). Put every size in the dict."
-            )
-        if sizes is None:
-            sizes = kwargs
-        if not isinstance(sizes, Mapping):
-            raise TypeError(
-                f"Splitter's positional argument must be a dict {{name: size}}, got "
-                f"{describe(sizes)}. Use Splitter(a=2, b=1) or Splitter({{'a': 2}})."
-            )
-        if not sizes:
-            raise ValueError(
-                "Splitter needs at least one named size, got none. Write e.g. "
-                "Splitter(action_params=2 * action_size, value=1)."
-            )
+        sizes = named_arguments(
+            "Splitter",
+            sizes,
+            kwargs,
+            items="sizes",
+            one="named size",
+            mapping="a dict {name: size}",
+            example="Splitter(action_params=2 * action_size, value=1) or Splitter({'a': 2})",
+        )
         pairs = []
         for name, size in sizes.items():
             if not isinstance(name, str):

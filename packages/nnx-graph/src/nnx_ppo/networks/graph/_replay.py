@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from nnx_ppo.networks.graph import _step
 from nnx_ppo.networks.graph.topology import Connection, ExecutionPlan
 from nnx_ppo.networks.types import (
+    Metrics,
     ModuleState,
     StatefulModule,
     StatefulModuleOutput,
@@ -45,7 +46,7 @@ class StagedReplay(NamedTuple):
     final_state: ModuleState
     outputs: dict[str, jax.Array]
     regularization: jax.Array
-    metrics: dict[str, Any]
+    metrics: Metrics
 
 
 def stages(

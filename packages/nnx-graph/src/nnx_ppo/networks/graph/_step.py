@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from nnx_ppo.networks.graph import topology
 from nnx_ppo.networks.graph.topology import Connection, ExecutionPlan, Population
-from nnx_ppo.networks.types import ModuleState, StatefulModule, StatefulModuleOutput
+from nnx_ppo.networks.types import Metrics, ModuleState, StatefulModule, StatefulModuleOutput
 
 __all__ = [
     "Integration",
@@ -50,7 +50,7 @@ class Integration(NamedTuple):
     transforms: dict[str, Any]
     extras: dict[str, Any]
     regularization: jax.Array
-    metrics: dict[str, Any]
+    metrics: Metrics
 
 
 def batch_size(state: ModuleState, x: Any) -> Any:
@@ -179,7 +179,7 @@ def integrate(
     inputs = inputs or {}
     next_carries: dict[str, Any] = {}
     extras: dict[str, Any] = {}
-    metrics: dict[str, Any] = {}
+    metrics: Metrics = {}
     regularization = jnp.zeros((batch,))
     for pop, incoming in zip(plan.order, plan.incoming, strict=True):
         if pop.name not in names:

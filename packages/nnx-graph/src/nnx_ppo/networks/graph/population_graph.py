@@ -19,7 +19,7 @@ from flax import nnx
 from nnx_ppo.networks.feedforward import Dense
 from nnx_ppo.networks.graph import _replay, _step, topology
 from nnx_ppo.networks.graph.topology import Connection, ExecutionPlan, Population
-from nnx_ppo.networks.types import ModuleState, StatefulModule, StatefulModuleOutput
+from nnx_ppo.networks.types import Metrics, ModuleState, StatefulModule, StatefulModuleOutput
 
 __all__ = ["PopulationGraph"]
 
@@ -452,8 +452,10 @@ class PopulationGraph(StatefulModule):
             rollout_extras=(),
         )
 
-    def _metrics(self, transforms: dict[str, Any], outputs: dict[str, jax.Array]) -> dict[str, Any]:
-        metrics: dict[str, Any] = {"transforms": transforms} if transforms else {}
+    def _metrics(self, transforms: Metrics, outputs: dict[str, jax.Array]) -> Metrics:
+        """The graph's metrics: the transforms' (if any) and, when recording, every
+        population's output."""
+        metrics: Metrics = {"transforms": transforms} if transforms else {}
         if self.record_populations:
             metrics["populations"] = dict(outputs)
         return metrics

@@ -127,19 +127,24 @@ def check_name(call: str, value: Any) -> str:
     return value
 
 
-def check_size(call: str, value: Any) -> int:
-    """Validate a population size (a positive int)."""
+def _check_int(call: str, argument: str, value: Any, minimum: int, fix: str) -> int:
+    """Validate an int argument ``>= minimum`` (``minimum`` is 0 or 1; bools rejected)."""
+    kind = "a positive int" if minimum == 1 else "a non-negative int"
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(
-            f"{call}: size must be a positive int, got {value!r} of type "
-            f"{type(value).__name__}; pass the population's width, e.g. size=32."
+            f"{call}: {argument} must be {kind}, got {value!r} of type "
+            f"{type(value).__name__}; {fix}."
         )
-    if value <= 0:
-        raise ValueError(
-            f"{call}: size must be a positive int, got {value!r}; a population needs at "
-            "least one unit, e.g. size=32."
-        )
+    if value < minimum:
+        raise ValueError(f"{call}: {argument} must be {kind}, got {value!r}; {fix}.")
     return int(value)
+
+
+def check_size(call: str, value: Any) -> int:
+    """Validate a population size (a positive int)."""
+    return _check_int(
+        call, "size", value, 1, "a population's width is at least one unit, e.g. size=32"
+    )
 
 
 def check_activation(call: str, value: Any) -> Activation | None:
@@ -164,18 +169,14 @@ def check_key(call: str, argument: str, value: Any) -> str:
 
 def check_delay(call: str, value: Any) -> int:
     """Validate a connection delay (a non-negative int)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"{call}: delay must be a non-negative int (a number of steps), got {value!r} "
-            f"of type {type(value).__name__}; e.g. delay=0 (same step) or delay=1."
-        )
-    if value < 0:
-        raise ValueError(
-            f"{call}: delay must be a non-negative int, got {value!r}; a connection cannot "
-            "read the future. Use delay=0 to read the same step or delay=k to read k "
-            "steps ago."
-        )
-    return int(value)
+    return _check_int(
+        call,
+        "delay",
+        value,
+        0,
+        "a delay is a number of steps and a connection cannot read the future: use "
+        "delay=0 to read the same step or delay=k to read k steps ago",
+    )
 
 
 def check_new_population(
