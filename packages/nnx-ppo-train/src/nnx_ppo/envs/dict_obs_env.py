@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nnx_ppo.envs.base import Env, State, _check_action, _check_float, _move
+from nnx_ppo.envs._helpers import check_action, check_float, move
+from nnx_ppo.envs.base import Env, State
 
 __all__ = ["DictObsEnv"]
 
@@ -46,13 +47,13 @@ class DictObsEnv(Env):
         self, step_size: float = 0.1, grip_radius: float = 0.2, grip_weight: float = 0.1
     ) -> None:
         owner = "DictObsEnv"
-        self.step_size = _check_float(
+        self.step_size = check_float(
             owner, "step_size", step_size, allow_zero=False, meaning="distance per unit action"
         )
-        self.grip_radius = _check_float(
+        self.grip_radius = check_float(
             owner, "grip_radius", grip_radius, allow_zero=False, meaning="goal radius"
         )
-        self.grip_weight = _check_float(
+        self.grip_weight = check_float(
             owner, "grip_weight", grip_weight, allow_zero=True, meaning="gripper reward weight"
         )
 
@@ -88,9 +89,9 @@ class DictObsEnv(Env):
 
     def step(self, state: State, action: dict[str, jax.Array]) -> State:
         """Moves the hand, sets the gripper, rewards reaching and correct gripping."""
-        action = _check_action(action, self.action_size, "DictObsEnv")
+        action = check_action(action, self.action_size, "DictObsEnv")
         ps = state.pipeline_state
-        hand = _move(ps["hand"], action["arm"], self.step_size, 2.0)
+        hand = move(ps["hand"], action["arm"], self.step_size, 2.0)
         grip = action["gripper"]
         distance = jnp.linalg.norm(hand - ps["goal"])
         sign = jnp.where(distance < self.grip_radius, 1.0, -1.0)

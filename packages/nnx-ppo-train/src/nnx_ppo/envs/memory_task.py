@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nnx_ppo.envs.base import Env, State, _check_action, _check_float
+from nnx_ppo.envs._helpers import check_action, check_float
+from nnx_ppo.envs.base import Env, State
 
 __all__ = ["MemoryTask"]
 
@@ -63,7 +64,7 @@ class MemoryTask(Env):
                 )
         self.delay = delay
         self.cue_size = cue_size
-        self.cue_probability = _check_float(
+        self.cue_probability = check_float(
             "MemoryTask",
             "cue_probability",
             cue_probability,
@@ -113,7 +114,7 @@ class MemoryTask(Env):
 
     def step(self, state: State, action: jax.Array) -> State:
         """Scores ``action`` against ``o_{t-delay}`` and shows the next cue."""
-        action = _check_action(action, self.action_size, "MemoryTask")
+        action = check_action(action, self.action_size, "MemoryTask")
         ps = state.pipeline_state
         target = ps["history"][0]
         reward = jnp.mean(action * target)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nnx_ppo.envs.base import Env, State, _check_action, _check_float, _move
+from nnx_ppo.envs._helpers import check_action, check_float, move
+from nnx_ppo.envs.base import Env, State
 
 __all__ = ["PointMass"]
 
@@ -62,13 +63,13 @@ class PointMass(Env):
         terminate_radius: float | None = None,
     ) -> None:
         owner = "PointMass"
-        self.step_size = _check_float(
+        self.step_size = check_float(
             owner, "step_size", step_size, allow_zero=False, meaning="distance per unit action"
         )
-        self.init_radius = _check_float(
+        self.init_radius = check_float(
             owner, "init_radius", init_radius, allow_zero=True, meaning="start-square half-width"
         )
-        self.arena_size = _check_float(
+        self.arena_size = check_float(
             owner, "arena_size", arena_size, allow_zero=False, meaning="arena half-width"
         )
         if self.arena_size < self.init_radius:
@@ -79,7 +80,7 @@ class PointMass(Env):
             )
         self.terminate_radius: float | None = None
         if terminate_radius is not None:
-            self.terminate_radius = _check_float(
+            self.terminate_radius = check_float(
                 owner,
                 "terminate_radius",
                 terminate_radius,
@@ -114,8 +115,8 @@ class PointMass(Env):
 
     def step(self, state: State, action: jax.Array) -> State:
         """Moves by ``step_size * clip(action)``; reward ``-||p'||``."""
-        action = _check_action(action, self.action_size, "PointMass")
-        pos = _move(state.pipeline_state, action, self.step_size, self.arena_size)
+        action = check_action(action, self.action_size, "PointMass")
+        pos = move(state.pipeline_state, action, self.step_size, self.arena_size)
         distance = jnp.linalg.norm(pos)
         if self.terminate_radius is None:
             done = jnp.zeros((), jnp.float32)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nnx_ppo.envs.base import Env, State, _check_action, _check_float, _move
+from nnx_ppo.envs._helpers import check_action, check_float, move
+from nnx_ppo.envs.base import Env, State
 
 __all__ = ["TwoAgentEnv"]
 
@@ -38,7 +39,7 @@ class TwoAgentEnv(Env):
     """
 
     def __init__(self, step_size: float = 0.1) -> None:
-        self.step_size = _check_float(
+        self.step_size = check_float(
             "TwoAgentEnv", "step_size", step_size, allow_zero=False, meaning="distance per step"
         )
 
@@ -83,10 +84,10 @@ class TwoAgentEnv(Env):
 
     def step(self, state: State, action: dict[str, jax.Array]) -> State:
         """Moves both agents at once and rewards each by its own distance."""
-        action = _check_action(action, self.action_size, "TwoAgentEnv")
+        action = check_action(action, self.action_size, "TwoAgentEnv")
         ps = state.pipeline_state
-        pos_a = _move(ps["agent_a"], action["agent_a"], self.step_size, 2.0)
-        pos_b = _move(ps["agent_b"], action["agent_b"], self.step_size, 2.0)
+        pos_a = move(ps["agent_a"], action["agent_a"], self.step_size, 2.0)
+        pos_b = move(ps["agent_b"], action["agent_b"], self.step_size, 2.0)
         metrics = self._metrics(pos_a, pos_b)
         return state.replace(
             obs=self._obs(pos_a, pos_b),
