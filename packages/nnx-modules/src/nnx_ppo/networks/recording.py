@@ -14,7 +14,7 @@ integer position, ``Parallel`` / ``Concat`` / ``Map`` / ``Merge`` by name,
 their module in the container tree, where `extract_activations` collects them::
 
     recording = with_recording(network)
-    out = recording(state, obs)                  # same output, bitwise, as network(...)
+    out = recording(state, obs)                  # the same output as network(state, obs)
     acts = extract_activations(out.metrics)      # {0: [B, ...], 1: {"action": {...}}}
 
 What a module's activation is:
@@ -318,11 +318,13 @@ def with_recording(network: StatefulModule) -> StatefulModule:
     The copy shares every NNX variable with ``network`` (parameters, normalizer
     statistics, RNG streams: nothing is copied, so it always reflects the current
     training state), has the same carry structure (``network.initialize_state(B)``
-    works for both) and returns bitwise the same ``next_state``, ``output``,
-    ``regularization_loss`` and ``rollout_extras``. Its ``metrics`` gain the
-    activations of every leaf module and every graph population, which
-    `extract_activations` collects keyed by path. ``network`` itself is not modified:
-    recording is off unless you call the copy.
+    works for both) and computes ``next_state``, ``output``, ``regularization_loss``
+    and ``rollout_extras`` with the same operations: called eagerly, bitwise the same
+    arrays; under ``jit``, where the activations are extra outputs of the compiled
+    program, XLA may fuse differently and round a value differently in the last bit.
+    Its ``metrics`` gain the activations of every leaf module and every graph
+    population, which `extract_activations` collects keyed by path. ``network`` itself
+    is not modified: recording is off unless you call the copy.
 
     Containers (``Sequential``, ``Parallel``, ``Concat``, ``Map``, ``Merge``,
     ``PPOAdapter``) are descended into; every other module is a leaf and is wrapped in
