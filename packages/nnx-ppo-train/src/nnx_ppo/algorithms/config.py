@@ -161,7 +161,17 @@ class PPOConfig(_OnPolicyRun):
         n_minibatches: Minibatches per epoch; each is a set of
             ``n_envs // n_minibatches`` whole environment sequences.
         learning_rate: A positive float, or an optax schedule ``step -> lr`` where
-            ``step`` counts optimizer updates.
+            ``step`` counts optimizer updates. With ``desired_kl`` it is the initial
+            rate and must be a float within the bounds below.
+        desired_kl: Adapt the learning rate to the policy's KL per optimizer step
+            (rsl_rl's default rule, brax's ``ADAPTIVE_KL``; see
+            `nnx_ppo.algorithms.schedules`): divided by ``learning_rate_factor`` when
+            the KL measured on a minibatch exceeds ``2 * desired_kl``, multiplied by it
+            when the KL is positive and below ``desired_kl / 2``. rsl_rl uses ``0.01``.
+            ``None`` (default): a fixed rate or schedule.
+        learning_rate_factor: The adaptive rule's factor (> 1; rsl_rl and brax: 1.5).
+        min_learning_rate: The adaptive rule's lower bound (rsl_rl and brax: 1e-5).
+        max_learning_rate: The adaptive rule's upper bound (rsl_rl and brax: 1e-2).
         gae_lambda: GAE ``lambda`` in ``[0, 1]``.
         discounting_factor: Discount ``gamma`` in ``[0, 1]``.
         clip_range: PPO ratio clipping ``epsilon`` (> 0).
@@ -206,6 +216,10 @@ class PPOConfig(_OnPolicyRun):
     n_epochs: int = 4
     n_minibatches: int = 8
     learning_rate: float | Schedule = 3e-4
+    desired_kl: float | None = None
+    learning_rate_factor: float = 1.5
+    min_learning_rate: float = 1e-5
+    max_learning_rate: float = 1e-2
     gae_lambda: float = 0.95
     discounting_factor: float = 0.99
     clip_range: float = 0.2
@@ -223,6 +237,7 @@ class PPOConfig(_OnPolicyRun):
 
     def __post_init__(self) -> None:
         self._check_run()
+        self._check_adaptive_kl()
         check_float("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
         check_float("discounting_factor", self.discounting_factor, low=0.0, high=1.0)
         check_float("clip_range", self.clip_range, low=0.0, low_open=True)
@@ -240,6 +255,33 @@ class PPOConfig(_OnPolicyRun):
                 "value_clip_range=None or advantage_estimation='rollout'."
             )
         check_bool("bootstrap_on_truncation", self.bootstrap_on_truncation)
+
+    def _check_adaptive_kl(self) -> None:
+        check_float("desired_kl", self.desired_kl, low=0.0, low_open=True, optional=True)
+        check_float("learning_rate_factor", self.learning_rate_factor, low=1.0, low_open=True)
+        check_float("min_learning_rate", self.min_learning_rate, low=0.0, low_open=True)
+        check_float("max_learning_rate", self.max_learning_rate, low=0.0, low_open=True)
+        if self.min_learning_rate > self.max_learning_rate:
+            raise ValueError(
+                f"min_learning_rate={self.min_learning_rate} is above "
+                f"max_learning_rate={self.max_learning_rate}: the adaptive-KL bounds are "
+                "out of order; swap them."
+            )
+        if self.desired_kl is None:
+            return
+        if callable(self.learning_rate):
+            raise ValueError(
+                f"desired_kl={self.desired_kl} adapts the learning rate itself, so "
+                f"learning_rate must be a number (the initial rate), not the schedule "
+                f"{self.learning_rate!r}; pass a float or set desired_kl=None."
+            )
+        if not self.min_learning_rate <= self.learning_rate <= self.max_learning_rate:
+            raise ValueError(
+                f"learning_rate={self.learning_rate} is outside the adaptive-KL bounds "
+                f"[min_learning_rate={self.min_learning_rate}, "
+                f"max_learning_rate={self.max_learning_rate}]: start inside them or widen "
+                "the bounds."
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

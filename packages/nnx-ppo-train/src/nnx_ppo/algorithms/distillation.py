@@ -380,7 +380,10 @@ def train_distillation(
     )  # fmt: skip
     train_call = trainer.compile_call(iteration, state, config, sharded, n_args=1)
 
-    evaluation = trainer.evaluation_of(eval_env, student, graphdef, config.eval, eval_key, sharded)
+    evaluation = trainer.evaluation_of(
+        eval_env, student, graphdef, config.eval, eval_key, sharded,
+        run_steps=config.n_iterations * config.steps_per_iteration,
+    )  # fmt: skip
     loop = trainer.drive(
         state, lambda current: train_call(current, teacher_arrays), config, host,
         log_every_calls=config.log_every_calls, evaluation=evaluation, mesh=sharded,

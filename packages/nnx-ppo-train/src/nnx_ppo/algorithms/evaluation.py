@@ -15,6 +15,8 @@ environments keep stepping afterwards (their rewards are masked), so the program
 fixed shape. An episode still running after ``max_episode_length`` steps is cut there.
 Carries start from ``initialize_state`` and need no reset (each environment plays one
 episode). The network's own state (parameters, statistics, RNG streams) is not changed.
+An environment that declares the training-progress keys (`nnx_ppo.algorithms.progress`)
+sees ``training_progress = 1.0`` and ``is_training = False``: the final task.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from jax.sharding import Mesh
 from nnx_ppo.algorithms._validation import check_int
 from nnx_ppo.algorithms.checks import check_env_network
 from nnx_ppo.algorithms.distributed import constrain_batch, n_shards, replicated_sharding
+from nnx_ppo.algorithms.progress import check_step_range, write_progress
 from nnx_ppo.algorithms.rollout import (
     eval_copy,
     network_step,
@@ -50,6 +53,7 @@ def make_evaluator(
     n_envs: int,
     max_episode_length: int,
     mesh: Mesh | None = None,
+    training_step: int | None = None,
 ) -> Callable[[nnx.State, nnx.State, jax.Array], Metrics]:
     """Build a jitted ``evaluator(params, network_state, key) -> metrics``.
 
@@ -63,12 +67,19 @@ def make_evaluator(
             evaluation environments are sharded along its ``"data"`` axis if ``n_envs``
             is a multiple of its size (else every device runs them all), and the
             metrics come back replicated. ``None``: no sharding.
+        training_step: If the environment declares the training-progress keys
+            (`nnx_ppo.algorithms.progress`), the ``training_step`` written before
+            every step (a training run passes the steps it trains for); ``None`` leaves
+            that key as ``reset`` set it. ``training_progress`` is written as ``1.0``
+            and ``is_training`` as ``False`` either way.
 
     Returns:
         A jitted function of the split network state and a raw PRNG key returning the
         metrics in the module table (scalars).
     """
     shard = mesh if mesh is not None and n_envs % n_shards(mesh) == 0 else None
+    if training_step is not None:
+        check_step_range(jax.eval_shape(env.reset, jax.random.PRNGKey(0)), training_step)
 
     def evaluator(params: nnx.State, network_state: nnx.State, key: jax.Array) -> Metrics:
         model = nnx.merge(graphdef, params, network_state)
@@ -78,6 +89,7 @@ def make_evaluator(
 
         def eval_step(loop, _):
             net_state, env_s, net_carry, returns, length, active = loop
+            env_s = write_progress(env_s, step=training_step, progress=1.0, training=False)
             net_state, out = network_step(graphdef, params, net_state, net_carry, env_s.obs)
             next_env = jax.vmap(env.step)(env_s, ppo_output(out).actions)
             live = active.astype(jnp.float32)

@@ -50,6 +50,7 @@ from nnx_ppo.algorithms.phases import (
     split_minibatches,
 )
 from nnx_ppo.algorithms.rollout import split_network, value_estimates
+from nnx_ppo.algorithms.schedules import adaptive_kl_of, wrap_optimizer
 from nnx_ppo.algorithms.types import Metrics, TrainState
 
 __all__ = [
@@ -66,17 +67,29 @@ __all__ = [
 def make_optimizer(config: PPOConfig | DistillationConfig) -> optax.GradientTransformation:
     """Adam (AdamW if ``weight_decay > 0``), after global-norm clipping if configured.
 
+    With ``desired_kl`` (`PPOConfig`) Adam is wrapped in ``optax.inject_hyperparams``,
+    so that its learning rate is part of the optimizer state, where the adaptive-KL rule
+    (`nnx_ppo.algorithms.schedules`) changes it; otherwise the state has the plain
+    Adam layout.
+
     Args:
-        config: Reads ``learning_rate`` (float or schedule), ``weight_decay`` and
-            ``max_grad_norm``.
+        config: Reads ``learning_rate`` (float or schedule), ``weight_decay``,
+            ``max_grad_norm`` and (PPO) ``desired_kl``.
 
     Returns:
         An optax ``GradientTransformation``.
     """
-    if config.weight_decay > 0:
-        base = optax.adamw(config.learning_rate, weight_decay=config.weight_decay)
-    else:
-        base = optax.adam(config.learning_rate)
+    weight_decay = config.weight_decay
+
+    def adam(learning_rate: Any) -> optax.GradientTransformation:
+        if weight_decay > 0:
+            return optax.adamw(learning_rate, weight_decay=weight_decay)
+        return optax.adam(learning_rate)
+
+    if adaptive_kl_of(config) is None:
+        base = adam(config.learning_rate)
+    else:  # the rate lives in the state, where the adaptive rule changes it
+        base = wrap_optimizer(adam, float(config.learning_rate))  # type: ignore[arg-type]
     if config.max_grad_norm is None:
         return base
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), base)
@@ -246,8 +259,11 @@ _PER_EPISODE = ("rollout/episode_reward", "rollout/episode_length")
 
 def _aggregate(metrics: Metrics) -> Metrics:
     """Combine ``[K]``-stacked iteration metrics: means, except that episode counts add
-    up and per-episode means are weighted by the number of episodes of each iteration."""
+    up, per-episode means are weighted by the number of episodes of each iteration, and
+    the learning rate is the last iteration's."""
     out = {k: jnp.mean(v, axis=0) for k, v in metrics.items()}
+    if "train/learning_rate" in metrics:  # the rate the call ended with
+        out["train/learning_rate"] = metrics["train/learning_rate"][-1]
     if "rollout/episodes" in metrics:
         counts = metrics["rollout/episodes"]
         total = jnp.sum(counts)

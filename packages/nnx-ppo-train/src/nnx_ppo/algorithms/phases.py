@@ -42,6 +42,13 @@ from nnx_ppo.algorithms.distributed import (
     shard_state,
 )
 from nnx_ppo.algorithms.faults import healthy, record_non_finite
+from nnx_ppo.algorithms.progress import (
+    TRAINING_STEP,
+    check_step_range,
+    declared_keys,
+    training_progress,
+    write_progress,
+)
 from nnx_ppo.algorithms.rollout import (
     ReplayOutput,
     Rollout,
@@ -50,6 +57,13 @@ from nnx_ppo.algorithms.rollout import (
     reset_envs,
     split_network,
     unroll,
+)
+from nnx_ppo.algorithms.schedules import (
+    adapt_learning_rate,
+    adaptive_kl_of,
+    iteration_learning_rate,
+    learning_rate_state,
+    with_learning_rate,
 )
 from nnx_ppo.algorithms.types import EpisodeStats, Metrics, TrainState, Transition
 
@@ -84,6 +98,7 @@ _GROUPS = {
     "network/": LogLevel.NETWORK_METRICS,
     "train/grad_norm": LogLevel.GRAD_NORM,
     "train/param_norm": LogLevel.WEIGHTS,
+    "train/learning_rate": LogLevel.LOSSES,
 }
 
 
@@ -234,11 +249,25 @@ def rollout_phase(
 
     With ``config.reset_mode="refresh"`` the reset state is first redrawn from
     ``refresh_key``; the environments' metrics are averaged if ``config.log_level``
-    has ``ENV_METRICS``. See `unroll` for ``bootstrap_on_truncation`` and
+    has ``ENV_METRICS``. If the environments' ``info`` declares the training-progress
+    keys (`nnx_ppo.algorithms.progress`), they are written before every step: the env
+    steps trained so far (from ``state.iteration``, exact) and their fraction of
+    ``config.total_steps``. See `unroll` for ``bootstrap_on_truncation`` and
     ``store_values``.
     """
     n_envs = jnp.shape(state.env_state.done)[0]
     reset_state = state.reset_state
+    before_step = None
+    if declared_keys(state.env_state):  # the environment reads the training progress
+        check_step_range(state.env_state, config.n_iterations * config.steps_per_iteration)
+
+        def before_step(env_state: Any, t: jax.Array) -> Any:
+            dtype = jnp.asarray(env_state.info.get(TRAINING_STEP, 0)).dtype
+            first = state.iteration.astype(dtype) * config.steps_per_iteration
+            step = first + t.astype(dtype) * n_envs
+            progress = training_progress(step, config.total_steps)
+            return write_progress(env_state, step=step, progress=progress, training=True)
+
     if config.reset_mode == "refresh":
         reset_state = constrain_batch(reset_envs(env, refresh_key, n_envs), mesh)
     network_state, env_state, carry, episodes, _, rollout = unroll(
@@ -255,6 +284,7 @@ def rollout_phase(
         bootstrap_on_truncation=bootstrap_on_truncation,
         env_metrics=LogLevel.ENV_METRICS in config.log_level,
         store_values=store_values,
+        before_step=before_step,
     )
     rollout = rollout.replace(transitions=constrain_batch(rollout.transitions, mesh, axis=1))
     return RolloutPhase(
@@ -344,18 +374,28 @@ def gradient_phase(
     ``[B/M, ...]``). The non-parameter network state stays as in the rollout
     throughout.
 
+    With ``config.desired_kl`` (PPO) the learning rate in ``opt_state`` is adapted
+    before every step to the ``actor/approx_kl`` the loss measured on that step's
+    minibatch (`nnx_ppo.algorithms.schedules`; on a mesh that mean covers every
+    device's share, so the rate is the same everywhere).
+
     Returns:
         ``((params, opt_state), metrics)``: the metrics averaged over every step
         (``*max_deviation`` ones maxed), plus ``train/grad_norm`` with
-        ``LogLevel.GRAD_NORM``.
+        ``LogLevel.GRAD_NORM`` and ``train/learning_rate`` (the last step's rate).
     """
 
     level, n_envs, n_minibatches = config.log_level, config.n_envs, config.n_minibatches
+    rule = adaptive_kl_of(config)
 
     def minibatch_update(carry, minibatch):
         params, opt_state = carry
         grad_fn = jax.value_and_grad(loss, has_aux=True)
         (_, metrics), grads = grad_fn(params, network_state, minibatch)
+        if rule is not None:
+            rate = learning_rate_state(opt_state).hyperparams["learning_rate"]
+            rate = adapt_learning_rate(rate, metrics["actor/approx_kl"], rule)
+            opt_state = with_learning_rate(opt_state, rate)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         if LogLevel.GRAD_NORM in level:
@@ -374,6 +414,7 @@ def gradient_phase(
     reduced = {
         k: jnp.max(v) if k.endswith("max_deviation") else jnp.mean(v) for k, v in metrics.items()
     }
+    reduced["train/learning_rate"] = iteration_learning_rate(config, opt_state, state.iteration)
     return (params, opt_state), reduced
 
 

@@ -203,7 +203,10 @@ def train_ppo(
 
         video = Periodic(record_video, config.video.every_steps, primary_only=True)
 
-    evaluation = evaluation_of(eval_env, networks, graphdef, config.eval, eval_key, sharded)
+    evaluation = evaluation_of(
+        eval_env, networks, graphdef, config.eval, eval_key, sharded,
+        run_steps=ppo.n_iterations * ppo.steps_per_iteration,
+    )  # fmt: skip
     loop = drive(
         state, train_call, ppo, host, log_every_calls=config.log_every_calls,
         evaluation=evaluation, video=video, mesh=sharded, description="train_ppo",

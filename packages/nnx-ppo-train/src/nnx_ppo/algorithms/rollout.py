@@ -42,6 +42,7 @@ truncated.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -243,6 +244,7 @@ def unroll(
     bootstrap_on_truncation: bool,
     env_metrics: bool = False,
     store_values: bool = True,
+    before_step: Callable[[Any, jax.Array], Any] | None = None,
 ) -> tuple[nnx.State, Any, Any, EpisodeStats, jax.Array, Rollout]:
     """The rollout on split network state (the jitted trainer's building block; see
     `unroll_env` for the same on a network object).
@@ -252,8 +254,11 @@ def unroll(
     transitions' ``value`` and the rollout's ``bootstrap_value`` are ``None``: nothing
     uses the critic's output inside the scan, so XLA leaves its computation out (the
     values of truncated episodes' final observations are still computed if
-    ``bootstrap_on_truncation``). Returns ``(network_state, env_state, carry, episodes,
-    key, rollout)``.
+    ``bootstrap_on_truncation``). ``before_step(env_state, t)`` (``t``: int32 ``[]``,
+    the step's index in the rollout), if given, prepares the batched state before the
+    network acts on it and the environment steps it (e.g. writes the training progress
+    into ``info``, `nnx_ppo.algorithms.progress`); it must keep the state's structure.
+    Returns ``(network_state, env_state, carry, episodes, key, rollout)``.
     """
     batched_reset = jax.vmap(env.reset)
     n_envs = jnp.shape(env_state.done)[0]
@@ -284,9 +289,11 @@ def unroll(
             lambda: next_env,
         )
 
-    def env_step(loop, _):
+    def env_step(loop, t):
         net_state, env_s, net_carry, eps, key = loop
         key, step_key = jax.random.split(key)
+        if before_step is not None:
+            env_s = before_step(env_s, t)
         obs = env_s.obs
         net_state, out = network_step(graphdef, params, net_state, net_carry, obs)
         ppo = ppo_output(out)
@@ -334,7 +341,8 @@ def unroll(
     initial_carry = carry
     aliases: list[Any] = []  # filled when env_step is traced
     loop = (network_state, env_state, carry, episodes, key)
-    loop, (transitions, summary) = jax.lax.scan(env_step, loop, None, length=length)
+    steps = None if before_step is None else jnp.arange(length, dtype=jnp.int32)
+    loop, (transitions, summary) = jax.lax.scan(env_step, loop, steps, length=length)
     transitions = transitions.replace(
         rollout_extras=_restore_extras(transitions.rollout_extras, transitions.obs, aliases)
     )

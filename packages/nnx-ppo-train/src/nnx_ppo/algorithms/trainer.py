@@ -219,9 +219,13 @@ def evaluation_of(
     config: EvalConfig,
     key: jax.Array,
     mesh: Mesh | None,
+    *,
+    run_steps: int | None = None,
 ) -> Periodic | None:
     """The periodic evaluation of a run (``None`` if disabled): the network's
-    ``eval()``-mode graph if ``config.deterministic``, else its training ``graphdef``."""
+    ``eval()``-mode graph if ``config.deterministic``, else its training ``graphdef``.
+    An environment that reads the training progress sees ``run_steps`` (the steps the
+    run trains for) as ``training_step`` and progress 1.0 (`make_evaluator`)."""
     if not config.enabled:
         return None
     evaluator = make_evaluator(
@@ -230,6 +234,7 @@ def evaluation_of(
         n_envs=config.n_envs,
         max_episode_length=config.max_episode_length,
         mesh=mesh,
+        training_step=run_steps,
     )
     return evaluation_task(evaluator, key, config)
 
