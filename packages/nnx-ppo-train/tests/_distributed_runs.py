@@ -29,7 +29,13 @@ N_ENVS, ROLLOUT = 16, 8
 STEPS_PER_ITERATION = N_ENVS * ROLLOUT  # 128
 
 
-def _config(iterations: int, *, reset_mode: str = "cached", evaluate: bool = False):
+def _config(
+    iterations: int,
+    *,
+    reset_mode: str = "cached",
+    evaluate: bool = False,
+    desired_kl: float | None = None,
+):
     from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
 
     return TrainConfig(
@@ -40,6 +46,8 @@ def _config(iterations: int, *, reset_mode: str = "cached", evaluate: bool = Fal
             n_epochs=2,
             total_steps=iterations * STEPS_PER_ITERATION,
             reset_mode=reset_mode,  # type: ignore[arg-type]
+            desired_kl=desired_kl,
+            learning_rate=3e-4 if desired_kl is None else 3e-3,
         ),
         eval=EvalConfig(enabled=evaluate, n_envs=8, max_episode_length=12, at_start=False),
     )
@@ -51,6 +59,25 @@ def _env():
 
     # Episodes of 12 steps end inside the 8-step rollouts: resets are exercised.
     return EpisodeWrapper(PointMass(), episode_length=12)
+
+
+def _progress_env():
+    """PointMass whose reward penalises the distance more as training progresses, and
+    that never ends an episode (its last state keeps the last step's count)."""
+    from nnx_ppo.algorithms.progress import TRAINING_PROGRESS, progress_info
+    from nnx_ppo.envs import PointMass
+
+    class Harder(PointMass):
+        def reset(self, rng):
+            state = super().reset(rng)
+            return state.replace(info={**state.info, **progress_info()})
+
+        def step(self, state, action):
+            weight = 1.0 + state.info[TRAINING_PROGRESS]
+            stepped = super().step(state, action)
+            return stepped.replace(reward=weight * stepped.reward)
+
+    return Harder()
 
 
 def _mlp():
@@ -149,7 +176,26 @@ def sharded(out: str) -> None:
             d.id for d in jax.tree.leaves(result.state.env_state)[0].devices()
         )
 
-    # 5. n_envs = 16 is not a multiple of n_minibatches * devices = 2 * 3.
+    # 5. Adaptive-KL learning rate and an environment whose reward reads the training
+    #    progress, on 4 devices and on 1: the same rate, variables and step counts.
+    for name, devices in (("4", 4), ("1", 1)):
+        net = _mlp()
+        rates: list[float] = []
+
+        def record(metrics, step, rates=rates):
+            rates.append(metrics["train/learning_rate"])
+
+        result = train_ppo(
+            _progress_env(), net, _config(ITERATIONS, desired_kl=1e-3), progress=False,
+            devices=devices, log_fn=record,
+        )  # fmt: skip
+        _save(out, f"adaptive-{name}", net)
+        facts[f"adaptive-{name}-rates"] = rates
+        facts[f"adaptive-{name}-steps"] = np.asarray(
+            jax.device_get(result.state.env_state.info["training_step"])
+        ).tolist()
+
+    # 6. n_envs = 16 is not a multiple of n_minibatches * devices = 2 * 3.
     try:
         train_ppo(env, _mlp(), _config(1), progress=False, devices=3)
     except ValueError as e:

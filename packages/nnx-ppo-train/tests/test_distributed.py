@@ -242,6 +242,21 @@ def test_four_devices_train_like_one_with_lstm(sharded) -> None:
     assert (facts["lstm-4-env-devices"], facts["lstm-1-env-devices"]) == ([0, 1, 2, 3], [3])
 
 
+def test_adaptive_kl_and_progress_are_the_same_on_four_devices_and_one(sharded) -> None:
+    """The KL of each minibatch is averaged over the four devices' shares, so the
+    adapted rate follows the one-device run; the progress count is exact everywhere."""
+    facts, out = sharded
+    one, four = facts["adaptive-1-rates"], facts["adaptive-4-rates"]
+    assert len(one) == len(four) == 4 and len(set(one)) > 1  # the rate moved
+    np.testing.assert_allclose(four, one, rtol=1e-5)
+    _assert_same(
+        _variables(Path(f"{out}-adaptive-1.npz")), _variables(Path(f"{out}-adaptive-4.npz"))
+    )
+    # The last step of the run: iteration 3, rollout step 7, 16 envs.
+    last = (3 * 8 + 7) * 16
+    assert facts["adaptive-1-steps"] == facts["adaptive-4-steps"] == [last] * 16
+
+
 def test_checkpoint_from_four_devices_resumes_on_two_and_one(sharded) -> None:
     facts, out = sharded
     half = 2 * STEPS_PER_ITERATION
