@@ -55,7 +55,7 @@ kind, directory, jsonl, stop_at, out = sys.argv[1:6]
 
 def network():
     rngs = nnx.Rngs(0)
-    if kind == "mlp":
+    if kind in ("mlp", "mlp_nv"):
         return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=rngs)
     if kind == "lstm":
         return make_lstm_actor_critic(2, 2, 8, (8,), (8,), rngs=rngs)
@@ -99,7 +99,8 @@ def log_fn(metrics, step):
 log = LogLevel.LOSSES | LogLevel.ACTOR | LogLevel.CRITIC | LogLevel.ROLLOUT
 config = TrainConfig(
     ppo=PPOConfig(n_envs=4, rollout_length=4, n_minibatches=2, n_epochs=2,
-                  total_steps=256, learning_rate=3e-3, log_level=log),
+                  total_steps=256, learning_rate=3e-3, log_level=log,
+                  normalize_values=kind.endswith("_nv")),
     eval=EvalConfig(every_steps=56, n_envs=4, max_episode_length=8),
     log_every_calls=3,
 )
@@ -135,7 +136,7 @@ def _run_script(tmp_path: Path, kind: str, name: str, stop_at: int) -> tuple[int
     return proc.returncode, out
 
 
-@pytest.mark.parametrize("kind", ["mlp", "lstm", "graph"])
+@pytest.mark.parametrize("kind", ["mlp", "lstm", "graph", "mlp_nv"])  # nv: value statistics
 def test_split_and_resume_in_new_processes_records_the_uninterrupted_run(kind, tmp_path):
     if kind == "graph":
         pytest.importorskip("nnx_ppo.networks.graph", reason="needs nnx-graph")

@@ -12,7 +12,7 @@ from typing import Any
 from nnx_ppo_benchmarks.children import ours
 from nnx_ppo_benchmarks.children._graph import build_ring_graph
 from nnx_ppo_benchmarks.learning._child import main
-from nnx_ppo_benchmarks.learning.families import STACK
+from nnx_ppo_benchmarks.learning.families import FAMILIES, STACK
 from nnx_ppo_benchmarks.learning.tasks import TASKS, Task, make_env
 from nnx_ppo_benchmarks.settings import PPOSettings, RunSpec
 
@@ -123,7 +123,10 @@ def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
     base = make_env(task)
     eval_env = EpisodeWrapper(base, task.episode_length)
     env = RewardScalingWrapper(eval_env, ppo.reward_scaling)
-    network = build_network(task, cell["family"], base.observation_size, base.action_size, seed)
+    family = FAMILIES[cell["family"]]
+    network = build_network(
+        task, family.network_family, base.observation_size, base.action_size, seed
+    )
     # The benchmark's configuration (shared hyperparameters, no bootstrap at timeouts),
     # with one progress chunk per evaluation.
     spec = RunSpec(
@@ -137,6 +140,7 @@ def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
     config = ours.make_train_config(spec)
     config = dataclasses.replace(
         config,
+        ppo=dataclasses.replace(config.ppo, normalize_values=family.normalize_values),
         eval=EvalConfig(
             every_steps=cell["total_steps"] // task.n_evals,
             n_envs=cell["eval_envs"],

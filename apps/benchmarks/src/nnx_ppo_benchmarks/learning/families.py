@@ -11,7 +11,10 @@ Sizes follow the speed benchmark (:mod:`nnx_ppo_benchmarks.settings`) so that th
 - ``graph``: the ring ``PopulationGraph`` of the benchmark (8 populations of 16,
   delays 1-2, shared read-outs): actor and critic share every population;
 - ``graph_split``: one such ring per port (one for the actor, one for the critic), as
-  the LSTM family has one LSTM per port.
+  the LSTM family has one LSTM per port;
+- ``graph_nv``: the ``graph`` network trained with ``PPOConfig(normalize_values=True)``
+  (value targets standardised), what the graph tutorial tells users to do when actor
+  and critic share populations (nnx-ppo 0.3.0 has no such option).
 
 All use swish activations, an observation normalizer and the shared entropy weight
 and ``min_std``.
@@ -35,11 +38,20 @@ class Family:
         name: Key on the command line and in the results.
         description: One line for the report.
         implementations: The implementations that can build it.
+        network: The family whose network it builds (``name`` itself by default).
+        normalize_values: Train with ``PPOConfig(normalize_values=True)`` (ours only).
     """
 
     name: str
     description: str
     implementations: tuple[str, ...] = ("ours", "nnx-ppo-0.3.0")
+    network: str = ""
+    normalize_values: bool = False
+
+    @property
+    def network_family(self) -> str:
+        """The family name the children build the network of."""
+        return self.network or self.name
 
 
 FAMILIES: dict[str, Family] = {
@@ -51,6 +63,13 @@ FAMILIES: dict[str, Family] = {
         Family("gru", "GRU 64 per port, then policy 32, value 64", ("ours",)),
         Family("graph", "PopulationGraph ring: 8 populations of 16, delays 1-2"),
         Family("graph_split", "the graph ring per port (actor and critic)", ("ours",)),
+        Family(
+            "graph_nv",
+            "the graph ring, value targets normalised (normalize_values=True)",
+            ("ours",),
+            network="graph",
+            normalize_values=True,
+        ),
     )
 }
 """Family name -> :class:`Family` (nnx-ppo 0.3.0 has no GRU)."""

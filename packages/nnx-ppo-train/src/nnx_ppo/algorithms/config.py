@@ -178,6 +178,13 @@ class PPOConfig(_OnPolicyRun):
         normalize_advantages: Normalise advantages to zero mean and unit variance per
             minibatch (per reward key in ``"per_key"`` mode).
         critic_loss_weight: Weight of the critic MSE in the total loss.
+        normalize_values: Train each value head on its value targets standardised by
+            running statistics of the targets, and map its outputs back to returns
+            before computing advantages (rl_games' ``normalize_value``; see
+            `nnx_ppo.algorithms.value_normalization`). Keeps the critic's error of
+            order one whatever the reward scale; use it when the actor and the critic
+            share parameters (e.g. graph read-outs used by both ports). The statistics
+            are in ``TrainState.value_stats``. Needs ``advantage_estimation="rollout"``.
         value_clip_range: If set, clip the new value to within this distance of the
             rollout's value in the critic loss (PPO2-style, max of the two errors).
         max_grad_norm: If set, clip gradients to this global norm.
@@ -225,6 +232,7 @@ class PPOConfig(_OnPolicyRun):
     clip_range: float = 0.2
     normalize_advantages: bool = True
     critic_loss_weight: float = 0.5
+    normalize_values: bool = False
     value_clip_range: float | None = None
     max_grad_norm: float | None = None
     weight_decay: float = 0.0
@@ -243,6 +251,7 @@ class PPOConfig(_OnPolicyRun):
         check_float("clip_range", self.clip_range, low=0.0, low_open=True)
         check_bool("normalize_advantages", self.normalize_advantages)
         check_float("critic_loss_weight", self.critic_loss_weight, low=0.0)
+        check_bool("normalize_values", self.normalize_values)
         check_float(
             "value_clip_range", self.value_clip_range, low=0.0, low_open=True, optional=True
         )
@@ -253,6 +262,12 @@ class PPOConfig(_OnPolicyRun):
                 f"value_clip_range={self.value_clip_range} needs the rollout's values, which "
                 "advantage_estimation='minibatch' does not compute: set "
                 "value_clip_range=None or advantage_estimation='rollout'."
+            )
+        if self.advantage_estimation == "minibatch" and self.normalize_values:
+            raise ValueError(
+                "normalize_values=True updates its statistics from the rollout's value "
+                "targets, which advantage_estimation='minibatch' does not compute: set "
+                "normalize_values=False or advantage_estimation='rollout'."
             )
         check_bool("bootstrap_on_truncation", self.bootstrap_on_truncation)
 

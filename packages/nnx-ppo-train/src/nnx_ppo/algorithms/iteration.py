@@ -52,12 +52,19 @@ from nnx_ppo.algorithms.phases import (
 from nnx_ppo.algorithms.rollout import split_network, value_estimates
 from nnx_ppo.algorithms.schedules import adaptive_kl_of, wrap_optimizer
 from nnx_ppo.algorithms.types import Metrics, TrainState
+from nnx_ppo.algorithms.value_normalization import (
+    denormalize,
+    initial_value_statistics,
+    normalize,
+)
+from nnx_ppo.algorithms.value_normalization import update as update_value_statistics
 
 __all__ = [
     "init_train_state",
     "make_optimizer",
     "make_train_call",
     "make_training_iteration",
+    "ppo_state_fields",
     "reset_on_mesh",
     "split_minibatches",
     "split_network",
@@ -138,7 +145,18 @@ def init_train_state(
         n_envs=config.n_envs,
         reset_mode=config.reset_mode,
         mesh=mesh,
+        **ppo_state_fields(env, config),
     )
+
+
+def ppo_state_fields(env: Any, config: PPOConfig) -> dict[str, Any]:
+    """The initial values of the `TrainState` fields that only PPO has, for
+    `init_state`'s ``**fields``: ``value_stats`` (identity statistics, one per
+    leaf of the reward tree) with ``config.normalize_values``, else nothing."""
+    if not config.normalize_values:
+        return {}
+    rewards = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).reward
+    return {"value_stats": initial_value_statistics(rewards)}
 
 
 def make_training_iteration(
@@ -227,13 +245,30 @@ def make_training_iteration(
 
         # 2. Advantages and value targets, once per iteration (or per minibatch, in
         #    minibatch_loss, with the observation after the last step for bootstrapping).
+        value_stats = state.value_stats
         if per_minibatch:
             advantages = targets = None
             last_obs = phase.env_state.obs
-        else:
+        elif state.value_stats is None:
             advantages, targets = advantages_of(
                 transitions, transitions.value, rollout.bootstrap_value
             )
+            last_obs = None
+        else:
+            # Standardised value heads: advantages in return units from the outputs
+            # mapped back; the statistics take in this iteration's targets, and the
+            # critic fits the targets standardised by them.
+            stats = state.value_stats
+            advantages, targets = advantages_of(
+                transitions.replace(final_value=denormalize(stats, transitions.final_value)),
+                denormalize(stats, transitions.value),
+                denormalize(stats, rollout.bootstrap_value),
+            )
+            value_stats = update_value_statistics(stats, targets)
+            targets = normalize(value_stats, targets)
+            # The rollout's outputs restated in the new units (for value clipping).
+            restated = normalize(value_stats, denormalize(stats, transitions.value))
+            transitions = transitions.replace(value=restated)
             last_obs = None
 
         # 3. Gradient phase: n_epochs passes of n_minibatches replayed minibatches.
@@ -248,7 +283,10 @@ def make_training_iteration(
         network_state, non_finite, metrics = finish_phase(
             graphdef, params, phase, state, metrics, level
         )
-        new_state = advance(state, phase, params, opt_state, network_state, non_finite, rng)
+        new_state = advance(
+            state, phase, params, opt_state, network_state, non_finite, rng,
+            value_stats=value_stats,
+        )  # fmt: skip
         return new_state, metrics
 
     return training_iteration

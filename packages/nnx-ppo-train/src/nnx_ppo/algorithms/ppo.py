@@ -40,7 +40,11 @@ from nnx_ppo.algorithms.checks import check_env_network
 from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
 from nnx_ppo.algorithms.distributed import gather_state
 from nnx_ppo.algorithms.hooks import CheckpointHook
-from nnx_ppo.algorithms.iteration import make_optimizer, make_training_iteration
+from nnx_ppo.algorithms.iteration import (
+    make_optimizer,
+    make_training_iteration,
+    ppo_state_fields,
+)
 from nnx_ppo.algorithms.logging import LogFn
 from nnx_ppo.algorithms.phases import init_state
 from nnx_ppo.algorithms.rollout import eval_graphdef
@@ -186,6 +190,7 @@ def train_ppo(
     graphdef, state = init_state(
         env, networks, optimizer, init_key,
         n_envs=ppo.n_envs, reset_mode=ppo.reset_mode, mesh=sharded,
+        **ppo_state_fields(env, ppo),
     )  # fmt: skip
     state = resume(host.checkpoint, state, sharded)
     iteration = make_training_iteration(env, graphdef, optimizer, ppo, mesh=sharded)

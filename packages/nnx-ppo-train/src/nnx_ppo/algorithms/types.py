@@ -80,6 +80,10 @@ class TrainState:
             ``iteration * steps_per_iteration``, computed exactly on the host.
         non_finite: `NonFinite`, the first NaN/inf seen (the host raises
             `NonFiniteError` when it reads one).
+        value_stats: With ``PPOConfig(normalize_values=True)``, the running statistics
+            of the value targets, one
+            `ValueStatistics` per value head (the
+            reward tree's structure); ``None`` otherwise.
     """
 
     params: Any
@@ -92,6 +96,7 @@ class TrainState:
     rng: jax.Array
     iteration: jax.Array
     non_finite: NonFinite
+    value_stats: Any = None
 
 
 @struct.dataclass
