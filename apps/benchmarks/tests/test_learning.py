@@ -146,3 +146,18 @@ def test_an_interrupted_cell_keeps_its_finished_seeds(tmp_path):
     # Another budget, or seeds that are not a prefix of the cell's, are run again.
     assert _finished_runs(Cell("memory_d2", "lstm", "ours", (1, 2, 3), 200), path) == []
     assert _finished_runs(Cell("memory_d2", "lstm", "ours", (2, 1, 3), 100), path) == []
+
+
+def test_every_family_of_ours_builds_a_network_that_steps():
+    import jax.numpy as jnp
+    from nnx_ppo_benchmarks.learning.child_ours import build_network
+    from nnx_ppo_benchmarks.learning.families import FAMILIES
+    from nnx_ppo_benchmarks.learning.tasks import TASKS
+
+    # graph_nv is the graph network with value normalisation in its training config.
+    assert FAMILIES["graph_nv"].network_family == "graph"
+    assert FAMILIES["graph_nv"].normalize_values and not FAMILIES["graph"].normalize_values
+    for family in (f for f in FAMILIES.values() if "ours" in f.implementations):
+        net = build_network(TASKS["cartpole"], family.network_family, 5, 1, seed=0)
+        out = net(net.initialize_state(2), jnp.zeros((2, 5)))
+        assert out.output.actions.shape == (2, 1), family.name
