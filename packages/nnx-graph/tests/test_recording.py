@@ -113,3 +113,14 @@ def test_recording_copy_of_a_graph_is_bitwise_the_graph_and_leaves_it_alone():
     # The populations moved to the recording channel (not duplicated in the metrics).
     assert set(recorded.metrics) == {ACTIVATION_KEY}
     np.testing.assert_array_equal(recorded.metrics[ACTIVATION_KEY]["motor"], plain.output["motor"])
+
+
+def test_record_activations_is_nnx_ppos_name_for_record_populations():
+    import pytest
+
+    g = PopulationGraph(nnx.Rngs(0))
+    assert g.record_activations is False
+    g.record_activations = True
+    assert g.record_populations is True and g.record_activations is True
+    with pytest.raises(TypeError, match="record_activations must be a bool"):
+        g.record_activations = 1

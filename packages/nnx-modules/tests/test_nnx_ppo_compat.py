@@ -230,3 +230,22 @@ def test_a_typical_nnx_ppo_network_script():
     assert np.all(np.abs(np.asarray(output.actions)) < 1.0)
     assert output.value_estimates["critic"].shape == (4,)
     assert state[2]["action"][0]["h"].shape == (4, 8)
+
+
+def test_output_record_scale_and_activation_key_in_nnx_ppo_form():
+    from nnx_ppo.networks import recording, types
+    from nnx_ppo.networks.types import StatefulModuleOutput
+    from nnx_ppo.networks.utils import Scale
+
+    # nnx-ppo 0.3.0 modules build their output without rollout_extras.
+    out = StatefulModuleOutput(
+        next_state=(), output=jnp.ones(2), regularization_loss=0.0, metrics={}
+    )
+    assert out.rollout_extras is None
+    assert types.ACTIVATION_KEY == recording.ACTIVATION_KEY == "__activation__"
+    x = jnp.array([[1.0, -2.0]])
+    np.testing.assert_array_equal(Scale(factor=3.0)((), x).output, Scale(3.0)((), x).output)
+    with pytest.raises(TypeError, match="exactly one of scale and factor"):
+        Scale(2.0, factor=3.0)
+    with pytest.raises(TypeError, match="exactly one of scale and factor"):
+        Scale()

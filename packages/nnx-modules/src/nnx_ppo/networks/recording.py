@@ -74,7 +74,12 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from nnx_ppo.networks.types import ModuleState, StatefulModule, StatefulModuleOutput
+from nnx_ppo.networks.types import (
+    ACTIVATION_KEY,
+    ModuleState,
+    StatefulModule,
+    StatefulModuleOutput,
+)
 
 if TYPE_CHECKING:
     from nnx_ppo.networks.sampling_layers import ActionSampler
@@ -91,9 +96,6 @@ __all__ = [
     "with_recording",
 ]
 
-ACTIVATION_KEY = "__activation__"
-"""The ``metrics`` key under which a `Recorder` puts its module's activation (the same
-string as nnx-ppo 0.3.0's, so metrics trees read by either library agree)."""
 
 _ACTIVE: contextvars.ContextVar[list[SamplerCall] | None] = contextvars.ContextVar(
     "nnx_ppo_sampler_calls", default=None

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 from flax import nnx, struct
 
 __all__ = [
+    "ACTIVATION_KEY",
     "Metrics",
     "ModuleState",
     "PPONetworkOutput",
@@ -48,6 +49,11 @@ __all__ = [
     "replay_scanned",
     "reset_where",
 ]
+
+ACTIVATION_KEY = "__activation__"
+"""The ``metrics`` key under which a recording module puts its activation (see
+`nnx_ppo.networks.recording`; the same string as nnx-ppo 0.3.0's, so metrics trees
+read by either library agree)."""
 
 ModuleState = Any
 """A module's carry: any pytree of arrays with a leading batch axis ``[B, ...]``.
@@ -74,14 +80,15 @@ class StatefulModuleOutput:
         metrics: A (possibly nested) dict of arrays for logging.
         rollout_extras: What loss replay needs to reproduce this call exactly (the raw
             pre-squash action of a sampler, the raw input of a normalizer), routed like
-            ``state``. ``()`` when nothing is needed.
+            ``state``. ``()`` when nothing is needed; defaults to ``None`` (as in
+            nnx-ppo 0.3.0), which containers route like ``()``.
     """
 
     next_state: ModuleState
     output: Any
     regularization_loss: jax.Array
     metrics: Metrics
-    rollout_extras: Any
+    rollout_extras: Any = None
 
 
 @struct.dataclass

@@ -410,9 +410,12 @@ class Scale(StatelessModule):
 
     Args:
         scale: A finite number or array-like of finite numbers.
+        factor: nnx-ppo 0.3.0's keyword name for ``scale`` (``Scale(factor=2.0)``);
+            give one of the two.
 
     Raises:
-        TypeError: If ``scale`` is not numeric.
+        TypeError: If ``scale`` is not numeric, or both or neither of ``scale`` and
+            ``factor`` are given.
         ValueError: If ``scale`` has non-finite entries; at call time, if it does not
             broadcast onto an input leaf's trailing axes.
 
@@ -423,7 +426,18 @@ class Scale(StatelessModule):
         [1.0, 10.0]
     """
 
-    def __init__(self, scale: float | jax.Array | np.ndarray | Sequence[float]):
+    def __init__(
+        self,
+        scale: float | jax.Array | np.ndarray | Sequence[float] | None = None,
+        *,
+        factor: float | jax.Array | np.ndarray | Sequence[float] | None = None,
+    ):
+        if (scale is None) == (factor is None):
+            raise TypeError(
+                "Scale: give exactly one of scale and factor (nnx-ppo's name for it), "
+                f"got scale={scale!r}, factor={factor!r}; e.g. Scale(2.0)."
+            )
+        scale = scale if scale is not None else factor
         try:
             array = np.asarray(scale)
         except (TypeError, ValueError) as err:

@@ -452,6 +452,17 @@ class PopulationGraph(StatefulModule):
             rollout_extras=(),
         )
 
+    @property
+    def record_activations(self) -> bool:
+        """nnx-ppo 0.3.0's name for ``record_populations`` (read and write)."""
+        return self.record_populations
+
+    @record_activations.setter
+    def record_activations(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"PopulationGraph: record_activations must be a bool, got {value!r}.")
+        self.record_populations = value
+
     def _metrics(self, transforms: Metrics, outputs: dict[str, jax.Array]) -> Metrics:
         """The graph's metrics: the transforms' (if any) and, when recording, every
         population's output."""
