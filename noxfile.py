@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import tempfile
 import tomllib
 from pathlib import Path
@@ -29,6 +30,10 @@ PACKAGES = {
 # export tests of nnx-modules then run for StableHLO at the floor and also for ONNX at the
 # latest JAX (jax2onnx needs jax >= 0.8.1; it is skipped only where it is not installed).
 TEST_EXTRAS = {"nnx-modules": {"floor": "[stablehlo]", "latest": "[onnx]"}}
+# The distribution whose suite runs against its built wheel (at the latest JAX) rather
+# than the workspace source: packaging mistakes (a module left out of the wheel, a
+# file read from the source tree) fail its tests. nnx-modules: the cheapest suite.
+WHEEL_TESTED = "nnx-modules"
 APPS_DIR = ROOT / "apps"
 OWN_SESSION_APPS = {"export"}  # tested by `nox -s export`, with the onnx extra
 JAX_CACHE = ROOT / ".cache" / "jax"
@@ -62,36 +67,91 @@ def _test_env() -> dict[str, str]:
     }
 
 
-def _install_package(session: nox.Session, package: str, jax_spec: str, jax: str) -> None:
+def _install_package(session: nox.Session, package: str, jax: str) -> None:
+    """Install ``package`` (with its test extras), its workspace siblings and the test tools.
+
+    ``jax="floor"``: uv's ``lowest-direct`` resolution, so JAX and every dependency the
+    package (and its siblings) declares, flax, optax, orbax-checkpoint, numpy and the
+    extras' simulators included, come at its declared floor; the test tools are then
+    added at their newest versions that keep those floors. ``jax="latest"``: the newest
+    of everything; `WHEEL_TESTED` is installed from its built wheel, not the source.
+    """
     extras, siblings = PACKAGES[package]
     extras = TEST_EXTRAS.get(package, {}).get(jax, extras)
     args = []
     for sibling in siblings:
         args += ["-e", f"packages/{sibling}"]
-    args += ["-e", f"packages/{package}{extras}"]
-    session.install(*args, *jax_spec.split(), *_group("test"))
+    if jax == "floor":
+        floor = _jax_floor(package)
+        args += ["-e", f"packages/{package}{extras}"]
+        session.install("--resolution", "lowest-direct", *args, f"jax=={floor}", f"jaxlib=={floor}")
+        frozen = _output(
+            session, "uv", "pip", "freeze", "--exclude-editable", "--python", _venv_python(session)
+        )
+        constraints = Path(session.create_tmp()) / "floors.txt"
+        constraints.write_text(frozen)
+        session.install("--constraint", str(constraints), *_group("test"))
+    elif package == WHEEL_TESTED:
+        wheel = _build_wheel(session, package, Path(session.create_tmp()).resolve() / "dist")
+        session.install(*args, f"{package}{extras} @ {wheel.as_uri()}", "jax", *_group("test"))
+    else:
+        session.install(*args, "-e", f"packages/{package}{extras}", "jax", *_group("test"))
     session.run(
         "python",
         "-c",
-        "import jax, flax; print(f'jax {jax.__version__}, flax {flax.__version__}')",
+        "import jax, flax, importlib.metadata as md\n"
+        "print(f'jax {jax.__version__}, flax {flax.__version__}', *(f'{d} {md.version(d)}' "
+        "for d in ('optax', 'orbax-checkpoint', 'numpy')))",
     )
+
+
+def _build_wheel(session: nox.Session, package: str, out_dir: Path) -> Path:
+    """Build ``package``'s wheel without workspace sources into ``out_dir``; its path."""
+    shutil.rmtree(out_dir, ignore_errors=True)
+    session.run(
+        "uv", "build", "--no-sources", "--wheel", "--out-dir", str(out_dir),
+        f"packages/{package}", external=True,
+    )  # fmt: skip
+    return next(out_dir.glob(package.replace("-", "_") + "-*.whl"))
+
+
+def _venv_python(session: nox.Session) -> str:
+    return str(Path(session.virtualenv.location) / "bin" / "python")
+
+
+def _output(session: nox.Session, *command: str) -> str:
+    """The stdout of ``command`` (logged; stderr, e.g. warnings, left out of it)."""
+    session.log(" ".join(command))
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout
+
+
+def _installed_source(session: nox.Session, package: str) -> str:
+    """The folder the session's interpreter imports ``package``'s modules from; fails if
+    that is the workspace source (the wheel is what must be tested)."""
+    module = {"nnx-modules": "nnx_ppo.networks.containers"}[package]
+    find = f"import importlib.util as u, os; print(os.path.dirname(u.find_spec({module!r}).origin))"
+    folder = _output(session, _venv_python(session), "-c", find).strip()
+    if Path(folder).resolve().is_relative_to(ROOT / "packages"):
+        session.error(f"{package} imports from the workspace source {folder}, not its wheel")
+    session.log(f"{package} imports from {folder}")
+    return folder
 
 
 @nox.session
 @nox.parametrize("jax", ["floor", "latest"])
 @nox.parametrize("package", list(PACKAGES))
 def tests(session: nox.Session, package: str, jax: str) -> None:
-    """Fast tests of one distribution, with only its own dependencies, at JAX floor/latest."""
-    if jax == "floor":
-        floor = _jax_floor(package)
-        spec = f"jax=={floor} jaxlib=={floor}"
-    else:
-        spec = "jax"
-    _install_package(session, package, spec, jax)
+    """Fast tests of one distribution, with only its own dependencies: at its declared
+    floors (JAX, flax, optax, orbax, numpy, extras), or at the latest (nnx-modules from
+    its built wheel)."""
+    _install_package(session, package, jax)
+    sources = f"packages/{package}/src"
+    if jax == "latest" and package == WHEEL_TESTED:
+        sources = _installed_source(session, package)  # the wheel's modules, doctested
     session.run(
         "pytest",
         f"packages/{package}/tests",
-        f"packages/{package}/src",  # docstring examples are doctested
+        sources,  # docstring examples are doctested
         "--doctest-modules",
         "-m",
         "not slow",
@@ -261,6 +321,8 @@ def export(session: nox.Session) -> None:
         "packages/nnx-graph",
         "-e",
         "packages/nnx-ppo-train[brax,playground]",
+        "-e",
+        "apps/common",
         "-e",
         "apps/quickstart",
         "-e",
