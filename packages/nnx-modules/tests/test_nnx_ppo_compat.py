@@ -8,6 +8,8 @@ nnx-ppo"; the tests of those differences check that the error says what to do.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,9 +24,9 @@ from nnx_ppo.networks.feedforward import Dense
 from nnx_ppo.networks.normalizer import Normalizer, NormalizerStatistic, NormalizerStatistics
 from nnx_ppo.networks.recurrent import GRU, LSTM
 from nnx_ppo.networks.sampling_layers import NormalTanhSampler
-from nnx_ppo.networks.types import PPONetworkOutput
+from nnx_ppo.networks.types import PPONetworkOutput, reset_where
 from nnx_ppo.networks.utils import Filter, Flattener
-from nnx_ppo.networks.variational import VariationalBottleneck
+from nnx_ppo.networks.variational import AR1VariationalBottleneck, VariationalBottleneck
 
 
 def _params(layer: Dense) -> tuple[np.ndarray, np.ndarray]:
@@ -190,9 +192,161 @@ def test_filter_accepts_callables_mixed_with_paths():
     np.testing.assert_array_equal(out["a"], np.ones((2, 3)))
 
 
-def test_variational_bottleneck_in_nnx_ppo_form_says_how_to_port():
-    with pytest.raises(TypeError, match="owns its encoder"):
-        VariationalBottleneck(8, nnx.Rngs(0))
+# -- variational bottlenecks in nnx-ppo's encoder-less form ---------------------------------
+
+# Input (mean, pre-std) for latent size 2: mean (1, -2), pre-std (0, log(e - 1)), so
+# softplus(pre-std) = (log 2, log(1 + e - 1)) = (log 2, 1) and, with min_std = 1e-3,
+# sigma = (log 2 + 1e-3, 1 + 1e-3).
+_MEAN = np.array([1.0, -2.0])
+_SIGMA = np.array([math.log(2.0) + 1e-3, 1.0 + 1e-3])
+_X = jnp.tile(jnp.asarray([1.0, -2.0, 0.0, math.log(math.e - 1.0)], jnp.float32), (3, 1))
+# KL(N(mu, sigma) || N(0, 1)) = 0.5 * sum(mu^2 + sigma^2 - 1 - 2 log sigma).
+_KL = 0.5 * float(np.sum(_MEAN**2 + _SIGMA**2 - 1.0 - 2.0 * np.log(_SIGMA)))
+
+
+def _eps(key_data: jax.Array, latent: int) -> tuple[np.ndarray, np.ndarray]:
+    """The noise a bottleneck draws from its carried keys [B, 2], and the next keys."""
+
+    def one(k):
+        next_key, noise_key = jax.random.split(jax.random.wrap_key_data(k))
+        return jax.random.key_data(next_key), jax.random.normal(noise_key, (latent,))
+
+    next_keys, eps = jax.vmap(one)(key_data)
+    return np.asarray(eps), np.asarray(next_keys)
+
+
+def test_variational_bottleneck_nnx_ppo_form_matches_the_hand_computed_sample_and_kl():
+    # nnx-ppo 0.3.0: VariationalBottleneck(latent_size, rng, kl_weight, min_std).
+    vb = VariationalBottleneck(2, nnx.Rngs(0), 0.5, 1e-3)
+    assert vb.encoder is None and not jax.tree.leaves(nnx.state(vb, nnx.Param))
+    assert (vb.in_features, vb.latent_features, vb.kl_weight, vb.min_std) == (4, 2, 0.5, 1e-3)
+    state = vb.initialize_state(3)
+    out = vb(state, _X)
+    eps, next_keys = _eps(state["key"], 2)
+    np.testing.assert_allclose(out.output, _MEAN + _SIGMA * eps, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(out.regularization_loss, np.full(3, 0.5 * _KL), rtol=1e-6)
+    np.testing.assert_allclose(out.metrics["kl"], _KL, rtol=1e-6)
+    np.testing.assert_allclose(out.metrics["posterior_std"], _SIGMA.mean(), rtol=1e-6)
+    np.testing.assert_array_equal(out.next_state["key"], next_keys)
+    assert out.next_state["key"].shape == state["key"].shape == (3, 2)
+    assert out.next_state["key"].dtype == state["key"].dtype
+    # nnx-ppo's keywords build the same module; its defaults are kl_weight=1, min_std=1e-6.
+    same = VariationalBottleneck(latent_size=2, rng=nnx.Rngs(0), kl_weight=0.5, min_std=1e-3)
+    np.testing.assert_array_equal(same(same.initialize_state(3), _X).output, out.output)
+    default = VariationalBottleneck(2, rng=nnx.Rngs(noise=0).noise)
+    assert (default.kl_weight, default.min_std) == (1.0, 1e-6)
+    # eval(): the mean, no noise.
+    vb.eval()
+    np.testing.assert_allclose(vb(state, _X).output, np.tile(_MEAN, (3, 1)), rtol=1e-6)
+
+
+def test_ar1_bottleneck_nnx_ppo_form_adds_the_l2_penalty_on_consecutive_latents():
+    # nnx-ppo 0.3.0: AR1VariationalBottleneck(latent_size, rng, kl_weight, min_std,
+    # ar1_weight, backprop_through_time); the KL is to N(0, I) at every step.
+    ar1 = AR1VariationalBottleneck(2, nnx.Rngs(0), 0.5, 1e-3, 2.0)
+    assert ar1.encoder is None and ar1.phi is None and ar1.backprop_through_time
+    state0 = ar1.initialize_state(3)
+    first = ar1(state0, _X)
+    # The first step of an episode has no previous latent: no L2 term.
+    np.testing.assert_allclose(first.regularization_loss, np.full(3, 0.5 * _KL), rtol=1e-6)
+    assert float(first.metrics["l2_diff"]) == 0.0
+    second = ar1(first.next_state, _X)
+    z1, z2 = np.asarray(first.output), np.asarray(second.output)
+    eps2, _ = _eps(first.next_state["key"], 2)
+    np.testing.assert_allclose(z2, _MEAN + _SIGMA * eps2, rtol=1e-6, atol=1e-6)
+    # l2_diff = mean over the latent of (z_t - z_{t-1})^2, weighted by ar1_weight = 2.
+    l2 = np.mean((z2 - z1) ** 2, axis=-1)
+    np.testing.assert_allclose(second.regularization_loss, 0.5 * _KL + 2.0 * l2, rtol=1e-5)
+    np.testing.assert_allclose(second.metrics["l2_diff"], l2.mean(), rtol=1e-5)
+    np.testing.assert_array_equal(second.next_state["z"], z2)
+    # Reset: the next episode starts without a previous latent, shapes and dtypes kept.
+    reset = ar1.reset_state(second.next_state)
+    assert jax.tree.map(lambda a: (a.shape, a.dtype), reset) == jax.tree.map(
+        lambda a: (a.shape, a.dtype), state0
+    )
+    np.testing.assert_allclose(ar1(reset, _X).regularization_loss, np.full(3, 0.5 * _KL), rtol=1e-6)
+    default = AR1VariationalBottleneck(latent_size=2, rng=nnx.Rngs(0))
+    assert (default.kl_weight, default.min_std, default.ar1_weight) == (1.0, 1e-6, 1.0)
+
+
+@pytest.mark.parametrize("bptt", [True, False])
+def test_ar1_backprop_through_time_controls_the_gradient_into_the_previous_latent(bptt):
+    ar1 = AR1VariationalBottleneck(2, nnx.Rngs(0), 0.0, 1e-3, 1.0, bptt)
+    state0 = ar1.initialize_state(3)
+
+    def second_penalty(x1):
+        first = ar1(state0, x1)
+        return jnp.sum(ar1(first.next_state, _X).regularization_loss)
+
+    grad = np.asarray(jax.grad(second_penalty)(_X))
+    # With kl_weight = 0 the second step's loss is the L2 term alone: it reaches x_1 only
+    # through z_1 = mu_1 + sigma_1 * eps_1, and only if gradients flow back in time.
+    assert (np.abs(grad).sum() > 0) == bptt
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: VariationalBottleneck(2, nnx.Rngs(0), 0.5, 1e-3),
+        lambda: AR1VariationalBottleneck(2, nnx.Rngs(0), 0.5, 1e-3, 2.0),
+    ],
+    ids=["vb", "ar1"],
+)
+def test_nnx_ppo_form_bottlenecks_replay_their_rollout(make):
+    module = make()
+    xs = jax.random.normal(jax.random.key(1), (5, 3, 4))
+    dones = jnp.zeros((5, 3), bool).at[1, 0].set(True).at[2, 2].set(True)
+    state0 = module.initialize_state(3)
+    state, outputs, losses = state0, [], []
+    for t in range(5):
+        out = module(state, xs[t])
+        outputs.append(out.output)
+        losses.append(out.regularization_loss)
+        state = reset_where(module, dones[t], out.next_state)
+    final, replay = module.replay_sequence(state0, xs, (), dones)
+    np.testing.assert_allclose(replay.output, np.stack(outputs), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(replay.regularization_loss, np.stack(losses), rtol=1e-6)
+    assert replay.regularization_loss.shape == (5, 3)
+    # The keys replay bit for bit; the carried latent up to XLA's rounding under scan.
+    assert set(final) == set(state)
+    np.testing.assert_array_equal(final["key"], state["key"])
+    for name in set(state) - {"key"}:
+        np.testing.assert_allclose(final[name], state[name], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "match"),
+    [
+        (lambda: VariationalBottleneck(0, nnx.Rngs(0)), ValueError, "latent_size"),
+        (lambda: VariationalBottleneck(2, nnx.Rngs(0), -1.0), ValueError, "kl_weight"),
+        (lambda: VariationalBottleneck(2, nnx.Rngs(0), min_std=-1.0), ValueError, "min_std"),
+        (lambda: VariationalBottleneck(2, nnx.Rngs(0), 1.0, 1e-6, 3), TypeError, "at most 4"),
+        (
+            lambda: VariationalBottleneck(2, nnx.Rngs(0), 0.5, kl_weight=0.5),
+            TypeError,
+            "kl_weight was given both",
+        ),
+        (lambda: VariationalBottleneck(latent_size=2, rng=0), TypeError, "rng must be"),
+        (lambda: VariationalBottleneck(2, 4, nnx.Rngs(0), 1e-6), TypeError, "positional"),
+        (lambda: VariationalBottleneck(2, 4, nnx.Rngs(0), min_std=0.1), TypeError, "min_std"),
+        (lambda: AR1VariationalBottleneck(2, nnx.Rngs(0), phi=0.9), TypeError, "phi"),
+        (
+            lambda: AR1VariationalBottleneck(2, nnx.Rngs(0), backprop_through_time=1),
+            TypeError,
+            "backprop_through_time must be a bool",
+        ),
+        (lambda: AR1VariationalBottleneck(2, nnx.Rngs(0), ar1_weight=-2.0), ValueError, "ar1"),
+    ],
+)
+def test_nnx_ppo_form_bottleneck_construction_errors(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
+
+
+def test_nnx_ppo_form_bottleneck_rejects_an_input_that_is_not_mean_and_pre_std():
+    vb = VariationalBottleneck(2, nnx.Rngs(0))
+    with pytest.raises(ValueError, match=r"2 \* latent_size = 4 \(mean and pre-std\)"):
+        vb(vb.initialize_state(3), jnp.ones((3, 2)))
 
 
 def test_a_typical_nnx_ppo_network_script():

@@ -128,6 +128,13 @@ CASES = [
         lambda: AR1VariationalBottleneck(4, 3, rngs=_rngs(), phi=0.8),
         _vec(4),
     ),
+    # nnx-ppo 0.3.0's encoder-less forms: the input is (mean, pre-std), [B, 2 * latent].
+    Case("VariationalBottleneck-nnx-ppo", lambda: VariationalBottleneck(3, _rngs(), 0.1), _vec(6)),
+    Case(
+        "AR1VariationalBottleneck-nnx-ppo",
+        lambda: AR1VariationalBottleneck(3, _rngs(), 0.1, 1e-6, 0.5),
+        _vec(6),
+    ),
     Case("NormalTanhSampler", lambda: NormalTanhSampler(_rngs(), entropy_weight=0.1), _vec(4)),
     Case("NormalSampler", lambda: NormalSampler(_rngs(), entropy_weight=0.1), _vec(4)),
     Case("CategoricalSampler", lambda: CategoricalSampler(_rngs(), 0.1), _vec(5)),
