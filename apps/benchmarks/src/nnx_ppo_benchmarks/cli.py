@@ -25,12 +25,14 @@ from nnx_ppo_benchmarks.runner import BenchOptions, run_benchmark
 from nnx_ppo_benchmarks.settings import IMPLEMENTATIONS, NETWORKS, EvalSettings, PPOSettings
 from nnx_ppo_benchmarks.venvs import DEFAULT_JAX
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "comma_names", "main"]
 
 PROG = "nnx-ppo-bench"
 
 
-def _names(choices: Sequence[str]):
+def comma_names(choices: Sequence[str]):
+    """An argparse ``type`` reading a comma-separated list of names out of ``choices``."""
+
     def parse(text: str) -> tuple[str, ...]:
         names = tuple(n.strip() for n in text.split(",") if n.strip())
         unknown = [n for n in names if n not in choices]
@@ -57,13 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--implementations",
-        type=_names(list(IMPLEMENTATIONS)),
+        type=comma_names(list(IMPLEMENTATIONS)),
         default=defaults.implementations,
         help=f"comma-separated subset of {', '.join(IMPLEMENTATIONS)}",
     )
     p.add_argument(
         "--networks",
-        type=_names(list(NETWORKS)),
+        type=comma_names(list(NETWORKS)),
         default=tuple(NETWORKS),
         help=f"comma-separated subset of {', '.join(NETWORKS)}",
     )

@@ -111,7 +111,7 @@ def profile(
         make_training_iteration,
     )
     from nnx_ppo.algorithms.losses import ppo_loss
-    from nnx_ppo.algorithms.rollout import _unroll, network_step, replay
+    from nnx_ppo.algorithms.rollout import network_step, replay, unroll
     from nnx_ppo.wrappers import reset_done
     from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
 
@@ -154,8 +154,8 @@ def profile(
     iteration_quiet = jax.jit(make_training_iteration(env, graphdef, optimizer, quiet))
     run("iteration_log_none", lambda: iteration_quiet(state))
 
-    def unroll(s: Any) -> Any:
-        return _unroll(
+    def rollout_only(s: Any) -> Any:
+        return unroll(
             env,
             graphdef,
             s.params,
@@ -169,7 +169,7 @@ def profile(
             bootstrap_on_truncation=ppo.bootstrap_on_truncation,
         )
 
-    rollout_fn = jax.jit(unroll)
+    rollout_fn = jax.jit(rollout_only)
     run("rollout", lambda: rollout_fn(state))
     *_, rollout = rollout_fn(state)
     transitions = rollout.transitions

@@ -35,7 +35,14 @@ from nnx_ppo_benchmarks.venvs import (
     ensure_environments,
 )
 
-__all__ = ["BenchOptions", "plan_runs", "run_benchmark", "run_child"]
+__all__ = [
+    "BenchOptions",
+    "git_state",
+    "load_average",
+    "plan_runs",
+    "run_benchmark",
+    "run_child",
+]
 
 CHILD_MODULES = {
     "ours": "ours",
@@ -212,14 +219,15 @@ def run_child(spec: RunSpec, environment: Environment, output_dir: Path, timeout
     return raw
 
 
-def _load() -> list[float] | None:
+def load_average() -> list[float] | None:
+    """The 1/5/15-minute load averages (rounded), or ``None`` where there are none."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return None
 
 
-def _git_state() -> dict[str, Any] | None:
+def git_state() -> dict[str, Any] | None:
     """Commit of the workspace and whether packages/ has uncommitted changes."""
     root = SRC_DIR.parents[2]
     try:
@@ -277,9 +285,9 @@ def run_benchmark(options: BenchOptions, *, command: list[str] | None = None) ->
     meta: dict[str, Any] = {
         "command": command,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "load_before": _load(),
+        "load_before": load_average(),
         "cpu_count": os.cpu_count(),
-        "git": _git_state(),
+        "git": git_state(),
         "platform": sys.platform,
         "environments": options.environments,
         "jax_version": options.jax_version if options.environments == "isolated" else None,
@@ -296,7 +304,7 @@ def run_benchmark(options: BenchOptions, *, command: list[str] | None = None) ->
     for index, spec in enumerate(specs, 1):
         environment = environments[ENV_OF_IMPLEMENTATION[spec.implementation]]
         raw = run_child(spec, environment, options.output_dir, options.timeout_s)
-        raw["load_after"] = _load()
+        raw["load_after"] = load_average()
         runs.append(raw)
         print(
             f"[{index}/{len(specs)}] {spec.network} {spec.implementation} seed {spec.seed}: "
@@ -304,6 +312,6 @@ def run_benchmark(options: BenchOptions, *, command: list[str] | None = None) ->
             file=sys.stderr,
             flush=True,
         )
-    meta["load_after"] = _load()
+    meta["load_after"] = load_average()
     meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     return {"meta": meta, "runs": runs}

@@ -32,11 +32,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nnx_ppo_benchmarks.cli import _names
+from nnx_ppo_benchmarks.cli import comma_names
 from nnx_ppo_benchmarks.learning.families import FAMILIES
 from nnx_ppo_benchmarks.learning.report import write_report
 from nnx_ppo_benchmarks.learning.tasks import TASKS
-from nnx_ppo_benchmarks.runner import _git_state, _load
+from nnx_ppo_benchmarks.runner import git_state, load_average
 from nnx_ppo_benchmarks.settings import PPOSettings, chunk_plan
 from nnx_ppo_benchmarks.venvs import (
     DEFAULT_JAX,
@@ -200,9 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
         "tasks, ours vs nnx-ppo 0.3.0, several seeds, median and 95%% bootstrap CI.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--tasks", type=_names(list(TASKS)), default=tuple(TASKS))
-    p.add_argument("--families", type=_names(list(FAMILIES)), default=tuple(FAMILIES))
-    p.add_argument("--implementations", type=_names(IMPLEMENTATIONS), default=IMPLEMENTATIONS)
+    p.add_argument("--tasks", type=comma_names(list(TASKS)), default=tuple(TASKS))
+    p.add_argument("--families", type=comma_names(list(FAMILIES)), default=tuple(FAMILIES))
+    p.add_argument("--implementations", type=comma_names(IMPLEMENTATIONS), default=IMPLEMENTATIONS)
     p.add_argument("--seeds", type=_seeds, default=(100, 101, 102, 103, 104))
     p.add_argument("--steps", type=int, default=None, help="budget override (all tasks)")
     p.add_argument("--environments", choices=("isolated", "current"), default="isolated")
@@ -232,9 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta: dict[str, Any] = {
         "command": " ".join(["nnx-ppo-learning", *(argv if argv is not None else sys.argv[1:])]),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "load_before": _load(),
+        "load_before": load_average(),
         "cpu_count": os.cpu_count(),
-        "git": _git_state(),
+        "git": git_state(),
         "jax_version": args.jax if args.environments == "isolated" else "current",
         "seeds": list(args.seeds),
         "ppo": dataclasses.asdict(PPOSettings()),
@@ -246,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = record["status"] if record["status"] == "ok" else record.get("error")
         print(f"[{index}/{len(cells)}] {cell.name}: {status}; finals {finals}", flush=True)
         records.append(record)
-    meta["load_after"] = _load()
+    meta["load_after"] = load_average()
     meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     results = {"meta": meta, "cells": _with_earlier_cells(records, out)}
     (out / "results.json").write_text(json.dumps(results, indent=1))

@@ -7,14 +7,25 @@ modules instead.
 
 from __future__ import annotations
 
+import numbers
 import operator
 from collections.abc import Mapping
+from importlib import metadata
 from typing import Any
 
 import jax
 import numpy as np
 
-__all__ = ["check_int", "describe", "is_empty", "key_path", "leafless", "named_arguments"]
+__all__ = [
+    "check_features",
+    "check_int",
+    "describe",
+    "installed_version",
+    "is_empty",
+    "key_path",
+    "leafless",
+    "named_arguments",
+]
 
 
 def is_empty(value: Any) -> bool:
@@ -44,6 +55,29 @@ def key_path(path: tuple[Any, ...], root: str = "<root>") -> str:
     """A pytree key path as `jax.tree_util.keystr` writes it (``"['arm'][0]"``), or
     ``root`` for the empty path (the tree itself)."""
     return jax.tree_util.keystr(path) or root
+
+
+def check_features(owner: str, name: str, value: Any, example: str) -> int:
+    """Validate a layer size (a positive Python or numpy integer, not a bool).
+
+    Returns:
+        ``value`` as an ``int``.
+
+    Raises:
+        TypeError: If ``value`` is not an integer.
+        ValueError: If ``value < 1`` (a layer needs at least one feature).
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{owner}: {name} must be a positive int, got {value!r} of type "
+            f"{type(value).__name__}; pass a whole number, e.g. {example}."
+        )
+    if value <= 0:
+        raise ValueError(
+            f"{owner}: {name} must be a positive int, got {value!r}; a layer needs at "
+            f"least one feature, e.g. {example}."
+        )
+    return int(value)
 
 
 def check_int(owner: str, argument: str, value: Any, *, minimum: int, example: str) -> int:
@@ -124,3 +158,11 @@ def named_arguments(
     if not entries:
         raise ValueError(f"{owner} needs at least one {one}, got none. Write e.g. {example}.")
     return entries
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of ``distribution`` (e.g. ``"jax"``), or ``None``."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None

@@ -16,33 +16,18 @@ Examples:
 from __future__ import annotations
 
 import itertools
-import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 from flax import nnx
 
+from nnx_ppo.networks._helpers import check_features
 from nnx_ppo.networks.types import StatelessModule
 
 __all__ = ["MLP", "Dense"]
 
 Activation = Callable[[jax.Array], jax.Array]
-
-
-def _check_positive_int(owner: str, name: str, value: Any, example: str) -> int:
-    """Return ``value`` as an ``int`` if it is a positive integer, else raise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"{owner}: {name} must be a positive int, got {value!r} of type "
-            f"{type(value).__name__}; pass a whole number, e.g. {example}."
-        )
-    if value <= 0:
-        raise ValueError(
-            f"{owner}: {name} must be a positive int, got {value!r}; a layer needs at "
-            f"least one feature, e.g. {example}."
-        )
-    return int(value)
 
 
 def _check_activation(owner: str, activation: Any) -> None:
@@ -89,8 +74,8 @@ class Dense(StatelessModule):
         **linear_kwargs: Any,
     ) -> None:
         example = "Dense(8, 32, rngs=rngs)"
-        self.in_features = _check_positive_int("Dense", "in_features", in_features, example)
-        self.out_features = _check_positive_int("Dense", "out_features", out_features, example)
+        self.in_features = check_features("Dense", "in_features", in_features, example)
+        self.out_features = check_features("Dense", "out_features", out_features, example)
         _check_activation("Dense", activation)
         self.activation = activation
         self.linear = nnx.Linear(self.in_features, self.out_features, rngs=rngs, **linear_kwargs)
@@ -161,10 +146,10 @@ class MLP(StatelessModule):
                 f"MLP: hidden_sizes must be a sequence of positive ints, got {hidden_sizes!r}; "
                 f"for one hidden layer of 64 units write hidden_sizes=(64,), e.g. {example}."
             )
-        sizes = [_check_positive_int("MLP", "in_features", in_features, example)]
+        sizes = [check_features("MLP", "in_features", in_features, example)]
         for i, size in enumerate(hidden_sizes):
-            sizes.append(_check_positive_int("MLP", f"hidden_sizes[{i}]", size, example))
-        sizes.append(_check_positive_int("MLP", "out_features", out_features, example))
+            sizes.append(check_features("MLP", f"hidden_sizes[{i}]", size, example))
+        sizes.append(check_features("MLP", "out_features", out_features, example))
         _check_activation("MLP", activation)
         self.in_features = sizes[0]
         self.out_features = sizes[-1]

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from nnx_ppo.networks.feedforward import _check_positive_int
+from nnx_ppo.networks._helpers import check_features
 from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput, replay_scanned
 
 __all__ = ["GRU", "LSTM"]
@@ -93,10 +93,8 @@ class _RecurrentCell(StatefulModule):
         self.gate_fn = gate_fn
         self.activation_fn = activation_fn
         example = f"{owner}(8, 64, rngs=rngs)"
-        self.in_features = _check_positive_int(owner, "in_features", in_features, example)
-        self.hidden_features = _check_positive_int(
-            owner, "hidden_features", hidden_features, example
-        )
+        self.in_features = check_features(owner, "in_features", in_features, example)
+        self.hidden_features = check_features(owner, "hidden_features", hidden_features, example)
         if not isinstance(trainable_initial_state, bool):
             raise TypeError(
                 f"{owner}: trainable_initial_state must be True or False, got "

@@ -39,7 +39,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from nnx_ppo.networks.feedforward import Dense, _check_positive_int
+from nnx_ppo.networks._helpers import check_features
+from nnx_ppo.networks.feedforward import Dense
 from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput
 
 __all__ = ["AR1VariationalBottleneck", "LatentNoiseKey", "VariationalBottleneck"]
@@ -203,9 +204,7 @@ class _VariationalBase(StatefulModule):
                     f"{owner}: rng must be an nnx.Rngs or nnx.RngStream, got "
                     f"{type(rngs).__name__}; e.g. {example}."
                 )
-            self.latent_features = _check_positive_int(
-                owner, "latent_size", latent_features, example
-            )
+            self.latent_features = check_features(owner, "latent_size", latent_features, example)
             self.in_features = 2 * self.latent_features
             self.min_std: float | None = _check_nonnegative(
                 owner, "min_std", min_std, "min_std=1e-6"
@@ -217,8 +216,8 @@ class _VariationalBase(StatefulModule):
                 raise TypeError(
                     f"{owner}: rngs must be an nnx.Rngs, got {type(rngs).__name__}; e.g. {example}."
                 )
-            self.in_features = _check_positive_int(owner, "in_features", in_features, example)
-            self.latent_features = _check_positive_int(
+            self.in_features = check_features(owner, "in_features", in_features, example)
+            self.latent_features = check_features(
                 owner, "latent_features", latent_features, example
             )
             self.min_std = None

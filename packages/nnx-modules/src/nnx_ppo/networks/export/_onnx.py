@@ -15,8 +15,9 @@ from typing import Any
 import jax
 from jax import export as jax_export  # a submodule jax < 0.8 does not import
 
+from nnx_ppo.networks._helpers import installed_version
 from nnx_ppo.networks.export import _jaxpr
-from nnx_ppo.networks.export.artefact import ExportError, _version
+from nnx_ppo.networks.export.artefact import ExportError
 from nnx_ppo.networks.export.policy import BATCH, DeterministicPolicy, TensorSpec
 
 __all__: list[str] = []
@@ -74,7 +75,7 @@ def _convert_one(
             )
     except Exception as error:  # the converter raises many types; keep the cause
         raise ExportError(
-            f"jax2onnx {_version('jax2onnx')} cannot convert the {what} function of this "
+            f"jax2onnx {installed_version('jax2onnx')} cannot convert the {what} function of this "
             f"{policy.network_name} "
             f"({_jaxpr.describe_failure(policy.primitive_sites(what), error)}): "
             f"{type(error).__name__}: {str(error)[:500]}. Replace the module that emits "
@@ -106,5 +107,5 @@ def convert(policy: DeterministicPolicy, opset: int) -> tuple[dict[str, bytes], 
             signature[name]["outputs"],
             opset,
         )
-    producer = {p: _version(p) for p in ("jax2onnx", "onnx")}
+    producer = {p: installed_version(p) for p in ("jax2onnx", "onnx")}
     return blobs, {"opset": opset, "producer": producer}

@@ -34,13 +34,13 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from jax import export as jax_export  # a submodule jax < 0.8 does not import
 
+from nnx_ppo.networks._helpers import installed_version
 from nnx_ppo.networks.export.policy import DeterministicPolicy
 from nnx_ppo.networks.types import StatefulModule
 
@@ -64,13 +64,6 @@ MIN_OPSET = 17
 class ExportError(RuntimeError):
     """A policy could not be converted to the requested format (the message names
     the operation or module and what to do)."""
-
-
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def _check_args(format: Any, opset: Any, out_dir: Any) -> Path:
@@ -138,7 +131,7 @@ def _manifest(policy: DeterministicPolicy, format: str, files: Mapping[str, str]
             else {side: [spec.to_json() for spec in entry[side]] for side in ("inputs", "outputs")}
         )
     data["producer"] = {
-        package: _version(package) for package in ("nnx-modules", "jax", "jaxlib", "flax")
+        package: installed_version(package) for package in ("nnx-modules", "jax", "jaxlib", "flax")
     }
     return data
 
