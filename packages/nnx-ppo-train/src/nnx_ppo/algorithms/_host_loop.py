@@ -19,6 +19,12 @@ firings are those of the uninterrupted run, see `fires`), so a run resumed from 
 checkpoint logs, evaluates, records and saves at exactly the steps the uninterrupted
 run does, and its JSONL file is rewound to the resume step first (see `JSONLWriter`).
 
+**Runs.** With ``runs=K`` (a sweep, `nnx_ppo.algorithms.sweeps`) the state and the
+metrics carry a leading run axis: every record is split into ``K`` records, one per run,
+which go to the sinks with their run index (``log_fn(metrics, step, run)``, one JSONL
+line per run with a ``"run"`` field); the progress bar counts the env steps of all runs
+together; evaluations return one record per run.
+
 **Nothing lost late.** When a checkpoint is due after a call, it is written even if
 that call's evaluation, video or logging raises (the error is re-raised after the
 save), so a failure after training never costs the trained state.
@@ -34,12 +40,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Mesh
 
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel
 from nnx_ppo.algorithms.distributed import is_primary, save_checkpoint
 from nnx_ppo.algorithms.faults import raise_if_non_finite
-from nnx_ppo.algorithms.logging import JSONLWriter, LogFn, ProgressBar
+from nnx_ppo.algorithms.logging import EVAL_REWARD, JSONLWriter, LogFn, ProgressBar
 from nnx_ppo.algorithms.types import Metrics
 
 __all__ = [
@@ -51,6 +58,7 @@ __all__ = [
     "fires",
     "plan_call",
     "run_calls",
+    "split_runs",
 ]
 
 
@@ -58,13 +66,14 @@ __all__ = [
 class Periodic:
     """Something the loop runs every ``every_steps`` env steps and after the last call.
 
-    ``run(state, iteration, step)`` returns metrics to log (or ``None``). ``every_steps``
+    ``run(state, iteration, step)`` returns metrics to log (or ``None``; a list of one
+    dict per run in a sweep). ``every_steps``
     ``None``: only after the last call (and before the first, if ``at_start``).
     ``primary_only``: run on process 0 only (videos); otherwise every process runs it
     (evaluations, which are collective on a multi-host mesh).
     """
 
-    run: Callable[[Any, int, int], dict[str, float] | None]
+    run: Callable[[Any, int, int], dict[str, float] | list[dict[str, float]] | None]
     every_steps: int | None
     at_start: bool = False
     primary_only: bool = False
@@ -121,12 +130,47 @@ def fires(task: Periodic, step: int, previous: int, call_steps: int) -> bool:
 class LoopResult:
     """What `run_calls` returns: the final state, the evaluation history
     ``[(step, metrics)]`` of ``evaluation``, the latest value of every logged metric and
-    the exact env step count reached."""
+    the exact env step count reached. With ``runs=K`` each ``metrics`` (in the history
+    and the latest) is a list of ``K`` dicts, one per run."""
 
     state: Any
-    eval_history: list[tuple[int, dict[str, float]]]
-    metrics: dict[str, float]
+    eval_history: list[tuple[int, Any]]
+    metrics: Any
     step: int
+
+
+Record = list[dict[str, float]]
+"""The loop's records: one dict of float metrics per run (one for a single run)."""
+
+
+def split_runs(metrics: Metrics, runs: int | None) -> Record:
+    """Host copies of ``metrics`` as one dict of floats per run: their ``[K]`` leaves
+    split by run with ``runs=K``, else one dict of the scalars."""
+    host = jax.device_get(metrics)
+    if runs is None:
+        return [{k: float(v) for k, v in host.items()}]
+    return [{k: float(v[i]) for k, v in host.items()} for i in range(runs)]
+
+
+def _bar_record(records: Record) -> dict[str, float]:
+    """What the progress bar shows for a sweep's records: the runs' summed throughput
+    and their median evaluation return."""
+    if len(records) == 1:
+        return records[0]
+    shown: dict[str, float] = {}
+    if "throughput/sps" in records[0]:
+        shown["throughput/sps"] = sum(r["throughput/sps"] for r in records)
+    returns = [r[EVAL_REWARD] for r in records if EVAL_REWARD in r]
+    if returns:
+        shown[EVAL_REWARD] = float(np.median(returns))
+    return shown
+
+
+def _flat(records: Record) -> dict[str, float]:
+    """A checkpoint's metrics: the record of a single run, or ``run_<i>/<name>``."""
+    if len(records) == 1:
+        return records[0]
+    return {f"run_{i}/{k}": v for i, record in enumerate(records) for k, v in record.items()}
 
 
 class Clock:
@@ -238,6 +282,7 @@ def run_calls(
     jsonl_path: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
     description: str = "train_ppo",
+    runs: int | None = None,
 ) -> LoopResult:
     """Run ``train_call`` until ``n_iterations`` iterations are done.
 
@@ -260,6 +305,9 @@ def run_calls(
         jsonl_path: Also append every record to this JSONL file (process 0).
         progress: Show a progress bar (``None``: when the output is a terminal).
         description: The progress bar's label.
+        runs: ``K`` for a sweep: the state and metrics have a leading axis of ``K``
+            runs, ``log_fn`` is called as ``log_fn(metrics, step, run)`` and JSONL lines
+            get a ``"run"`` field (see the module docstring). ``None``: one run.
 
     Returns:
         A `LoopResult`.
@@ -268,14 +316,16 @@ def run_calls(
         NonFiniteError: If the state records a NaN/inf when its metrics are read.
     """
     primary = is_primary()
-    iteration = int(state.iteration)
+    # A sweep's runs share their iteration count: [K] equal values.
+    iteration = int(np.asarray(jax.device_get(state.iteration)).reshape(-1)[0])
     step = start_step = iteration * steps_per_iteration
     call_steps = steps_per_iteration * iterations_per_call
     n_calls = max(0, (n_iterations - iteration) // iterations_per_call)
     disable = (None if progress is None else not progress) if primary else True
+    n_runs = 1 if runs is None else runs
     bar = ProgressBar(
-        n_iterations * steps_per_iteration,
-        initial_step=step,
+        n_iterations * steps_per_iteration * n_runs,
+        initial_step=step * n_runs,
         disable=disable,
         description=description,
     )
@@ -284,35 +334,50 @@ def run_calls(
         # A resumed run first drops what the interrupted attempt logged after its step.
         jsonl = JSONLWriter(jsonl_path, resume_from=start_step if start_step > 0 else None)
     # The file first: a failing log_fn cannot keep a record from it.
-    sinks = [fn for fn in (jsonl, log_fn if primary else None, bar) if fn is not None]
-    eval_history: list[tuple[int, dict[str, float]]] = []
-    latest: dict[str, float] = {}
+    sinks = [fn for fn in (jsonl, log_fn if primary else None) if fn is not None]
+    eval_history: list[tuple[int, Record]] = []
+    latest: Record = [{} for _ in range(n_runs)]
     evaluated_at: int | None = None
     clock = Clock(step)
 
-    def emit(record: dict[str, float], at_step: int) -> None:
-        latest.update(record)
-        for sink in sinks:
-            sink(record, at_step)
+    def emit(records: Record, at_step: int) -> None:
+        for run, record in enumerate(records):
+            latest[run].update(record)
+            for sink in sinks:
+                if runs is None:
+                    sink(record, at_step)
+                else:
+                    sink(record, at_step, run)  # type: ignore[call-arg]
+        bar(_bar_record(records), at_step * n_runs)
 
-    def read(metrics: Metrics, non_finite: Any, at_step: int) -> dict[str, float]:
+    def read(metrics: Metrics, non_finite: Any, at_step: int) -> Record:
         # One sync for the metrics and the NaN/inf record.
         host_metrics, host_non_finite = jax.device_get((metrics, non_finite))
         raise_if_non_finite(host_non_finite, at_step)
-        record = {k: float(v) for k, v in host_metrics.items()}
+        records = split_runs(host_metrics, runs)
         if LogLevel.THROUGHPUT in log_level:
-            record.update(clock.throughput(at_step))
-        return record
+            throughput = clock.throughput(at_step)
+            for record in records:
+                record.update(throughput)
+        return records
 
-    def run_task(task: Periodic, current: Any, at_iteration: int, at_step: int) -> dict[str, float]:
+    def run_task(task: Periodic, current: Any, at_iteration: int, at_step: int) -> Record:
         nonlocal evaluated_at
         began = time.perf_counter()
         result = task.run(current, at_iteration, at_step) or {}
         clock.exclude(time.perf_counter() - began)
+        records = [dict(r) for r in result] if isinstance(result, list) else [dict(result)]
+        if len(records) == 1 and n_runs > 1:  # no metrics (e.g. a video): none per run
+            records = [dict(records[0]) for _ in range(n_runs)]
         if task is evaluation:
             evaluated_at = at_step
-            eval_history.append((at_step, dict(result)))
-        return result
+            eval_history.append((at_step, [dict(r) for r in records]))
+        return records
+
+    def merge(records: Record, more: Record) -> Record:
+        for record, extra in zip(records, more, strict=True):
+            record.update(extra)
+        return records
 
     pending: tuple[Metrics, Any, int] | None = None
     try:
@@ -341,22 +406,26 @@ def run_calls(
             if plan.defer_read:
                 pending = (metrics, jax.tree.map(jnp.copy, state.non_finite), step)
                 continue
-            record = read(metrics, state.non_finite, step) if plan.log else {}
+            records = (
+                read(metrics, state.non_finite, step) if plan.log else [{} for _ in range(n_runs)]
+            )
             try:
                 if plan.evaluate:
                     assert evaluation is not None
-                    record.update(run_task(evaluation, state, iteration, step))
+                    merge(records, run_task(evaluation, state, iteration, step))
                 if plan.video:
                     assert video is not None
-                    record.update(run_task(video, state, iteration, step))
-                if record:
-                    emit(record, step)
+                    merge(records, run_task(video, state, iteration, step))
+                if any(records):
+                    emit(records, step)
             finally:
                 # Written even if an evaluation, a video or a sink failed: a failure
                 # after training never costs the trained state. (A NaN/inf record
                 # raised in read() above, and such a state is never saved.)
                 if plan.save:
-                    save_checkpoint(checkpoint, state, step, record, final=plan.last, mesh=mesh)
+                    save_checkpoint(
+                        checkpoint, state, step, _flat(records), final=plan.last, mesh=mesh
+                    )
 
         # Nothing to train (total_steps=0): evaluate once. A resumed finished run does
         # not: its evaluations are the interrupted attempt's.
@@ -366,4 +435,11 @@ def run_calls(
         bar.close()
         if jsonl is not None:
             jsonl.close()
+    if runs is None:  # one run: plain dicts
+        return LoopResult(
+            state=state,
+            eval_history=[(at, records[0]) for at, records in eval_history],
+            metrics=latest[0],
+            step=step,
+        )
     return LoopResult(state=state, eval_history=eval_history, metrics=latest, step=step)

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
@@ -489,7 +490,8 @@ class Checkpointer:
             "format": _io.FORMAT,
             "format_version": _io.FORMAT_VERSION,
             "step": step,
-            "iteration": int(np.asarray(jax.device_get(state.iteration))),
+            # A sweep's state holds one (equal) count per run.
+            "iteration": int(np.asarray(jax.device_get(state.iteration)).reshape(-1)[0]),
             "metrics": {str(k): _io.to_json(float(v)) for k, v in (metrics or {}).items()},
             "config": self._config,
             "versions": _io.versions(),
@@ -600,6 +602,8 @@ def load_network(
     directory: str | os.PathLike[str],
     template_network: nnx.Module,
     step: int | None = None,
+    *,
+    run: int | None = None,
 ) -> nnx.Module:
     """Load a trained network's variables into a freshly built template, for inference.
 
@@ -612,6 +616,9 @@ def load_network(
         template_network: A network built exactly like the trained one (any seed).
         step: The step to load; ``None`` loads the latest readable checkpoint (skipping
             unreadable ones with a `CorruptedCheckpointWarning`).
+        run: For the checkpoint of a sweep (`nnx_ppo.algorithms.sweeps.train_many`,
+            every variable with a leading run axis): the index of the run to load.
+            ``None`` for a single run's checkpoint.
 
     Returns:
         ``template_network``, now holding the checkpoint's variables.
@@ -619,26 +626,59 @@ def load_network(
     Raises:
         FileNotFoundError: If ``directory`` holds no checkpoint, or none at ``step``.
         CheckpointMismatchError: (a ``ValueError``) If the template's variables differ
-            from the checkpoint's; names the variable and both shapes.
+            from the checkpoint's (with ``run``: from one run's); names the variable and
+            both shapes.
         CorruptedCheckpointError: If ``step`` (or every checkpoint) cannot be read.
+        IndexError: If ``run`` is not a run of the sweep.
     """
     path, manager = _open(directory)
     try:
-        found = _restore_latest(
-            path,
-            manager,
-            {"network": _network_template(template_network)},
-            _network_hint(),
-            step,
-            stacklevel=3,
-        )
+        template = _network_template(template_network)
+        if run is not None:
+            runs = _runs_of(manager, path, step, run)
+            template = jax.tree.map(lambda x: jnp.stack([x] * runs), template)
+        found = _restore_latest(path, manager, {"network": template}, _network_hint(), step, 3)
     finally:
         manager.close()
     if found is None:
         raise CorruptedCheckpointError(f"no checkpoint in {path} can be read.")
     tree = found[1]["network"]
+    if run is not None:
+        tree = jax.tree.map(lambda x: x[run], tree)
     nnx.update(template_network, tree["params"], tree["network_state"])
     return template_network
+
+
+def _runs_of(manager: ocp.CheckpointManager, path: Path, step: int | None, run: Any) -> int:
+    """The number of runs of the sweep checkpointed at ``step`` (or at the latest step
+    with readable metadata), with ``run`` checked against it."""
+    if isinstance(run, bool) or not isinstance(run, int | np.integer) or run < 0:
+        raise TypeError(f"run={run!r} must be a non-negative int (a run index) or None.")
+    available = sorted(manager.all_steps(), reverse=True)
+    if step is not None and step not in available:
+        raise FileNotFoundError(
+            f"there is no checkpoint at step {step} in {path}; available steps: "
+            f"{sorted(available)}."
+        )
+    for candidate in [step] if step is not None else available:
+        try:
+            meta = _read_meta(manager, candidate, f"the checkpoint at step {candidate}")
+        except _io.Unreadable:
+            continue
+        records = meta.get("arrays", {}).get("network") or [{"shape": []}]
+        shape = records[0].get("shape") or []
+        if not shape:
+            raise CheckpointMismatchError(
+                f"the checkpoint at step {candidate} in {path} is a single run's (its "
+                f"variables have no run axis); load it without run={run}."
+            )
+        if run >= shape[0]:
+            raise IndexError(
+                f"run={run} is not a run of the sweep checkpointed in {path}: it has "
+                f"{shape[0]} runs (indices 0..{shape[0] - 1})."
+            )
+        return int(shape[0])
+    raise CorruptedCheckpointError(f"no checkpoint in {path} has readable metadata.")
 
 
 def load_metadata(directory: str | os.PathLike[str], step: int | None = None) -> dict[str, Any]:

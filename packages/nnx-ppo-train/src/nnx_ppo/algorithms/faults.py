@@ -55,14 +55,26 @@ class NonFiniteError(RuntimeError):
         quantity: Its name, one of `MONITORED_QUANTITIES`.
         value: The offending value (``nan``, ``inf`` or ``-inf``).
         step: The env steps completed when the host noticed (``None`` if unknown).
+        run: In a sweep (`nnx_ppo.algorithms.sweeps`), the index of the first run that
+            diverged; ``None`` for a single run.
     """
 
-    def __init__(self, iteration: int, quantity: str, value: float, step: int | None = None):
+    def __init__(
+        self,
+        iteration: int,
+        quantity: str,
+        value: float,
+        step: int | None = None,
+        run: int | None = None,
+    ):
         self.iteration = iteration
         self.quantity = quantity
         self.value = value
         self.step = step
+        self.run = run
         where = f"iteration {iteration}"
+        if run is not None:
+            where = f"run {run}, {where}"
         if step is not None:
             where += f" (noticed at env step {step})"
         super().__init__(
@@ -139,14 +151,23 @@ def raise_if_non_finite(record: NonFinite, step: int | None = None) -> None:
     waits for the state anyway.
 
     Args:
-        record: ``state.non_finite`` of a `TrainState`.
+        record: ``state.non_finite`` of a `TrainState`: scalars, or ``[K]`` arrays for
+            the ``K`` runs of a sweep (the first diverged run is named).
         step: The env step count to mention in the message.
 
     Raises:
         NonFiniteError: If any monitored quantity was non-finite in some iteration.
     """
-    iteration, quantity, value = jax.device_get((record.iteration, record.quantity, record.value))
-    if int(iteration) > 0:
+    iteration, quantity, value = (
+        np.asarray(x) for x in jax.device_get((record.iteration, record.quantity, record.value))
+    )
+    diverged = np.flatnonzero(iteration.reshape(-1) > 0)
+    if diverged.size:
+        first = int(diverged[0])
         raise NonFiniteError(
-            int(iteration), MONITORED_QUANTITIES[int(quantity)], float(np.asarray(value)), step
+            int(iteration.reshape(-1)[first]),
+            MONITORED_QUANTITIES[int(quantity.reshape(-1)[first])],
+            float(value.reshape(-1)[first]),
+            step,
+            run=first if iteration.ndim else None,
         )

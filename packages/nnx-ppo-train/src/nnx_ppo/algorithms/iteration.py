@@ -26,7 +26,7 @@ XLA inserts the all-reduces (gradients, normalizer statistics, metrics).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -60,6 +60,7 @@ from nnx_ppo.algorithms.value_normalization import (
 from nnx_ppo.algorithms.value_normalization import update as update_value_statistics
 
 __all__ = [
+    "TRACEABLE_FIELDS",
     "init_train_state",
     "make_optimizer",
     "make_train_call",
@@ -71,7 +72,28 @@ __all__ = [
 ]
 
 
-def make_optimizer(config: PPOConfig | DistillationConfig) -> optax.GradientTransformation:
+TRACEABLE_FIELDS = (
+    "learning_rate",
+    "weight_decay",
+    "max_grad_norm",
+    "clip_range",
+    "critic_loss_weight",
+    "value_clip_range",
+    "gae_lambda",
+    "discounting_factor",
+)
+"""The `PPOConfig` fields whose values may be traced arrays (``hyperparameters`` of
+`make_optimizer` and `make_training_iteration`): each enters the program only as a
+number in arithmetic. Every other field sizes an array or a loop, or selects code."""
+
+Hyperparameters = Mapping[str, Any]
+"""``{field: value}`` for fields of `TRACEABLE_FIELDS`: values (scalars, possibly
+traced) used instead of the config's."""
+
+
+def make_optimizer(
+    config: PPOConfig | DistillationConfig, hyperparameters: Hyperparameters | None = None
+) -> optax.GradientTransformation:
     """Adam (AdamW if ``weight_decay > 0``), after global-norm clipping if configured.
 
     With ``desired_kl`` (`PPOConfig`) Adam is wrapped in ``optax.inject_hyperparams``,
@@ -82,24 +104,35 @@ def make_optimizer(config: PPOConfig | DistillationConfig) -> optax.GradientTran
     Args:
         config: Reads ``learning_rate`` (float or schedule), ``weight_decay``,
             ``max_grad_norm`` and (PPO) ``desired_kl``.
+        hyperparameters: ``learning_rate``, ``weight_decay`` or ``max_grad_norm`` to
+            use instead of the config's, e.g. traced ``[]`` arrays (one run of a sweep,
+            `nnx_ppo.algorithms.sweeps`). A ``weight_decay`` given here always selects
+            AdamW (AdamW with a decay of 0 is Adam). The state's layout does not depend
+            on the values.
 
     Returns:
         An optax ``GradientTransformation``.
     """
-    weight_decay = config.weight_decay
+    values = dict(hyperparameters or {})
+    weight_decay = values.get("weight_decay", config.weight_decay)
+    learning_rate = values.get("learning_rate", config.learning_rate)
+    max_grad_norm = values.get("max_grad_norm", config.max_grad_norm)
+    decays = "weight_decay" in values or weight_decay > 0
 
     def adam(learning_rate: Any) -> optax.GradientTransformation:
-        if weight_decay > 0:
+        if decays:
             return optax.adamw(learning_rate, weight_decay=weight_decay)
         return optax.adam(learning_rate)
 
     if adaptive_kl_of(config) is None:
-        base = adam(config.learning_rate)
+        base = adam(learning_rate)
     else:  # the rate lives in the state, where the adaptive rule changes it
-        base = wrap_optimizer(adam, float(config.learning_rate))  # type: ignore[arg-type]
-    if config.max_grad_norm is None:
+        if "learning_rate" not in values:
+            learning_rate = float(learning_rate)
+        base = wrap_optimizer(adam, learning_rate)
+    if max_grad_norm is None:
         return base
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), base)
+    return optax.chain(optax.clip_by_global_norm(max_grad_norm), base)
 
 
 def init_train_state(
@@ -166,6 +199,7 @@ def make_training_iteration(
     config: PPOConfig,
     *,
     mesh: Mesh | None = None,
+    hyperparameters: Hyperparameters | None = None,
 ) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
     """Build the pure function that runs one PPO iteration.
 
@@ -177,6 +211,12 @@ def make_training_iteration(
         mesh: The device mesh the state lives on (from ``init_train_state(...,
             mesh=...)``): the environment axis of the rollout and of each minibatch is
             kept sharded along its ``"data"`` axis. ``None``: no constraints.
+        hyperparameters: Values of `TRACEABLE_FIELDS` to use instead of the config's,
+            e.g. traced ``[]`` arrays when the iteration is vmapped over the runs of a
+            sweep (`nnx_ppo.algorithms.sweeps`). The optimizer's own (learning rate,
+            weight decay, clipping norm) must have gone into ``optimizer``
+            (`make_optimizer`); here the learning rate is only reported as
+            ``train/learning_rate``.
 
     Returns:
         ``training_iteration(state) -> (state, metrics)``: pure and jit-able; metrics
@@ -184,6 +224,10 @@ def make_training_iteration(
     """
     level = config.log_level
     per_minibatch = config.advantage_estimation == "minibatch"
+    values = dict(hyperparameters or {})
+
+    def value(name: str) -> Any:
+        return values[name] if name in values else getattr(config, name)
 
     def advantages_of(transitions, values, bootstrap_value):
         return gae(
@@ -192,8 +236,8 @@ def make_training_iteration(
             bootstrap_value,
             transitions.termination,
             transitions.truncation,
-            discounting_factor=config.discounting_factor,
-            gae_lambda=config.gae_lambda,
+            discounting_factor=value("discounting_factor"),
+            gae_lambda=value("gae_lambda"),
             final_values=transitions.final_value,
         )
 
@@ -218,9 +262,9 @@ def make_training_iteration(
             old_values,
             advantages,
             targets,
-            clip_range=config.clip_range,
-            critic_loss_weight=config.critic_loss_weight,
-            value_clip_range=config.value_clip_range,
+            clip_range=value("clip_range"),
+            critic_loss_weight=value("critic_loss_weight"),
+            value_clip_range=value("value_clip_range"),
             normalize=config.normalize_advantages,
             advantage_mode=config.advantage_mode,
         )
@@ -287,6 +331,9 @@ def make_training_iteration(
             state, phase, params, opt_state, network_state, non_finite, rng,
             value_stats=value_stats,
         )  # fmt: skip
+        fixed_rate = adaptive_kl_of(config) is None  # else the rate is in opt_state
+        if fixed_rate and "learning_rate" in values and "train/learning_rate" in metrics:
+            metrics["train/learning_rate"] = jnp.asarray(values["learning_rate"], jnp.float32)
         return new_state, metrics
 
     return training_iteration
@@ -303,12 +350,13 @@ def _aggregate(metrics: Metrics) -> Metrics:
     if "train/learning_rate" in metrics:  # the rate the call ended with
         out["train/learning_rate"] = metrics["train/learning_rate"][-1]
     if "rollout/episodes" in metrics:
+        # Summed over the iterations only: a sweep's metrics are [K_iterations, runs].
         counts = metrics["rollout/episodes"]
-        total = jnp.sum(counts)
+        total = jnp.sum(counts, axis=0)
         out["rollout/episodes"] = total
         for name in _PER_EPISODE:
             if name in metrics:
-                weighted = jnp.sum(jnp.where(counts > 0, metrics[name] * counts, 0.0))
+                weighted = jnp.sum(jnp.where(counts > 0, metrics[name] * counts, 0.0), axis=0)
                 out[name] = jnp.where(total > 0, weighted / jnp.maximum(total, 1.0), jnp.nan)
     return out
 

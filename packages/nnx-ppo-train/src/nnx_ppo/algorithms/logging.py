@@ -59,7 +59,9 @@ from typing import IO, Any
 __all__ = [
     "JSONLWriter",
     "LogFn",
+    "PerRun",
     "ProgressBar",
+    "RunLogFn",
     "TensorBoardWriter",
     "WandbWriter",
     "combine",
@@ -67,6 +69,10 @@ __all__ = [
 
 LogFn = Callable[[Mapping[str, float], int], None]
 """A logging callback: ``log_fn(metrics, step)`` with float metrics and an int step."""
+
+RunLogFn = Callable[[Mapping[str, float], int, int], None]
+"""A sweep's logging callback: ``log_fn(metrics, step, run)``, called once per run with
+that run's metrics and its index (`nnx_ppo.algorithms.sweeps.train_many`)."""
 
 EVAL_REWARD = "eval/episode_reward/mean"
 
@@ -132,7 +138,8 @@ class ProgressBar:
 
 
 class JSONLWriter:
-    """Append one JSON line ``{"step": step, **metrics}`` per call to a file.
+    """Append one JSON line ``{"step": step, **metrics}`` per call to a file
+    (``{"step": step, "run": run, **metrics}`` when called with a sweep's run index).
 
     Non-finite values are written as ``null`` (strict JSON). The file is flushed after
     every line, so it can be followed while training runs.
@@ -181,9 +188,11 @@ class JSONLWriter:
             _rewind(self.path, resume_from)
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
 
-    def __call__(self, metrics: Mapping[str, float], step: int) -> None:
-        """Write one line."""
+    def __call__(self, metrics: Mapping[str, float], step: int, run: int | None = None) -> None:
+        """Write one line (with ``"run": run`` after the step, if given)."""
         record: dict[str, Any] = {"step": int(step)}
+        if run is not None:
+            record["run"] = int(run)
         for name, value in metrics.items():
             value = float(value)
             record[name] = value if math.isfinite(value) else None
@@ -298,6 +307,50 @@ class WandbWriter:
     def close(self) -> None:
         """Finish the run."""
         self._run.finish()
+
+
+class PerRun:
+    """One sink per run of a sweep: ``PerRun(make_sink)`` is a `RunLogFn` that sends
+    each run's records to its own ``make_sink(run)`` (built on the run's first record),
+    e.g. a TensorBoard event directory or a W&B run per run.
+
+    Args:
+        make_sink: ``run -> log_fn``, e.g.
+            ``lambda run: TensorBoardWriter(f"runs/sweep/run_{run}")``.
+
+    Raises:
+        TypeError: If ``make_sink`` is not callable.
+
+    Examples:
+        >>> seen = []
+        >>> log = PerRun(lambda run: lambda metrics, step: seen.append((run, step)))
+        >>> log({"loss/total": 1.0}, 10, 0)
+        >>> log({"loss/total": 2.0}, 10, 1)
+        >>> seen, sorted(log.sinks)
+        ([(0, 10), (1, 10)], [0, 1])
+    """
+
+    def __init__(self, make_sink: Callable[[int], LogFn]) -> None:
+        if not callable(make_sink):
+            raise TypeError(
+                f"PerRun: make_sink={make_sink!r} is not callable; pass run -> log_fn, "
+                "e.g. lambda run: TensorBoardWriter(f'runs/run_{run}')."
+            )
+        self._make_sink = make_sink
+        self.sinks: dict[int, LogFn] = {}
+
+    def __call__(self, metrics: Mapping[str, float], step: int, run: int) -> None:
+        """Send ``metrics`` at ``step`` to run ``run``'s sink."""
+        if run not in self.sinks:
+            self.sinks[run] = self._make_sink(run)
+        self.sinks[run](metrics, step)
+
+    def close(self) -> None:
+        """Close every sink that has a ``close`` method."""
+        for sink in self.sinks.values():
+            close = getattr(sink, "close", None)
+            if close is not None:
+                close()
 
 
 def combine(*log_fns: LogFn | None) -> LogFn:

@@ -1,0 +1,581 @@
+"""Many PPO runs in one program: seeds and hyperparameter sweeps (`train_many`).
+
+``train_many(env, make_network, config, seeds=[0, 1, 2, 3])`` trains one run per seed,
+all in **one** jitted XLA program: the network factory is called once per seed
+(``make_network(nnx.Rngs(seed))``, so every run starts from its own parameters), the
+runs' training states are stacked along a leading *run axis* and the PPO iteration is
+``jax.vmap``-ed over it. Runs may also differ in numeric hyperparameters
+(``overrides={"learning_rate": [3e-4, 1e-3, ...]}``, one value per run): those enter
+the program as traced ``[K]`` arrays instead of constants.
+
+Run ``i`` is the run ``train_ppo(env, make_network(nnx.Rngs(seeds[i])), config_i)``
+would train, with ``config_i`` the base config with ``seed=seeds[i]`` and run ``i``'s
+overrides (`SweepResult.configs`): the same initial state, the same keys, the same
+updates. Its numbers agree with that run's to float32 rounding, not bit for bit:
+vmapping changes how XLA fuses and orders some reductions, and traced hyperparameters
+are not folded into the program as constants.
+
+**What can differ between runs.** The fields in `TRACEABLE_FIELDS` (learning rate,
+weight decay, gradient-clipping norm, clip range, critic weight, value clip range, GAE
+lambda, discount). Every other `PPOConfig` field is the same in every run, because it
+sizes an array or a loop of the one program (``n_envs``, ``rollout_length``,
+``n_minibatches``, ``n_epochs``, ``iterations_per_call``, and ``total_steps``, since
+all runs share the loop), selects which code is compiled (the booleans and choices:
+``normalize_advantages``, ``normalize_values``, ``advantage_mode``,
+``advantage_estimation``, ``bootstrap_on_truncation``, ``reset_mode``, ``log_level``),
+or is compiled in as the adaptive-KL rule's constants (``desired_kl``,
+``learning_rate_factor`` and the bounds). A learning-rate *schedule* is Python code and
+cannot vary either (a float rate can), nor can ``None`` versus a number for
+``max_grad_norm`` / ``value_clip_range`` (it removes a transform or a term). Two
+quantities often swept are not config fields: the **entropy weight** is an attribute of
+the network's sampler and the **reward scale** a constant of the environment's
+`RewardScalingWrapper`; both are static parts of the one network or environment the
+runs share, so a factory that builds different entropy weights per seed is rejected as
+a network of another structure. Sweep those with one `train_many` per value.
+
+**Results per run.** `SweepResult` holds each run's evaluation history and final
+metrics; ``result.network(i)`` is run ``i``'s trained network as an ordinary module
+(for `evaluate`, export or as the template of `load_network`). Logging happens per run:
+``log_fn(metrics, step, run)`` (`RunLogFn`; `PerRun` gives every run its own
+TensorBoard or W&B sink), JSONL lines carry a ``"run"`` field, and one progress bar
+counts the env steps of all runs. A `Checkpointer` saves the whole sweep (the stacked
+state) and resumes it exactly; ``load_network(directory, template, run=i)`` reads one
+run's network from it.
+
+**Devices.** A sweep runs on one device (the default device). All runs share its
+work; the run axis adds parallelism an accelerator can use (see the how-to guide
+"Seeds and sweeps" for the measured gain).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from nnx_ppo.algorithms._host_loop import Periodic, run_calls, split_runs
+from nnx_ppo.algorithms._trees import key_path
+from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
+from nnx_ppo.algorithms.evaluation import make_evaluator
+from nnx_ppo.algorithms.hooks import CheckpointHook
+from nnx_ppo.algorithms.iteration import (
+    TRACEABLE_FIELDS,
+    make_optimizer,
+    make_train_call,
+    make_training_iteration,
+    ppo_state_fields,
+)
+from nnx_ppo.algorithms.logging import RunLogFn
+from nnx_ppo.algorithms.phases import init_state
+from nnx_ppo.algorithms.rollout import eval_graphdef, split_network
+from nnx_ppo.algorithms.trainer import Host, resume, set_up
+from nnx_ppo.algorithms.types import TrainState
+
+__all__ = [
+    "TRACEABLE_FIELDS",
+    "SweepResult",
+    "grid",
+    "plan_runs",
+    "train_many",
+]
+
+_NOT_TRACEABLE = {
+    **dict.fromkeys(
+        ("n_envs", "rollout_length", "n_epochs", "n_minibatches", "iterations_per_call"),
+        "it sizes an array or a loop of the one program all runs share",
+    ),
+    "total_steps": "all runs share one training loop, so they train for the same steps",
+    **dict.fromkeys(
+        (
+            "normalize_advantages",
+            "normalize_values",
+            "advantage_mode",
+            "advantage_estimation",
+            "bootstrap_on_truncation",
+            "reset_mode",
+            "log_level",
+        ),
+        "it selects which code is compiled into the one program all runs share",
+    ),
+    **dict.fromkeys(
+        ("desired_kl", "learning_rate_factor", "min_learning_rate", "max_learning_rate"),
+        "the adaptive-KL rule is compiled in with constant values",
+    ),
+}
+_HOST_FIELDS = ("eval", "video", "log_every_calls")
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def grid(**values: Sequence[Any]) -> dict[str, list[Any]]:
+    """The Cartesian product of per-field choices as `train_many` overrides (and seeds).
+
+    Args:
+        **values: Field name -> the values to try; ``seeds=[...]`` may be one of them.
+
+    Returns:
+        ``{name: [value of run 0, value of run 1, ...]}``, one entry per combination, the
+        last name varying fastest.
+
+    Examples:
+        >>> runs = grid(seeds=[0, 1], learning_rate=[1e-3, 3e-4])
+        >>> runs["seeds"], runs["learning_rate"]
+        ([0, 0, 1, 1], [0.001, 0.0003, 0.001, 0.0003])
+        >>> seeds = runs.pop("seeds")  # then: train_many(..., seeds=seeds, overrides=runs)
+    """
+    names = list(values)
+    for name, choices in values.items():
+        if isinstance(choices, str | bytes) or not isinstance(choices, Iterable):
+            raise TypeError(f"grid: {name}={choices!r} must be a list of values to try.")
+    combos = list(itertools.product(*(list(values[name]) for name in names)))
+    return {name: [combo[i] for combo in combos] for i, name in enumerate(names)}
+
+
+def _seeds_of(seeds: Any) -> list[int]:
+    if isinstance(seeds, int | str | bytes) or not isinstance(seeds, Iterable):
+        raise TypeError(
+            f"seeds={seeds!r} must be a list of ints, one per run (e.g. seeds=range(5) "
+            "for five runs)."
+        )
+    out = list(seeds)
+    if not out:
+        raise ValueError("seeds=[] gives no run: pass at least one seed (K >= 1 runs).")
+    for seed in out:
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise TypeError(f"seeds={out!r}: {seed!r} is not a non-negative int seed.")
+    return [int(seed) for seed in out]
+
+
+def _check_override_name(name: Any) -> None:
+    fields = {f.name for f in dataclasses.fields(PPOConfig)}
+    if name == "seed":
+        raise ValueError("overrides['seed']: give the runs' seeds as seeds=[...] instead.")
+    if name in _HOST_FIELDS:
+        raise ValueError(
+            f"overrides[{name!r}]: the TrainConfig's {name} is shared by every run of a "
+            "sweep (one host loop); set it on the base config."
+        )
+    if name not in fields:
+        raise ValueError(
+            f"overrides[{name!r}] is not a PPOConfig field; the fields that can differ "
+            f"between the runs of a sweep are {', '.join(TRACEABLE_FIELDS)}."
+        )
+    if name not in TRACEABLE_FIELDS:
+        raise ValueError(
+            f"overrides[{name!r}] cannot differ between the runs of one program: "
+            f"{_NOT_TRACEABLE.get(name, 'it is not a traced value')}. Train one sweep per "
+            f"value of {name}, or vary one of {', '.join(TRACEABLE_FIELDS)}."
+        )
+
+
+def plan_runs(
+    config: TrainConfig | PPOConfig,
+    seeds: Iterable[int],
+    overrides: Mapping[str, Sequence[Any]] | None = None,
+) -> list[TrainConfig]:
+    """Each run's own validated `TrainConfig`: ``config`` with ``seed=seeds[i]`` and
+    run ``i``'s override values, checked as usual when built.
+
+    Args:
+        config: The base config (a bare `PPOConfig` gets the default evaluation).
+        seeds: One seed per run (``K = len(seeds) >= 1``); it seeds both the network
+            factory's ``nnx.Rngs`` and the run's key (`TrainConfig.seed`).
+        overrides: ``{field: [value of run 0, ..., value of run K-1]}`` for fields of
+            `TRACEABLE_FIELDS`.
+
+    Returns:
+        ``K`` configs.
+
+    Raises:
+        TypeError: If ``config`` is not a config, ``seeds`` not a list of non-negative
+            ints, an override not a list, or a value of the wrong type (named with its
+            run).
+        ValueError: If there are no seeds, an override list's length is not ``K``, a
+            name is not a `PPOConfig` field or cannot be traced (the message says why),
+            a value is out of range (named with its run and seed), or a learning rate
+            is a schedule or an optional value ``None`` where the runs need a number.
+
+    Examples:
+        >>> base = PPOConfig(n_envs=8, n_minibatches=2)
+        >>> runs = plan_runs(base, [0, 1], {"clip_range": [0.1, 0.3]})
+        >>> [(run.seed, run.ppo.clip_range) for run in runs]
+        [(0, 0.1), (1, 0.3)]
+        >>> plan_runs(base, [0, 1], {"n_envs": [8, 16]})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        ValueError: overrides['n_envs'] cannot differ between the runs of one program: ...
+    """
+    if isinstance(config, PPOConfig):
+        config = TrainConfig(ppo=config)
+    if not isinstance(config, TrainConfig):
+        raise TypeError(
+            f"config={config!r} must be a TrainConfig or a PPOConfig, e.g. "
+            "TrainConfig(ppo=PPOConfig(n_envs=256))."
+        )
+    seed_list = _seeds_of(seeds)
+    k = len(seed_list)
+    overrides = {} if overrides is None else overrides
+    if not isinstance(overrides, Mapping):
+        raise TypeError(
+            f"overrides={overrides!r} must be a dict {{field: [one value per run]}}, "
+            "e.g. {'learning_rate': [1e-3, 3e-4]}."
+        )
+    values: dict[str, list[Any]] = {}
+    for name, column in overrides.items():
+        _check_override_name(name)
+        if isinstance(column, str | bytes) or not isinstance(column, Sequence | np.ndarray):
+            raise TypeError(
+                f"overrides[{name!r}]={column!r} must be a list with one value per run ({k} runs)."
+            )
+        values[name] = list(column)
+    lengths = {name: len(column) for name, column in values.items()}
+    if any(n != k for n in lengths.values()):
+        raise ValueError(
+            f"the override lists and seeds have different lengths ({k} seeds; "
+            + ", ".join(f"{name}: {n}" for name, n in lengths.items())
+            + "): give every field one value per run, in the order of the seeds (grid() "
+            "builds the product of choices)."
+        )
+    runs = []
+    for i, seed in enumerate(seed_list):
+        mine = {name: column[i] for name, column in values.items()}
+        where = f"run {i} (seed {seed}, {mine})" if mine else f"run {i} (seed {seed})"
+        for name, value in mine.items():
+            if name == "learning_rate" and callable(value):
+                raise ValueError(
+                    f"{where}: a learning-rate schedule is Python code compiled into the "
+                    "one program, so it cannot differ between runs; override "
+                    "learning_rate with floats, or put the schedule in the base config."
+                )
+            if value is None:
+                raise ValueError(
+                    f"{where}: {name}=None removes a term of the one program all runs "
+                    f"share; give every run a number for {name}, or leave it out of the "
+                    "overrides."
+                )
+        try:
+            runs.append(
+                dataclasses.replace(config, seed=seed, ppo=dataclasses.replace(config.ppo, **mine))
+            )
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"{where}: {error}") from error
+    return runs
+
+
+def _hyperparameters(runs: Sequence[TrainConfig], names: Iterable[str]) -> dict[str, jax.Array]:
+    """float32 ``[K]`` per overridden field: the runs' values, the iteration's inputs."""
+    return {
+        name: jnp.asarray([float(getattr(run.ppo, name)) for run in runs], jnp.float32)
+        for name in names
+    }
+
+
+# --------------------------------------------------------------------------- networks
+
+
+def _layout(state: nnx.State) -> dict[str, tuple[tuple[int, ...], str]]:
+    leaves = jax.tree_util.tree_flatten_with_path(state)[0]
+    return {key_path(path): (tuple(np.shape(x)), str(jnp.result_type(x))) for path, x in leaves}
+
+
+def _build_networks(
+    make_network: Callable[[nnx.Rngs], nnx.Module], seeds: Sequence[int]
+) -> tuple[list[nnx.Module], nnx.GraphDef, list[nnx.State], list[nnx.State]]:
+    """Call the factory once per seed and check that every network has the first one's
+    structure (graph, variable paths, shapes and dtypes): ``(networks, graphdef,
+    params, network_states)``."""
+    if not callable(make_network):
+        raise TypeError(
+            f"make_network={make_network!r} must be a function rngs -> network, e.g. "
+            "lambda rngs: make_mlp_actor_critic(obs_size, action_size, (32,), (32,), "
+            "rngs=rngs)."
+        )
+    networks, params, network_states = [], [], []
+    graphdef = first = None
+    for seed in seeds:
+        network = make_network(nnx.Rngs(seed))
+        if not isinstance(network, nnx.Module):
+            raise TypeError(
+                f"make_network(nnx.Rngs({seed})) returned {type(network).__name__}, not an "
+                "nnx.Module; it must build and return the PPO network."
+            )
+        network.train()
+        this_graphdef, this_params, this_state = split_network(network)
+        layout = {"params": _layout(this_params), "network_state": _layout(this_state)}
+        if first is None:
+            graphdef, first = this_graphdef, layout
+        else:
+            _check_same(first, layout, graphdef == this_graphdef, seeds[0], seed)
+        networks.append(network)
+        params.append(this_params)
+        network_states.append(this_state)
+    assert graphdef is not None
+    return networks, graphdef, params, network_states
+
+
+def _check_same(
+    first: dict[str, dict[str, Any]],
+    other: dict[str, dict[str, Any]],
+    same_graph: bool,
+    first_seed: int,
+    seed: int,
+) -> None:
+    for group in ("params", "network_state"):
+        a, b = first[group], other[group]
+        for path in list(a) + [p for p in b if p not in a]:
+            if a.get(path) != b.get(path):
+                mine = "missing" if path not in b else f"shape {b[path][0]}, {b[path][1]}"
+                theirs = "missing" if path not in a else f"shape {a[path][0]}, {a[path][1]}"
+                raise ValueError(
+                    f"make_network(nnx.Rngs({seed})) built a network of another structure "
+                    f"than for seed {first_seed}: {group} '{path}' is {mine} there and "
+                    f"{theirs} for seed {first_seed}. The runs of a sweep share one "
+                    "program, so the factory must build the same network for every seed "
+                    "(only the initial values may differ)."
+                )
+    if not same_graph:
+        raise ValueError(
+            f"make_network(nnx.Rngs({seed})) built a network whose static structure differs "
+            f"from seed {first_seed}'s (same variables, but another module layout or a "
+            "constant attribute such as an activation or a sampler's entropy_weight). The "
+            "runs of a sweep share one program, so the factory must build the same network "
+            "for every seed; sweep such a constant with one train_many per value."
+        )
+
+
+def _stack(trees: Sequence[Any]) -> Any:
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+
+
+def _take(tree: Any, run: int) -> Any:
+    return jax.tree.map(lambda x: jnp.copy(x[run]), tree)
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    """What `train_many` returns.
+
+    Attributes:
+        state: The final `TrainState` of all runs, every leaf with a leading ``[K]``
+            run axis.
+        graphdef: The networks' ``GraphDef`` (train mode).
+        configs: Each run's own `TrainConfig` (seed and overrides applied).
+        eval_histories: Per run, ``[(step, eval_metrics), ...]`` of the evaluations this
+            call ran (as `RunResult.eval_history`).
+        metrics: Per run, the last logged training metrics (and evaluation's), floats.
+        total_steps: Env steps trained by each run, an exact ``int`` (all runs together
+            trained ``n_runs * total_steps``).
+    """
+
+    state: TrainState
+    graphdef: nnx.GraphDef
+    configs: tuple[TrainConfig, ...]
+    eval_histories: list[list[tuple[int, dict[str, float]]]]
+    metrics: list[dict[str, float]]
+    total_steps: int
+
+    @property
+    def n_runs(self) -> int:
+        """``K``, the number of runs."""
+        return len(self.configs)
+
+    @property
+    def seeds(self) -> list[int]:
+        """The runs' seeds, in order."""
+        return [config.seed for config in self.configs]
+
+    def _check_run(self, run: Any) -> int:
+        if isinstance(run, bool) or not isinstance(run, int | np.integer):
+            raise TypeError(f"run={run!r} must be an int run index in [0, {self.n_runs}).")
+        if not 0 <= run < self.n_runs:
+            raise IndexError(
+                f"run={run} is not a run of this sweep: indices are 0..{self.n_runs - 1}."
+            )
+        return int(run)
+
+    def run_state(self, run: int) -> TrainState:
+        """Run ``run``'s `TrainState` (copies, no run axis): what its own `train_ppo`
+        run would have ended with."""
+        return _take(self.state, self._check_run(run))
+
+    def network(self, run: int) -> nnx.Module:
+        """Run ``run``'s trained network: a new module of the factory's class (in
+        ``train()`` mode) holding copies of that run's parameters and statistics.
+
+        Raises:
+            TypeError: If ``run`` is not an int.
+            IndexError: If ``run`` is not in ``[0, n_runs)``.
+        """
+        run = self._check_run(run)
+        network = nnx.merge(
+            self.graphdef, _take(self.state.params, run), _take(self.state.network_state, run)
+        )
+        network.train()
+        return network
+
+
+# --------------------------------------------------------------------------- training
+
+
+def train_many(
+    env: Any,
+    make_network: Callable[[nnx.Rngs], nnx.Module],
+    config: TrainConfig | PPOConfig,
+    *,
+    seeds: Iterable[int],
+    overrides: Mapping[str, Sequence[Any]] | None = None,
+    log_fn: RunLogFn | None = None,
+    eval_env: Any = None,
+    progress: bool | None = None,
+    jsonl_path: str | os.PathLike[str] | None = None,
+    checkpoint: CheckpointHook | None = None,
+) -> SweepResult:
+    """Train ``K = len(seeds)`` PPO runs in one jitted program (see the module docstring).
+
+    Args:
+        env: The unbatched environment (as for `train_ppo`).
+        make_network: ``make_network(rngs) -> network``, called once per seed with
+            ``nnx.Rngs(seed)``; every call must build the same structure.
+        config: The base `TrainConfig` (or a bare `PPOConfig`); its ``seed`` is replaced
+            by each run's.
+        seeds: One seed per run, ``K >= 1``.
+        overrides: ``{field: [one value per run]}`` for fields of `TRACEABLE_FIELDS`
+            (`grid` builds a product of choices).
+        log_fn: ``log_fn(metrics, step, run)`` (`RunLogFn`), once per run per log.
+            `PerRun` gives each run its own sink.
+        eval_env: Environment for evaluation (default: ``env``).
+        progress: One progress bar over the env steps of all runs (``None``: on a
+            terminal).
+        jsonl_path: Append one line per run per log, with a ``"run"`` field.
+        checkpoint: A `CheckpointHook` (e.g. `Checkpointer`) for the whole sweep: it
+            saves the stacked state and resumes it exactly (the same ``seeds``,
+            ``overrides`` and factory must be passed again).
+
+    Returns:
+        A `SweepResult`.
+
+    Raises:
+        TypeError: If an argument is of the wrong kind, or ``make_network`` does not
+            return a module.
+        ValueError: Before anything is compiled: no seeds, an invalid or untraceable
+            override (`plan_runs`), a factory building different structures for
+            different seeds (naming the variable and the seed), a network that does not
+            fit the environment, or video recording asked for (record a video of
+            ``result.network(i)`` instead).
+        NonFiniteError: If a run diverges (its index is in the message and ``run``).
+    """
+    runs = plan_runs(config, seeds, overrides)
+    # Run 0's config decides the program; the overridden fields are inputs of it.
+    base = runs[0]
+    ppo = base.ppo
+    eval_env = env if eval_env is None else eval_env
+    if base.video.enabled:
+        raise ValueError(
+            "train_many does not record videos (config.video.enabled=True): record one of "
+            "result.network(i) afterwards with nnx_ppo.algorithms.video, or set "
+            "VideoConfig(enabled=False)."
+        )
+
+    # Every argument and the networks, before anything is compiled.
+    host = Host(log_fn, progress, jsonl_path, checkpoint)
+    seed_list = [run.seed for run in runs]
+    networks, graphdef, params, network_states = _build_networks(make_network, seed_list)
+    set_up(
+        env, eval_env, networks[0], ppo, base.eval,
+        devices=1, mesh=None, advantage_mode=ppo.advantage_mode,
+    )  # fmt: skip
+    hyper = _hyperparameters(runs, (overrides or {}).keys())
+
+    # Each run's keys as train_ppo splits them from its seed.
+    keys = jnp.stack([jax.random.split(jax.random.PRNGKey(seed), 3) for seed in seed_list])
+    init_keys, eval_keys = keys[:, 0], keys[:, 1]
+
+    def init_one(params: nnx.State, network_state: nnx.State, key: jax.Array, values: Any) -> Any:
+        network = nnx.merge(graphdef, params, network_state)
+        _, state = init_state(
+            env, network, make_optimizer(ppo, values), key,
+            n_envs=ppo.n_envs, reset_mode=ppo.reset_mode, **ppo_state_fields(env, ppo),
+        )  # fmt: skip
+        return state
+
+    state = jax.jit(jax.vmap(init_one))(_stack(params), _stack(network_states), init_keys, hyper)
+    state = resume(host.checkpoint, state, None)
+
+    def one_iteration(state: TrainState, values: Any) -> tuple[TrainState, Any]:
+        optimizer = make_optimizer(ppo, values)
+        iteration = make_training_iteration(env, graphdef, optimizer, ppo, hyperparameters=values)
+        return iteration(state)
+
+    call = make_train_call(jax.vmap(one_iteration), ppo.iterations_per_call, n_args=1)
+    k = len(runs)
+    evaluation = _evaluation(eval_env, networks[0], graphdef, base, eval_keys, k)
+    loop = run_calls(
+        state,
+        lambda current: call(current, hyper),
+        steps_per_iteration=ppo.steps_per_iteration,
+        iterations_per_call=ppo.iterations_per_call,
+        n_iterations=ppo.n_iterations,
+        log_every_calls=base.log_every_calls,
+        log_level=ppo.log_level,
+        evaluation=evaluation,
+        checkpoint=host.checkpoint,
+        log_fn=host.log_fn,
+        jsonl_path=host.jsonl_path,
+        progress=host.progress,
+        description=f"train_many ({k} runs)",
+        runs=k,
+    )
+    histories: list[list[tuple[int, dict[str, float]]]] = [[] for _ in range(k)]
+    for at_step, records in loop.eval_history:
+        for run, record in enumerate(records):
+            histories[run].append((at_step, record))
+    return SweepResult(
+        state=loop.state,
+        graphdef=graphdef,
+        configs=tuple(runs),
+        eval_histories=histories,
+        metrics=list(loop.metrics),
+        total_steps=loop.step,
+    )
+
+
+def _evaluation(
+    eval_env: Any,
+    network: nnx.Module,
+    graphdef: nnx.GraphDef,
+    config: TrainConfig,
+    eval_keys: jax.Array,
+    k: int,
+) -> Periodic | None:
+    """Every run's periodic evaluation at once: the evaluator `train_ppo` would build,
+    vmapped over the runs' variables and evaluation keys (each folded with the
+    iteration, as a single run's)."""
+    settings = config.eval
+    if not settings.enabled:
+        return None
+    evaluator = make_evaluator(
+        eval_env,
+        eval_graphdef(network) if settings.deterministic else graphdef,
+        n_envs=settings.n_envs,
+        max_episode_length=settings.max_episode_length,
+        training_step=config.ppo.n_iterations * config.ppo.steps_per_iteration,
+    )
+    batched = jax.jit(jax.vmap(evaluator))
+    fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
+
+    def evaluate(state: TrainState, iteration: int, _: int) -> list[dict[str, float]]:
+        metrics = batched(state.params, state.network_state, fold(eval_keys, iteration))
+        return split_runs(metrics, k)
+
+    return Periodic(evaluate, settings.every_steps, at_start=settings.at_start)
