@@ -27,14 +27,15 @@ def make_envs(spec: RunSpec) -> tuple[Any, Any]:
     return RewardScalingWrapper(episode, spec.ppo.reward_scaling), episode
 
 
-def build_network(spec: RunSpec, obs_size: int, action_size: int) -> Any:
-    """The network of ``spec.network``, seeded with ``spec.seed``."""
+def build_network(spec: RunSpec, obs_size: int, action_size: int, rngs: Any = None) -> Any:
+    """The network of ``spec.network``, seeded with ``spec.seed`` (or built from
+    ``rngs``, e.g. the ``nnx.Rngs(seed)`` a sweep's factory is given)."""
     from flax import nnx
 
     from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
 
     family, ppo = spec.family, spec.ppo
-    rngs = nnx.Rngs(spec.seed)
+    rngs = nnx.Rngs(spec.seed) if rngs is None else rngs
     common = dict(
         rngs=rngs,
         activation=nnx.swish,
