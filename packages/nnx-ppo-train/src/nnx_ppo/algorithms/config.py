@@ -326,6 +326,10 @@ class EvalConfig:
             by then is cut there.
         deterministic: Run the network in ``eval()`` mode (samplers return their mean).
         at_start: Also evaluate the untrained network before the first iteration.
+        randomized: With domain randomization (the trainer's ``randomization_fn``),
+            evaluate on ``n_envs`` randomized models drawn afresh from each evaluation's
+            key instead of on the environment's nominal model (the default); see
+            `nnx_ppo.algorithms.randomization`.
     """
 
     enabled: bool = True
@@ -334,6 +338,7 @@ class EvalConfig:
     max_episode_length: int = 1000
     deterministic: bool = True
     at_start: bool = True
+    randomized: bool = False
 
     def __post_init__(self) -> None:
         check_bool("enabled", self.enabled)
@@ -343,6 +348,7 @@ class EvalConfig:
         check_int("max_episode_length", self.max_episode_length, minimum=1)
         check_bool("deterministic", self.deterministic)
         check_bool("at_start", self.at_start)
+        check_bool("randomized", self.randomized)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -99,7 +99,9 @@ from nnx_ppo.algorithms.phases import (
     init_state,
     replay_minibatch,
     rollout_phase,
+    with_redraws,
 )
+from nnx_ppo.algorithms.randomization import RandomizationFn, run_randomizations
 from nnx_ppo.algorithms.rollout import eval_copy, network_step, ppo_output, split_network
 from nnx_ppo.algorithms.types import DistillationState, Metrics
 from nnx_ppo.networks.types import reset_where
@@ -273,6 +275,8 @@ def train_distillation(
     checkpoint: CheckpointHook | None = None,
     devices: int | Sequence[jax.Device] | None = None,
     mesh: Mesh | None = None,
+    randomization_fn: RandomizationFn | None = None,
+    redraw_every: int | None = None,
 ) -> DistillationResult:
     """Distill ``teacher`` into ``student`` on-policy (see the module docstring).
 
@@ -320,6 +324,10 @@ def train_distillation(
             as in `train_ppo`.
         devices: Devices to train on, as in `train_ppo` (``None``: all of them).
         mesh: Instead of ``devices``, a `jax.sharding.Mesh` with a ``"data"`` axis.
+        randomization_fn: Domain randomization, as in `train_ppo`: one model per
+            environment in ``DistillationState.models`` (the teacher labels the states
+            the randomized environments visit).
+        redraw_every: Draw new models every this many iterations, as in `train_ppo`.
 
     Returns:
         A `DistillationResult` (its ``state`` laid out on the mesh, ``student``
@@ -333,7 +341,9 @@ def train_distillation(
             student do not fit each other (see `check_distillation_pair`), if
             ``n_envs`` is not a multiple of ``n_minibatches`` times the number of
             devices (see `check_batch_divisible`), or if ``devices`` / ``mesh`` are
-            invalid (see `resolve_mesh`); all checked before anything is compiled.
+            invalid (see `resolve_mesh`), or if ``randomization_fn`` does not fit
+            ``env``'s model (see `make_randomization`); all checked before anything is
+            compiled.
         NonFiniteError: (`nnx_ppo.algorithms.faults`) If a loss, parameter or
             statistic became NaN or infinite (raised at the next log or checkpoint).
     """
@@ -353,6 +363,9 @@ def train_distillation(
     teacher_slots, student_slots = match_samplers(
         env, teacher, student, config.n_envs, value_distillation=config.value_loss_weight > 0
     )
+    randomization, eval_randomization = run_randomizations(
+        env, eval_env, randomization_fn, config.n_envs, config.eval, redraw_every=redraw_every
+    )
 
     # Split once; the jitted iteration works on (graphdef, state) from here on.
     key = jax.random.PRNGKey(config.seed)
@@ -371,6 +384,7 @@ def train_distillation(
         reset_mode=config.reset_mode,
         mesh=sharded,
         state_type=DistillationState,
+        randomization=randomization,
         teacher_carry=teacher.initialize_state(config.n_envs),
     )
     state = trainer.resume(host.checkpoint, state, sharded)
@@ -378,11 +392,13 @@ def train_distillation(
         env, graphdef, teacher_graphdef, optimizer, config, teacher_slots, student_slots,
         mesh=sharded,
     )  # fmt: skip
+    iteration = with_redraws(iteration, env, randomization, config.reset_mode, sharded)
     train_call = trainer.compile_call(iteration, state, config, sharded, n_args=1)
 
     evaluation = trainer.evaluation_of(
         eval_env, student, graphdef, config.eval, eval_key, sharded,
         run_steps=config.n_iterations * config.steps_per_iteration,
+        randomization=eval_randomization,
     )  # fmt: skip
     loop = trainer.drive(
         state, lambda current: train_call(current, teacher_arrays), config, host,

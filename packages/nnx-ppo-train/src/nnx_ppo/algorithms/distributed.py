@@ -6,7 +6,7 @@ on the devices of many hosts. The training state is placed on a
 
 ==========================================  ===========================================
 ``env_state``, ``reset_state``, ``carry``,  sharded along the ``"data"`` mesh axis on
-``episodes`` (and the rollout)              their environment axis (``P("data")``)
+``episodes``, ``models`` (and the rollout)  their environment axis (``P("data")``)
 ``params``, ``network_state``,              replicated on every device (``P()``)
 ``opt_state``, ``rng``, ``iteration``,
 ``non_finite``
@@ -89,7 +89,7 @@ __all__ = [
 DATA_AXIS = "data"
 """Name of the mesh axis the environment batch is sharded along."""
 
-BATCH_FIELDS = ("env_state", "reset_state", "carry", "episodes", "teacher_carry")
+BATCH_FIELDS = ("env_state", "reset_state", "carry", "episodes", "teacher_carry", "models")
 """Fields of a training-state dataclass whose leaves are ``[n_envs, ...]`` and are
 sharded along `DATA_AXIS` (fields a state does not have are ignored)."""
 

@@ -17,6 +17,12 @@ Carries start from ``initialize_state`` and need no reset (each environment play
 episode). The network's own state (parameters, statistics, RNG streams) is not changed.
 An environment that declares the training-progress keys (`nnx_ppo.algorithms.progress`)
 sees ``training_progress = 1.0`` and ``is_training = False``: the final task.
+
+**Domain randomization.** Evaluation runs the environment's nominal model. With a
+randomization (``EvalConfig(randomized=True)`` in a training run, ``randomization_fn``
+here) each evaluation draws ``n_envs`` fresh models from its key, one per environment
+(`nnx_ppo.algorithms.randomization`): the same key gives the same models, so a key other
+than the training run's seed evaluates on held-out models.
 """
 
 from __future__ import annotations
@@ -33,6 +39,12 @@ from nnx_ppo.algorithms._validation import check_int
 from nnx_ppo.algorithms.checks import check_env_network
 from nnx_ppo.algorithms.distributed import constrain_batch, n_shards, replicated_sharding
 from nnx_ppo.algorithms.progress import check_step_range, write_progress
+from nnx_ppo.algorithms.randomization import (
+    Randomization,
+    RandomizationFn,
+    batched,
+    make_randomization,
+)
 from nnx_ppo.algorithms.rollout import (
     eval_copy,
     network_step,
@@ -45,6 +57,8 @@ from nnx_ppo.algorithms.types import Metrics
 
 __all__ = ["evaluate", "make_evaluator"]
 
+_MODELS = 0x6576  # fold_in data of an evaluation's model key
+
 
 def make_evaluator(
     env: Any,
@@ -54,6 +68,7 @@ def make_evaluator(
     max_episode_length: int,
     mesh: Mesh | None = None,
     training_step: int | None = None,
+    randomization: Randomization | None = None,
 ) -> Callable[[nnx.State, nnx.State, jax.Array], Metrics]:
     """Build a jitted ``evaluator(params, network_state, key) -> metrics``.
 
@@ -72,26 +87,39 @@ def make_evaluator(
             every step (a training run passes the steps it trains for); ``None`` leaves
             that key as ``reset`` set it. ``training_progress`` is written as ``1.0``
             and ``is_training`` as ``False`` either way.
+        randomization: Evaluate on randomized models: each call draws
+            ``randomization.n_envs`` (``== n_envs``) models from its ``key`` (folded with
+            a constant; the resets use ``key`` as without randomization). ``None``: the
+            nominal model.
 
     Returns:
         A jitted function of the split network state and a raw PRNG key returning the
         metrics in the module table (scalars).
     """
     shard = mesh if mesh is not None and n_envs % n_shards(mesh) == 0 else None
+    if randomization is not None and randomization.n_envs != n_envs:
+        raise ValueError(
+            f"the evaluation randomization draws {randomization.n_envs} models but the "
+            f"evaluation runs n_envs={n_envs} environments; build it with n_envs={n_envs}."
+        )
     if training_step is not None:
         check_step_range(jax.eval_shape(env.reset, jax.random.PRNGKey(0)), training_step)
 
     def evaluator(params: nnx.State, network_state: nnx.State, key: jax.Array) -> Metrics:
         model = nnx.merge(graphdef, params, network_state)
         carry = constrain_batch(model.initialize_state(n_envs), shard)
-        env_state = constrain_batch(reset_envs(env, key, n_envs), shard)
+        models = None
+        if randomization is not None:
+            models = constrain_batch(randomization.draw(jax.random.fold_in(key, _MODELS)), shard)
+        env_state = constrain_batch(reset_envs(env, key, n_envs, models), shard)
+        step = batched(env, "step", models)
         zero_reward = jax.tree.map(jnp.zeros_like, env_state.reward)
 
         def eval_step(loop, _):
             net_state, env_s, net_carry, returns, length, active = loop
             env_s = write_progress(env_s, step=training_step, progress=1.0, training=False)
             net_state, out = network_step(graphdef, params, net_state, net_carry, env_s.obs)
-            next_env = jax.vmap(env.step)(env_s, ppo_output(out).actions)
+            next_env = step(env_s, ppo_output(out).actions)
             live = active.astype(jnp.float32)
             returns = jax.tree.map(lambda r, x: r + x * live, returns, next_env.reward)
             length = length + active.astype(jnp.int32)
@@ -133,6 +161,7 @@ def evaluate(
     n_envs: int = 128,
     max_episode_length: int = 1000,
     deterministic: bool = True,
+    randomization_fn: RandomizationFn | None = None,
 ) -> dict[str, float]:
     """Evaluate a network on fresh episodes (see the module docstring).
 
@@ -149,13 +178,17 @@ def evaluate(
         n_envs: Episodes run in parallel.
         max_episode_length: Steps per evaluation.
         deterministic: Use the samplers' mean action.
+        randomization_fn: Evaluate on ``n_envs`` randomized models drawn from ``key``
+            (``(model, rng) -> (batched_model, in_axes)``, brax's and Playground's
+            signature; `nnx_ppo.algorithms.randomization`). ``None``: the nominal model.
 
     Returns:
         The metrics in the module table, as Python floats.
 
     Raises:
         TypeError: If ``key`` is not a PRNG key or a size is not an int.
-        ValueError: If a size is < 1 or the network does not fit ``env``.
+        ValueError: If a size is < 1, the network does not fit ``env`` or
+            ``randomization_fn`` does not fit its model (`make_randomization`).
 
     Examples:
         >>> import jax
@@ -181,6 +214,7 @@ def evaluate(
         )
     # The network against the environment, before anything is compiled.
     check_env_network(env, network, n_envs)
+    randomization = make_randomization(env, randomization_fn, n_envs)
     # A copy in the requested mode: the network itself (its mode included) is untouched.
     if deterministic:
         copy = eval_copy(network)
@@ -188,6 +222,12 @@ def evaluate(
         copy = nnx.clone(network)
         copy.train()
     graphdef, params, network_state = split_network(copy)
-    evaluator = make_evaluator(env, graphdef, n_envs=n_envs, max_episode_length=max_episode_length)
+    evaluator = make_evaluator(
+        env,
+        graphdef,
+        n_envs=n_envs,
+        max_episode_length=max_episode_length,
+        randomization=randomization,
+    )
     metrics = evaluator(params, network_state, key)
     return {k: float(v) for k, v in jax.device_get(metrics).items()}

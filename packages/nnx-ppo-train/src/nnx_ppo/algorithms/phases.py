@@ -29,6 +29,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx, struct
 from jax.sharding import Mesh
@@ -37,6 +38,7 @@ from nnx_ppo.algorithms._trees import key_path
 from nnx_ppo.algorithms.config import DistillationConfig, LogLevel, PPOConfig
 from nnx_ppo.algorithms.distributed import (
     constrain_batch,
+    gather_state,
     process_env_slice,
     shard_batch,
     shard_state,
@@ -49,6 +51,7 @@ from nnx_ppo.algorithms.progress import (
     training_progress,
     write_progress,
 )
+from nnx_ppo.algorithms.randomization import Models, Randomization, batched
 from nnx_ppo.algorithms.rollout import (
     ReplayOutput,
     Rollout,
@@ -76,10 +79,12 @@ __all__ = [
     "global_norm",
     "gradient_phase",
     "init_state",
+    "redraw_models",
     "replay_minibatch",
     "reset_on_mesh",
     "rollout_phase",
     "split_minibatches",
+    "with_redraws",
 ]
 
 OnPolicyConfig = PPOConfig | DistillationConfig
@@ -131,6 +136,7 @@ def init_state(
     reset_mode: str,
     mesh: Mesh | None = None,
     state_type: type = TrainState,
+    randomization: Randomization | None = None,
     **fields: Any,
 ) -> tuple[nnx.GraphDef, Any]:
     """Split the network and build an algorithm's initial training state.
@@ -151,12 +157,20 @@ def init_state(
             the default device.
         state_type: The state dataclass (`TrainState` or an algorithm's own, with the
             same fields plus ``fields``).
+        randomization: Domain randomization: one model per environment is drawn from
+            ``key`` (`Randomization.initial`) into ``state.models``, and the
+            environments reset with their own models. ``None``: ``models`` is ``None``.
         **fields: The algorithm's extra fields (e.g. distillation's ``teacher_carry``).
 
     Returns:
         ``(graphdef, state)``; the state's values do not depend on ``mesh``.
+
+    Raises:
+        ValueError: If the randomization function changes a field it declares shared
+            (`Randomization.initial`).
     """
     graphdef, params, network_state = split_network(network)
+    models = None if randomization is None else randomization.initial(key)
     key, reset_key = jax.random.split(key)
     state = state_type(
         params=params,
@@ -171,29 +185,44 @@ def init_state(
         non_finite=healthy(),
         **fields,
     )
+    if models is not None:
+        state = state.replace(models=models)
     if mesh is None:
         # Jitted: an eager vmapped reset of a physics env dispatches op by op (slow).
-        env_state = jax.jit(lambda k: reset_envs(env, k, n_envs))(reset_key)
+        env_state = jax.jit(lambda k, m: reset_envs(env, k, n_envs, m))(reset_key, models)
         reset_state = None if reset_mode == "fresh" else env_state
         state = state.replace(env_state=env_state, reset_state=reset_state)
         return graphdef, jax.tree.map(jnp.copy, state)
     state = shard_state(jax.tree.map(jnp.copy, state), mesh)
-    env_state, reset_state = reset_on_mesh(env, reset_key, n_envs, reset_mode, mesh)
+    env_state, reset_state = reset_on_mesh(env, reset_key, n_envs, reset_mode, mesh, models)
     return graphdef, state.replace(env_state=env_state, reset_state=reset_state)
 
 
 def reset_on_mesh(
-    env: Any, key: jax.Array, n_envs: int, reset_mode: str, mesh: Mesh
+    env: Any,
+    key: jax.Array,
+    n_envs: int,
+    reset_mode: str,
+    mesh: Mesh,
+    models: Models | None = None,
 ) -> tuple[Any, Any]:
     """The initial ``(env_state, reset_state)`` of ``n_envs`` environments on ``mesh``.
 
     Each process resets only its own environments (the global reset's keys, sliced:
-    the same states as ``reset_envs(env, key, n_envs)`` on one device) and contributes
-    them to arrays sharded along ``"data"``. ``reset_state`` is a separate copy, or
-    ``None`` for ``reset_mode="fresh"``.
+    the same states as ``reset_envs(env, key, n_envs, models)`` on one device) and
+    contributes them to arrays sharded along ``"data"``. ``reset_state`` is a separate
+    copy, or ``None`` for ``reset_mode="fresh"``. ``models``: the per-environment model
+    leaves of all ``n_envs`` environments (host or single-device arrays), or ``None``.
     """
     mine = process_env_slice(n_envs, mesh)
-    local = jax.jit(lambda k: jax.vmap(env.reset)(jax.random.split(k, n_envs)[mine]))(key)
+
+    def reset_mine(k: jax.Array, m: Models | None) -> Any:
+        own = None if m is None else {path: leaf[mine] for path, leaf in m.items()}
+        return batched(env, "reset", own)(jax.random.split(k, n_envs)[mine])
+
+    if models is not None:  # host copies: every process slices its own environments
+        models = {path: np.asarray(leaf) for path, leaf in gather_state(models).items()}
+    local = jax.jit(reset_mine)(key, models)
 
     def place() -> Any:
         return shard_batch(jax.tree.map(jnp.copy, local), mesh, process_local=True)
@@ -215,6 +244,8 @@ class RolloutPhase:
         reset_state: The reset state of this iteration (redrawn with ``"refresh"``).
         carry: The carry after the last step.
         episodes: The open episodes' statistics.
+        models: The per-environment model leaves the rollout ran with (redrawn if due),
+            or ``None`` without domain randomization.
         rollout: The `Rollout`; its ``transitions`` (``[T, B, ...]``) are kept
             sharded along ``"data"`` on a mesh.
     """
@@ -225,6 +256,7 @@ class RolloutPhase:
     carry: Any
     episodes: EpisodeStats
     rollout: Rollout
+    models: Any = None
 
     @property
     def transitions(self) -> Transition:
@@ -254,9 +286,13 @@ def rollout_phase(
     steps trained so far (from ``state.iteration``, exact) and their fraction of
     ``config.total_steps``. See `unroll` for ``bootstrap_on_truncation`` and
     ``store_values``.
+
+    With domain randomization (``state.models``, `nnx_ppo.algorithms.randomization`)
+    every reset and step runs each environment with its own model (redraws happen
+    before the iteration, `with_redraws`).
     """
     n_envs = jnp.shape(state.env_state.done)[0]
-    reset_state = state.reset_state
+    reset_state, models = state.reset_state, state.models
     before_step = None
     if declared_keys(state.env_state):  # the environment reads the training progress
         check_step_range(state.env_state, config.n_iterations * config.steps_per_iteration)
@@ -269,7 +305,7 @@ def rollout_phase(
             return write_progress(env_state, step=step, progress=progress, training=True)
 
     if config.reset_mode == "refresh":
-        reset_state = constrain_batch(reset_envs(env, refresh_key, n_envs), mesh)
+        reset_state = constrain_batch(reset_envs(env, refresh_key, n_envs, models), mesh)
     network_state, env_state, carry, episodes, _, rollout = unroll(
         env,
         graphdef,
@@ -285,6 +321,7 @@ def rollout_phase(
         env_metrics=LogLevel.ENV_METRICS in config.log_level,
         store_values=store_values,
         before_step=before_step,
+        models=models,
     )
     rollout = rollout.replace(transitions=constrain_batch(rollout.transitions, mesh, axis=1))
     return RolloutPhase(
@@ -294,7 +331,60 @@ def rollout_phase(
         carry=carry,
         episodes=episodes,
         rollout=rollout,
+        models=models,
     )
+
+
+_REDRAW_MODELS, _REDRAW_RESETS = 0x726D, 0x7272  # fold_in data of the redraw keys
+
+
+def redraw_models(
+    env: Any,
+    randomization: Randomization,
+    state: Any,
+    reset_mode: str,
+    mesh: Mesh | None = None,
+) -> Any:
+    """``state`` with new models if ``state.iteration`` is a positive multiple of
+    ``randomization.redraw_every``, else ``state`` (jit-able: a ``lax.cond``).
+
+    The models are drawn from ``state.rng`` folded with a constant (the iteration's own
+    splits of ``state.rng`` are unchanged), so a resumed run redraws the same models.
+    With ``reset_mode="cached"`` the cached reset states are redrawn with them (a reset
+    may depend on the model); environments in mid-episode continue with their new model.
+    """
+    every = randomization.redraw_every
+    due = (state.iteration > 0) & (state.iteration % every == 0)
+    n_envs = randomization.n_envs
+
+    def redraw() -> tuple[Models, Any]:
+        key = jax.random.fold_in(state.rng, _REDRAW_MODELS)
+        models = constrain_batch(randomization.draw(key), mesh)
+        if reset_mode != "cached":
+            return models, state.reset_state
+        key = jax.random.fold_in(state.rng, _REDRAW_RESETS)
+        return models, constrain_batch(reset_envs(env, key, n_envs, models), mesh)
+
+    models, reset_state = jax.lax.cond(due, redraw, lambda: (state.models, state.reset_state))
+    return state.replace(models=models, reset_state=reset_state)
+
+
+def with_redraws(
+    iteration: Callable[..., tuple[Any, Metrics]],
+    env: Any,
+    randomization: Randomization | None,
+    reset_mode: str,
+    mesh: Mesh | None = None,
+) -> Callable[..., tuple[Any, Metrics]]:
+    """``iteration`` preceded by `redraw_models` if ``randomization.redraw_every`` is
+    set; otherwise ``iteration`` itself."""
+    if randomization is None or not randomization.redraw_every:
+        return iteration
+
+    def redrawing_iteration(state: Any, *args: Any) -> tuple[Any, Metrics]:
+        return iteration(redraw_models(env, randomization, state, reset_mode, mesh), *args)
+
+    return redrawing_iteration
 
 
 # --------------------------------------------------------------------------- gradients
@@ -462,8 +552,8 @@ def advance(
     rng: jax.Array,
     **fields: Any,
 ) -> Any:
-    """The state after one iteration: the rollout's environments, carries and episodes,
-    the new parameters, optimizer and network state, NaN/inf record and key, the
+    """The state after one iteration: the rollout's environments, carries, episodes and
+    models, the new parameters, optimizer and network state, NaN/inf record and key, the
     iteration counter plus one, and the algorithm's own ``fields``."""
     return state.replace(
         params=params,
@@ -476,5 +566,6 @@ def advance(
         rng=rng,
         iteration=state.iteration + 1,
         non_finite=non_finite,
+        models=phase.models,
         **fields,
     )

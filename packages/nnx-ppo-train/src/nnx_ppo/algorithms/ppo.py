@@ -46,7 +46,8 @@ from nnx_ppo.algorithms.iteration import (
     ppo_state_fields,
 )
 from nnx_ppo.algorithms.logging import LogFn
-from nnx_ppo.algorithms.phases import init_state
+from nnx_ppo.algorithms.phases import init_state, with_redraws
+from nnx_ppo.algorithms.randomization import RandomizationFn, run_randomizations
 from nnx_ppo.algorithms.rollout import eval_graphdef
 from nnx_ppo.algorithms.trainer import (
     Host,
@@ -91,6 +92,8 @@ def train_ppo(
     checkpoint: CheckpointHook | None = None,
     devices: int | Sequence[jax.Device] | None = None,
     mesh: Mesh | None = None,
+    randomization_fn: RandomizationFn | None = None,
+    redraw_every: int | None = None,
 ) -> TrainResult:
     """Train a stateful PPO network.
 
@@ -143,6 +146,15 @@ def train_ppo(
             many, or a sequence of devices.
         mesh: Instead of ``devices``, a `jax.sharding.Mesh` with a ``"data"``
             axis (see `make_mesh`).
+        randomization_fn: Domain randomization with brax's and MuJoCo Playground's
+            function, ``randomization_fn(model, rng[n_envs, 2]) -> (batched_model,
+            in_axes)`` (e.g. ``registry.get_domain_randomizer(name)``): each training
+            environment gets its own model, drawn from ``config.seed`` and kept in
+            ``TrainState.models`` (checkpointed, resumed, sharded with the
+            environments). Evaluation runs the nominal model unless
+            ``EvalConfig(randomized=True)``. See `nnx_ppo.algorithms.randomization`.
+        redraw_every: Draw new models every this many iterations (inside the jitted
+            iteration, from the state's key). ``None`` or ``0``: keep them.
 
     Returns:
         A `TrainResult`. On several devices its ``state`` is laid out on the
@@ -161,8 +173,10 @@ def train_ppo(
             before anything is compiled; see `check_env_network`), if ``eval_env``
             cannot render a requested video, if
             ``n_envs`` is not a multiple of ``n_minibatches`` times the number of
-            devices, or if ``devices`` / ``mesh`` are invalid (see
-            `resolve_mesh`).
+            devices, if ``devices`` / ``mesh`` are invalid (see
+            `resolve_mesh`), or if ``randomization_fn`` does not fit ``env``'s model
+            (see `make_randomization`; an environment without a model is a
+            ``TypeError``).
     """
     if isinstance(config, PPOConfig):
         config = TrainConfig(ppo=config)
@@ -182,6 +196,9 @@ def train_ppo(
     )  # fmt: skip
     if config.video.enabled:
         check_video_env(eval_env)
+    randomization, eval_randomization = run_randomizations(
+        env, eval_env, randomization_fn, ppo.n_envs, config.eval, redraw_every=redraw_every
+    )
 
     # Split once; the jitted iteration works on (graphdef, state) from here on.
     key = jax.random.PRNGKey(config.seed)
@@ -190,10 +207,11 @@ def train_ppo(
     graphdef, state = init_state(
         env, networks, optimizer, init_key,
         n_envs=ppo.n_envs, reset_mode=ppo.reset_mode, mesh=sharded,
-        **ppo_state_fields(env, ppo),
+        randomization=randomization, **ppo_state_fields(env, ppo),
     )  # fmt: skip
     state = resume(host.checkpoint, state, sharded)
     iteration = make_training_iteration(env, graphdef, optimizer, ppo, mesh=sharded)
+    iteration = with_redraws(iteration, env, randomization, ppo.reset_mode, sharded)
     train_call = compile_call(iteration, state, ppo, sharded)
     video = None
     if config.video.enabled:
@@ -210,7 +228,7 @@ def train_ppo(
 
     evaluation = evaluation_of(
         eval_env, networks, graphdef, config.eval, eval_key, sharded,
-        run_steps=ppo.n_iterations * ppo.steps_per_iteration,
+        run_steps=ppo.n_iterations * ppo.steps_per_iteration, randomization=eval_randomization,
     )  # fmt: skip
     loop = drive(
         state, train_call, ppo, host, log_every_calls=config.log_every_calls,

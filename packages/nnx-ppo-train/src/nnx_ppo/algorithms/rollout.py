@@ -50,6 +50,7 @@ import jax.numpy as jnp
 from flax import nnx, struct
 
 from nnx_ppo.algorithms._trees import sum_leaves
+from nnx_ppo.algorithms.randomization import Models, batched
 from nnx_ppo.algorithms.types import EpisodeStats, Transition
 from nnx_ppo.networks.types import PPONetworkOutput, StatefulModuleOutput, reset_where
 from nnx_ppo.wrappers.auto_reset import reset_done
@@ -183,9 +184,12 @@ def eval_graphdef(network: nnx.Module) -> nnx.GraphDef:
     return split_network(eval_copy(network))[0]
 
 
-def reset_envs(env: Any, key: jax.Array, n_envs: int) -> Any:
-    """``jax.vmap(env.reset)`` over ``n_envs`` keys split from ``key``: a batched state."""
-    return jax.vmap(env.reset)(jax.random.split(key, n_envs))
+def reset_envs(env: Any, key: jax.Array, n_envs: int, models: Models | None = None) -> Any:
+    """``jax.vmap(env.reset)`` over ``n_envs`` keys split from ``key``: a batched state.
+
+    With ``models`` (per-environment model leaves ``[n_envs, ...]``,
+    `nnx_ppo.algorithms.randomization`) each environment resets with its own model."""
+    return batched(env, "reset", models)(jax.random.split(key, n_envs))
 
 
 def ppo_output(out: StatefulModuleOutput) -> PPONetworkOutput:
@@ -245,6 +249,7 @@ def unroll(
     env_metrics: bool = False,
     store_values: bool = True,
     before_step: Callable[[Any, jax.Array], Any] | None = None,
+    models: Models | None = None,
 ) -> tuple[nnx.State, Any, Any, EpisodeStats, jax.Array, Rollout]:
     """The rollout on split network state (the jitted trainer's building block; see
     `unroll_env` for the same on a network object).
@@ -258,9 +263,12 @@ def unroll(
     the step's index in the rollout), if given, prepares the batched state before the
     network acts on it and the environment steps it (e.g. writes the training progress
     into ``info``, `nnx_ppo.algorithms.progress`); it must keep the state's structure.
+    With ``models`` (domain randomization, `nnx_ppo.algorithms.randomization`) every
+    step and fresh reset runs each environment with its own model leaves ``[B, ...]``.
     Returns ``(network_state, env_state, carry, episodes, key, rollout)``.
     """
-    batched_reset = jax.vmap(env.reset)
+    batched_reset = batched(env, "reset", models)
+    batched_step = batched(env, "step", models)
     n_envs = jnp.shape(env_state.done)[0]
 
     def final_value(net_state: nnx.State, next_carry: Any, final_obs: Any, trunc: jax.Array):
@@ -297,7 +305,7 @@ def unroll(
         obs = env_s.obs
         net_state, out = network_step(graphdef, params, net_state, net_carry, obs)
         ppo = ppo_output(out)
-        next_env = jax.vmap(env.step)(env_s, ppo.actions)
+        next_env = batched_step(env_s, ppo.actions)
 
         done = jnp.asarray(next_env.done) > 0
         trunc = truncation_of(next_env) & done

@@ -41,6 +41,7 @@ from nnx_ppo.algorithms.distributed import (
 from nnx_ppo.algorithms.evaluation import make_evaluator
 from nnx_ppo.algorithms.iteration import make_train_call
 from nnx_ppo.algorithms.phases import OnPolicyConfig
+from nnx_ppo.algorithms.randomization import Randomization
 from nnx_ppo.algorithms.rollout import eval_graphdef
 
 __all__ = [
@@ -221,11 +222,14 @@ def evaluation_of(
     mesh: Mesh | None,
     *,
     run_steps: int | None = None,
+    randomization: Randomization | None = None,
 ) -> Periodic | None:
     """The periodic evaluation of a run (``None`` if disabled): the network's
     ``eval()``-mode graph if ``config.deterministic``, else its training ``graphdef``.
     An environment that reads the training progress sees ``run_steps`` (the steps the
-    run trains for) as ``training_step`` and progress 1.0 (`make_evaluator`)."""
+    run trains for) as ``training_step`` and progress 1.0 (`make_evaluator`). With
+    ``randomization`` (for ``eval_env`` and ``config.n_envs``; pass it only with
+    ``config.randomized``) each evaluation draws fresh randomized models."""
     if not config.enabled:
         return None
     evaluator = make_evaluator(
@@ -235,6 +239,7 @@ def evaluation_of(
         max_episode_length=config.max_episode_length,
         mesh=mesh,
         training_step=run_steps,
+        randomization=randomization,
     )
     return evaluation_task(evaluator, key, config)
 

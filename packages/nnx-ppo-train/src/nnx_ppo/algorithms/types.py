@@ -84,6 +84,9 @@ class TrainState:
             of the value targets, one
             `ValueStatistics` per value head (the
             reward tree's structure); ``None`` otherwise.
+        models: With domain randomization, each environment's randomized model leaves,
+            ``{path: [n_envs, ...]}`` (only the per-environment ones; see
+            `nnx_ppo.algorithms.randomization`); ``None`` otherwise.
     """
 
     params: Any
@@ -97,6 +100,7 @@ class TrainState:
     iteration: jax.Array
     non_finite: NonFinite
     value_stats: Any = None
+    models: Any = None
 
 
 @struct.dataclass
@@ -158,6 +162,8 @@ class DistillationState:
         rng: The run's PRNG key (raw ``uint32[2]``).
         iteration: int32 ``[]``, completed iterations.
         non_finite: `NonFinite`, the first NaN/inf seen.
+        models: With domain randomization, each environment's randomized model leaves
+            (as in `TrainState`); ``None`` otherwise.
     """
 
     params: Any
@@ -171,3 +177,4 @@ class DistillationState:
     rng: jax.Array
     iteration: jax.Array
     non_finite: NonFinite
+    models: Any = None
