@@ -4,6 +4,10 @@ checkpoints per run; exact resume; bad input fails before anything is compiled."
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -324,3 +328,25 @@ def test_a_diverged_run_is_named():
         raise_if_non_finite(record, 100)
     assert e.value.run == 1 and e.value.iteration == 5
     raise_if_non_finite(healthy())  # a single run: no run named
+
+
+def test_four_devices_train_a_sweep_like_one():
+    # Runs replicated, environments sharded along "data" (axis 1 of the batch fields):
+    # the same sweep on 4 forced host devices and on 1 (LSTM, K=2, 3 iterations, one
+    # evaluation). Only the reduction order differs (sums of 4 partial sums): ~2e-7.
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    script = Path(__file__).parent / "_sweep_devices.py"
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert facts["env_sharding"] == "P(None, 'data')" and facts["params_replicated"]
+    assert len(facts["network_devices"]) == 1  # result.network(i): plain one-device copies
+    assert facts["max_state_difference"] < 1e-5
+    four, one = facts["metrics"]
+    for ours, theirs in zip(four, one, strict=True):
+        assert set(ours) == set(theirs)
+        for name, value in theirs.items():
+            np.testing.assert_allclose(ours[name], value, rtol=1e-5, atol=1e-6, err_msg=name)

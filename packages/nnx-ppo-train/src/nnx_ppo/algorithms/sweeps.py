@@ -42,9 +42,13 @@ counts the env steps of all runs. A `Checkpointer` saves the whole sweep (the st
 state) and resumes it exactly; ``load_network(directory, template, run=i)`` reads one
 run's network from it.
 
-**Devices.** A sweep runs on one device (the default device). All runs share its
-work; the run axis adds parallelism an accelerator can use (see the how-to guide
-"Seeds and sweeps" for the measured gain).
+**Devices.** As for `train_ppo`, ``devices=None`` uses every device. On a mesh the
+runs are *replicated* and the environments *sharded*: every device holds all ``K``
+runs' parameters and optimizer states and its slice of every run's environments (the
+environment axis, axis 1 of the stacked batch fields, along the mesh's ``"data"`` axis),
+so ``n_envs`` must be a multiple of ``n_minibatches`` times the device count, as for one
+run, and gradients are reduced across devices per run. The result equals a one-device
+sweep up to float32 reduction order. One process only (no ``jax.distributed``).
 """
 
 from __future__ import annotations
@@ -59,10 +63,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.sharding import Mesh
 
 from nnx_ppo.algorithms._host_loop import Periodic, run_calls, split_runs
 from nnx_ppo.algorithms._trees import key_path
 from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
+from nnx_ppo.algorithms.distributed import BATCH_FIELDS, batch_sharding, replicated_sharding
 from nnx_ppo.algorithms.evaluation import make_evaluator
 from nnx_ppo.algorithms.hooks import CheckpointHook
 from nnx_ppo.algorithms.iteration import (
@@ -75,7 +81,7 @@ from nnx_ppo.algorithms.iteration import (
 from nnx_ppo.algorithms.logging import RunLogFn
 from nnx_ppo.algorithms.phases import init_state
 from nnx_ppo.algorithms.rollout import eval_graphdef, split_network
-from nnx_ppo.algorithms.trainer import Host, resume, set_up
+from nnx_ppo.algorithms.trainer import Host, set_up
 from nnx_ppo.algorithms.types import TrainState
 
 __all__ = [
@@ -83,6 +89,7 @@ __all__ = [
     "SweepResult",
     "grid",
     "plan_runs",
+    "sweep_shardings",
     "train_many",
 ]
 
@@ -356,7 +363,30 @@ def _stack(trees: Sequence[Any]) -> Any:
 
 
 def _take(tree: Any, run: int) -> Any:
-    return jax.tree.map(lambda x: jnp.copy(x[run]), tree)
+    """Run ``run``'s slice of every leaf, as plain copies on the default device."""
+    device = jax.devices()[0]
+    return jax.tree.map(lambda x: jax.device_put(jnp.copy(x[run]), device), tree)
+
+
+def sweep_shardings(state: TrainState, mesh: Mesh) -> TrainState:
+    """The layout of a sweep's state on ``mesh``: the batch fields' environment axis
+    (axis 1, after the run axis) sharded along ``"data"``, everything else (every run's
+    parameters, optimizer state, keys, counters) replicated.
+
+    Returns:
+        A state of the same structure whose leaves are ``NamedSharding``.
+    """
+    replicated = replicated_sharding(mesh)
+
+    def layout(name: str, value: Any) -> Any:
+        if name not in BATCH_FIELDS:
+            return jax.tree.map(lambda _: replicated, value)
+        return jax.tree.map(
+            lambda x: batch_sharding(mesh, 1) if np.ndim(x) > 1 else replicated, value
+        )
+
+    fields = [f.name for f in dataclasses.fields(state)]  # type: ignore[arg-type]
+    return state.replace(**{name: layout(name, getattr(state, name)) for name in fields})
 
 
 # --------------------------------------------------------------------------- results
@@ -440,6 +470,8 @@ def train_many(
     progress: bool | None = None,
     jsonl_path: str | os.PathLike[str] | None = None,
     checkpoint: CheckpointHook | None = None,
+    devices: int | Sequence[jax.Device] | None = None,
+    mesh: Mesh | None = None,
 ) -> SweepResult:
     """Train ``K = len(seeds)`` PPO runs in one jitted program (see the module docstring).
 
@@ -461,6 +493,9 @@ def train_many(
         checkpoint: A `CheckpointHook` (e.g. `Checkpointer`) for the whole sweep: it
             saves the stacked state and resumes it exactly (the same ``seeds``,
             ``overrides`` and factory must be passed again).
+        devices: Devices to train on, as for `train_ppo` (``None``: all of them).
+        mesh: Instead of ``devices``, a mesh with a ``"data"`` axis. The runs are
+            replicated on it and the environments sharded (see the module docstring).
 
     Returns:
         A `SweepResult`.
@@ -471,8 +506,9 @@ def train_many(
         ValueError: Before anything is compiled: no seeds, an invalid or untraceable
             override (`plan_runs`), a factory building different structures for
             different seeds (naming the variable and the seed), a network that does not
-            fit the environment, or video recording asked for (record a video of
-            ``result.network(i)`` instead).
+            fit the environment, video recording asked for (record a video of
+            ``result.network(i)`` instead), invalid ``devices`` / ``mesh``, ``n_envs``
+            not a multiple of ``n_minibatches`` times the devices, or several processes.
         NonFiniteError: If a run diverges (its index is in the message and ``run``).
     """
     runs = plan_runs(config, seeds, overrides)
@@ -491,10 +527,15 @@ def train_many(
     host = Host(log_fn, progress, jsonl_path, checkpoint)
     seed_list = [run.seed for run in runs]
     networks, graphdef, params, network_states = _build_networks(make_network, seed_list)
-    set_up(
+    sharded = set_up(
         env, eval_env, networks[0], ppo, base.eval,
-        devices=1, mesh=None, advantage_mode=ppo.advantage_mode,
+        devices=devices, mesh=mesh, advantage_mode=ppo.advantage_mode,
     )  # fmt: skip
+    if sharded is not None and jax.process_count() > 1:
+        raise ValueError(
+            f"train_many runs in one process; this is process {jax.process_index()} of "
+            f"{jax.process_count()} (jax.distributed). Train the sweep on one host's devices."
+        )
     hyper = _hyperparameters(runs, (overrides or {}).keys())
 
     # Each run's keys as train_ppo splits them from its seed.
@@ -510,16 +551,26 @@ def train_many(
         return state
 
     state = jax.jit(jax.vmap(init_one))(_stack(params), _stack(network_states), init_keys, hyper)
-    state = resume(host.checkpoint, state, None)
+    shardings = None if sharded is None else sweep_shardings(state, sharded)
+    if shardings is not None:
+        state = jax.device_put(state, shardings)
+    if host.checkpoint is not None:  # the checkpoint's state, laid out like this one
+        restored = host.checkpoint.restore(state)
+        if restored is not None:
+            state = restored if shardings is None else jax.device_put(restored, shardings)
 
     def one_iteration(state: TrainState, values: Any) -> tuple[TrainState, Any]:
         optimizer = make_optimizer(ppo, values)
-        iteration = make_training_iteration(env, graphdef, optimizer, ppo, hyperparameters=values)
+        iteration = make_training_iteration(
+            env, graphdef, optimizer, ppo, mesh=sharded, hyperparameters=values
+        )
         return iteration(state)
 
-    call = make_train_call(jax.vmap(one_iteration), ppo.iterations_per_call, n_args=1)
+    call = make_train_call(
+        jax.vmap(one_iteration), ppo.iterations_per_call, shardings=shardings, n_args=1
+    )
     k = len(runs)
-    evaluation = _evaluation(eval_env, networks[0], graphdef, base, eval_keys, k)
+    evaluation = _evaluation(eval_env, networks[0], graphdef, base, eval_keys, k, sharded)
     loop = run_calls(
         state,
         lambda current: call(current, hyper),
@@ -530,6 +581,7 @@ def train_many(
         log_level=ppo.log_level,
         evaluation=evaluation,
         checkpoint=host.checkpoint,
+        mesh=sharded,
         log_fn=host.log_fn,
         jsonl_path=host.jsonl_path,
         progress=host.progress,
@@ -557,6 +609,7 @@ def _evaluation(
     config: TrainConfig,
     eval_keys: jax.Array,
     k: int,
+    mesh: Mesh | None,
 ) -> Periodic | None:
     """Every run's periodic evaluation at once: the evaluator `train_ppo` would build,
     vmapped over the runs' variables and evaluation keys (each folded with the
@@ -569,6 +622,7 @@ def _evaluation(
         eval_graphdef(network) if settings.deterministic else graphdef,
         n_envs=settings.n_envs,
         max_episode_length=settings.max_episode_length,
+        mesh=mesh,
         training_step=config.ppo.n_iterations * config.ppo.steps_per_iteration,
     )
     batched = jax.jit(jax.vmap(evaluator))
