@@ -186,7 +186,8 @@ def evaluate(
         The metrics in the module table, as Python floats.
 
     Raises:
-        TypeError: If ``key`` is not a PRNG key or a size is not an int.
+        TypeError: If ``key`` is not a PRNG key, a size is not an int, or
+            ``randomization_fn`` is given for an environment without a physics model.
         ValueError: If a size is < 1, the network does not fit ``env`` or
             ``randomization_fn`` does not fit its model (`make_randomization`).
 
