@@ -92,6 +92,61 @@ def _lstm():
     return make_lstm_actor_critic(2, 2, 8, (8,), (8,), rngs=nnx.Rngs(1))  # Normalizer too
 
 
+def _pendulum():
+    """brax ``inverted_pendulum`` (generalized backend), or ``None`` without brax."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from brax import envs
+
+            return envs.get_environment("inverted_pendulum", backend="generalized")
+    except ImportError:
+        return None
+
+
+def randomize_pendulum(sys, rng):
+    """The pole's mass x U(0.5, 2) and each joint's damping x U(0.5, 3), per env."""
+
+    @jax.vmap
+    def draw(key):
+        mass_key, damping_key = jax.random.split(key)
+        mass = sys.link.inertia.mass.at[1].multiply(
+            jax.random.uniform(mass_key, minval=0.5, maxval=2.0)
+        )
+        damping = sys.dof.damping * jax.random.uniform(
+            damping_key, sys.dof.damping.shape, minval=0.5, maxval=3.0
+        )
+        return mass, damping
+
+    mass, damping = draw(rng)
+    in_axes = jax.tree.map(lambda _: None, sys).tree_replace(
+        {"link.inertia.mass": 0, "dof.damping": 0}
+    )
+    return sys.tree_replace({"link.inertia.mass": mass, "dof.damping": damping}), in_axes
+
+
+def _randomized_config():
+    from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
+
+    return TrainConfig(
+        ppo=PPOConfig(
+            n_envs=N_ENVS, rollout_length=4, n_minibatches=2, n_epochs=1,
+            total_steps=2 * N_ENVS * 4,
+        ),
+        eval=EvalConfig(n_envs=8, max_episode_length=8, at_start=False, randomized=True),
+    )  # fmt: skip
+
+
+def _pendulum_net(env):
+    from nnx_ppo.networks.factories import make_mlp_actor_critic
+
+    return make_mlp_actor_critic(
+        env.observation_size, env.action_size, (8,), (8,), rngs=nnx.Rngs(0)
+    )
+
+
 def _variables(network: nnx.Module) -> list[np.ndarray]:
     """Every network variable (keys as their raw data), in a fixed order."""
     leaves = jax.tree.leaves(nnx.state(network))
@@ -194,6 +249,25 @@ def sharded(out: str) -> None:
         facts[f"adaptive-{name}-steps"] = np.asarray(
             jax.device_get(result.state.env_state.info["training_step"])
         ).tolist()
+
+    # 7. Domain randomization on brax inverted_pendulum: per-env models sharded with the
+    #    environments, a redraw inside the iteration, randomized evaluation; 4 vs 1.
+    pendulum = _pendulum()
+    if pendulum is not None:
+        for name, devices in (("4", 4), ("1", 1)):
+            net = _pendulum_net(pendulum)
+            result = train_ppo(
+                pendulum, net, _randomized_config(), progress=False, devices=devices,
+                randomization_fn=randomize_pendulum, redraw_every=1,
+            )  # fmt: skip
+            _save(out, f"randomized-{name}", net)
+            models = result.state.models
+            facts[f"randomized-{name}-eval"] = result.eval_history[-1][1]
+            facts[f"randomized-{name}-models"] = {
+                k: np.asarray(jax.device_get(v)).tolist() for k, v in models.items()
+            }
+            spec = getattr(models["link/inertia/mass"].sharding, "spec", None)
+            facts[f"randomized-{name}-models-sharded"] = spec == jax.sharding.PartitionSpec("data")
 
     # 6. n_envs = 16 is not a multiple of n_minibatches * devices = 2 * 3.
     try:

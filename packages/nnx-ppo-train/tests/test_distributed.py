@@ -257,6 +257,26 @@ def test_adaptive_kl_and_progress_are_the_same_on_four_devices_and_one(sharded) 
     assert facts["adaptive-1-steps"] == facts["adaptive-4-steps"] == [last] * 16
 
 
+def test_domain_randomization_is_the_same_on_four_devices_and_one(sharded) -> None:
+    """brax inverted_pendulum with per-env models (pole mass, joint damping) redrawn every
+    iteration and a randomized evaluation: the models are sharded with the
+    environments and equal the one-device run's; so do the variables and the return."""
+    facts, out = sharded
+    if "randomized-1-models" not in facts:
+        pytest.skip("needs brax")
+    assert facts["randomized-4-models-sharded"] and not facts["randomized-1-models-sharded"]
+    one, four = facts["randomized-1-models"], facts["randomized-4-models"]
+    assert sorted(one) == ["dof/damping", "link/inertia/mass"]
+    for name in one:
+        np.testing.assert_array_equal(np.asarray(four[name]), np.asarray(one[name]))
+    assert len({row[1] for row in one["link/inertia/mass"]}) == 16  # one per env
+    _assert_same(
+        _variables(Path(f"{out}-randomized-1.npz")), _variables(Path(f"{out}-randomized-4.npz"))
+    )
+    for name, value in facts["randomized-1-eval"].items():
+        np.testing.assert_allclose(facts["randomized-4-eval"][name], value, rtol=1e-5)
+
+
 def test_checkpoint_from_four_devices_resumes_on_two_and_one(sharded) -> None:
     facts, out = sharded
     half = 2 * STEPS_PER_ITERATION
