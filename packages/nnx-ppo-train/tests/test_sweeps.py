@@ -185,6 +185,12 @@ def test_a_killed_sweep_resumes_bitwise(tmp_path):
     assert (tmp_path / "split.jsonl").read_text() == (tmp_path / "full.jsonl").read_text()
     assert resumed.metrics == full.metrics
 
+    # One run's state without the run axis, as its own train_ppo run would hold it.
+    alone = resumed.run_state(1)
+    assert int(alone.iteration) == 4 and np.shape(alone.rng) == np.shape(full.state.rng)[1:]
+    for ours, theirs in zip(_leaves(alone.params), _leaves(full.state.params), strict=True):
+        np.testing.assert_array_equal(ours, theirs[1])
+
     # One run's network from the sweep's checkpoint; the metadata has every run's metrics.
     loaded = load_network(tmp_path / "split", mlp(nnx.Rngs(99)), run=1)
     for ours, theirs in zip(

@@ -166,9 +166,10 @@ def _bar_record(records: Record) -> dict[str, float]:
     return shown
 
 
-def _flat(records: Record) -> dict[str, float]:
-    """A checkpoint's metrics: the record of a single run, or ``run_<i>/<name>``."""
-    if len(records) == 1:
+def _flat(records: Record, sweep: bool) -> dict[str, float]:
+    """A checkpoint's metrics: the record of a single run, or a sweep's as
+    ``run_<i>/<name>``."""
+    if not sweep:
         return records[0]
     return {f"run_{i}/{k}": v for i, record in enumerate(records) for k, v in record.items()}
 
@@ -424,7 +425,12 @@ def run_calls(
                 # raised in read() above, and such a state is never saved.)
                 if plan.save:
                     save_checkpoint(
-                        checkpoint, state, step, _flat(records), final=plan.last, mesh=mesh
+                        checkpoint,
+                        state,
+                        step,
+                        _flat(records, runs is not None),
+                        final=plan.last,
+                        mesh=mesh,
                     )
 
         # Nothing to train (total_steps=0): evaluate once. A resumed finished run does
