@@ -24,7 +24,9 @@ from nnx_ppo.algorithms.logging import PerRun
 from nnx_ppo.algorithms.ppo import train_ppo
 from nnx_ppo.algorithms.sweeps import grid, plan_runs, train_many
 from nnx_ppo.envs import PointMass
+from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
+from nnx_ppo.networks.utils import Filter
 from nnx_ppo.wrappers import EpisodeWrapper
 
 ENV = EpisodeWrapper(PointMass(), episode_length=6)
@@ -286,6 +288,16 @@ def test_bad_input_fails_before_anything_is_compiled(monkeypatch):
         ),
     )
     fails(TypeError, r"make_network\(nnx.Rngs\(0\)\) returned dict", make_network=lambda rngs: {})
+    # A factory that builds a new (equal) function per call is one structure: it gets
+    # as far as building the state.
+    with pytest.raises(AssertionError, match="got as far as building its state"):
+        train_many(
+            ENV,
+            lambda rngs: Sequential([Filter(lambda x: x), mlp(rngs)]),
+            CONFIG,
+            seeds=[0, 1],
+            progress=False,
+        )
     video = TrainConfig(ppo=PPO, video=VideoConfig(enabled=True, directory="videos"))
     fails(ValueError, r"does not record videos", config=video)
 
