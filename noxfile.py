@@ -6,6 +6,7 @@ its own virtual environment with uv; none of them reads or rewrites ``uv.lock``.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -37,6 +38,17 @@ WHEEL_TESTED = "nnx-modules"
 APPS_DIR = ROOT / "apps"
 OWN_SESSION_APPS = {"export"}  # tested by `nox -s export`, with the onnx extra
 JAX_CACHE = ROOT / ".cache" / "jax"
+
+
+def _parallel(dist: str = "loadfile") -> list[str]:
+    """pytest-xdist options: one worker per CPU this process may use (at most 8; the
+    suites are dominated by single-threaded XLA compiles). ``dist="loadfile"`` keeps each
+    test file on one worker, so its module-scoped fixtures are built once; ``"load"``
+    spreads a file's cases (the docs pages are the cases of one test). ``-- -n 0`` turns
+    it off."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = min(cpus or 1, 8)
+    return ["-n", str(workers), "--dist", dist] if workers > 1 else []
 
 
 def _pyproject(path: Path) -> dict:
@@ -142,19 +154,21 @@ def _installed_source(session: nox.Session, package: str) -> str:
 @nox.parametrize("package", list(PACKAGES))
 def tests(session: nox.Session, package: str, jax: str) -> None:
     """Fast tests of one distribution, with only its own dependencies: at its declared
-    floors (JAX, flax, optax, orbax, numpy, extras), or at the latest (nnx-modules from
-    its built wheel)."""
+    floors (JAX, flax, optax, orbax, numpy, extras; without the tests marked ``heavy``),
+    or at the latest (nnx-modules from its built wheel)."""
     _install_package(session, package, jax)
     sources = f"packages/{package}/src"
     if jax == "latest" and package == WHEEL_TESTED:
         sources = _installed_source(session, package)  # the wheel's modules, doctested
     session.run(
         "pytest",
+        *_parallel(),
         f"packages/{package}/tests",
         sources,  # docstring examples are doctested
         "--doctest-modules",
         "-m",
-        "not slow",
+        # The costly integration variants run once, at the latest (marker `heavy`).
+        "not slow" if jax == "latest" else "not slow and not heavy",
         *session.posargs,
         env=_test_env(),
     )
@@ -169,6 +183,7 @@ def slow(session: nox.Session) -> None:
     )
     session.run(
         "pytest",
+        *_parallel(),
         *[f"packages/{p}/tests" for p in PACKAGES],
         "-m",
         "slow",
@@ -209,7 +224,7 @@ def docs(session: nox.Session) -> None:
         *_group("docs"),
         *_group("test"),
     )
-    session.run("pytest", "tests", *session.posargs, env=_test_env())
+    session.run("pytest", *_parallel("load"), "tests", *session.posargs, env=_test_env())
     session.run(
         "mkdocs",
         "build",
@@ -299,6 +314,7 @@ def apps(session: nox.Session) -> None:
     )
     session.run(
         "pytest",
+        *_parallel(),
         *[str(d / "tests") for d in app_dirs],
         *session.posargs,
         env=_test_env(),
@@ -344,6 +360,7 @@ def export(session: nox.Session) -> None:
         )
         session.run(
             "pytest",
+            *_parallel(),
             "apps/export/tests",
             env={**_test_env(), "NNX_PPO_NO_JAX_PYTHON": python},
         )

@@ -250,8 +250,21 @@ def sharded(out: str) -> None:
             jax.device_get(result.state.env_state.info["training_step"])
         ).tolist()
 
-    # 7. Domain randomization on brax inverted_pendulum: per-env models sharded with the
-    #    environments, a redraw inside the iteration, randomized evaluation; 4 vs 1.
+    # 6. n_envs = 16 is not a multiple of n_minibatches * devices = 2 * 3.
+    try:
+        train_ppo(env, _mlp(), _config(1), progress=False, devices=3)
+    except ValueError as e:
+        facts["indivisible-error"] = str(e)
+    Path(f"{out}.json").write_text(json.dumps(facts))
+
+
+def randomized(out: str) -> None:
+    """4 forced CPU devices: domain randomization on brax inverted_pendulum, per-env
+    models sharded with the environments, a redraw inside the iteration, randomized
+    evaluation; 4 vs 1 device. Writes no facts for the models without brax."""
+    from nnx_ppo.algorithms.ppo import train_ppo
+
+    facts: dict = {"device_count": jax.device_count()}
     pendulum = _pendulum()
     if pendulum is not None:
         for name, devices in (("4", 4), ("1", 1)):
@@ -269,11 +282,6 @@ def sharded(out: str) -> None:
             spec = getattr(models["link/inertia/mass"].sharding, "spec", None)
             facts[f"randomized-{name}-models-sharded"] = spec == jax.sharding.PartitionSpec("data")
 
-    # 6. n_envs = 16 is not a multiple of n_minibatches * devices = 2 * 3.
-    try:
-        train_ppo(env, _mlp(), _config(1), progress=False, devices=3)
-    except ValueError as e:
-        facts["indivisible-error"] = str(e)
     Path(f"{out}.json").write_text(json.dumps(facts))
 
 
@@ -483,6 +491,8 @@ if __name__ == "__main__":
     try:
         if sys.argv[1] == "sharded":
             sharded(sys.argv[2])
+        elif sys.argv[1] == "randomized":
+            randomized(sys.argv[2])
         elif sys.argv[1] == "distill":
             distill(sys.argv[2])
         elif sys.argv[1] == "distill-worker":

@@ -6,6 +6,10 @@ file; they get the builders through the ``nets`` fixture.
 
 from __future__ import annotations
 
+import doctest
+from pathlib import Path
+from types import ModuleType
+
 import jax.numpy as jnp
 import pytest
 from flax import nnx
@@ -156,3 +160,31 @@ def nets():
         constant_two_agent=constant_two_agent_net,
         two_agent_student=two_agent_student,
     )
+
+
+@pytest.fixture
+def docstring_examples(request: pytest.FixtureRequest):
+    """``docstring_examples(*modules)`` runs the modules' docstring examples (all must
+    pass, and there must be some), or skips when this pytest run already collects them
+    (``--doctest-modules`` over a folder that holds the modules, as ``nox -s tests``
+    runs it), so the examples are not run twice."""
+    config = request.config
+
+    def collected(module: ModuleType) -> bool:
+        path = Path(module.__file__ or "").resolve()
+        folders = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+        return bool(config.getoption("doctestmodules")) and any(
+            path.is_relative_to(folder) for folder in folders
+        )
+
+    def run(*modules: ModuleType) -> None:
+        if all(collected(m) for m in modules):
+            pytest.skip("this run's --doctest-modules collects these docstring examples")
+        attempted = 0
+        for module in modules:
+            result = doctest.testmod(module, raise_on_error=True)
+            assert result.failed == 0, module.__name__
+            attempted += result.attempted
+        assert attempted > 0, [m.__name__ for m in modules]
+
+    return run

@@ -121,12 +121,10 @@ def test_train_config_checks_its_parts():
         TrainConfig(seed=-1)
 
 
-def test_docstring_examples_run():
-    import doctest
-
+def test_docstring_examples_run(docstring_examples):
     from nnx_ppo.algorithms import config
 
-    assert doctest.testmod(config, raise_on_error=True).failed == 0
+    docstring_examples(config)
 
 
 # --------------------------------------------------------------------------- JSON

@@ -171,6 +171,7 @@ def test_indivisible_n_envs_is_a_clear_error(distill) -> None:
 # --------------------------------------------------------------------------- 2 processes
 
 
+@pytest.mark.heavy
 def test_two_processes_distill_like_one_process(distill, tmp_path: Path) -> None:
     facts, out = distill
     port = _free_port()

@@ -78,12 +78,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def sharded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    """Run the 4-device script once: ``(facts, output prefix)``."""
-    out = tmp_path_factory.mktemp("sharded") / "out"
+def _four_devices(tmp_path_factory: pytest.TempPathFactory, script: str) -> tuple[dict, Path]:
+    """Run one of the 4-device scripts: ``(facts, output prefix)``."""
+    out = tmp_path_factory.mktemp(script) / "out"
     proc = subprocess.run(
-        [sys.executable, str(RUNS), "sharded", str(out)],
+        [sys.executable, str(RUNS), script, str(out)],
         env=_env_vars(4),
         capture_output=True,
         text=True,
@@ -91,6 +90,18 @@ def sharded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(Path(f"{out}.json").read_text()), out
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """The 4-device script, run once: ``(facts, output prefix)``."""
+    return _four_devices(tmp_path_factory, "sharded")
+
+
+@pytest.fixture(scope="module")
+def randomized(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """The 4-device domain-randomization script (brax), run once."""
+    return _four_devices(tmp_path_factory, "randomized")
 
 
 # --------------------------------------------------------------------------- in-process
@@ -257,11 +268,12 @@ def test_adaptive_kl_and_progress_are_the_same_on_four_devices_and_one(sharded) 
     assert facts["adaptive-1-steps"] == facts["adaptive-4-steps"] == [last] * 16
 
 
-def test_domain_randomization_is_the_same_on_four_devices_and_one(sharded) -> None:
+@pytest.mark.heavy
+def test_domain_randomization_is_the_same_on_four_devices_and_one(randomized) -> None:
     """brax inverted_pendulum with per-env models (pole mass, joint damping) redrawn every
     iteration and a randomized evaluation: the models are sharded with the
     environments and equal the one-device run's; so do the variables and the return."""
-    facts, out = sharded
+    facts, out = randomized
     if "randomized-1-models" not in facts:
         pytest.skip("needs brax")
     assert facts["randomized-4-models-sharded"] and not facts["randomized-1-models-sharded"]
@@ -299,6 +311,7 @@ def test_indivisible_n_envs_is_a_clear_error(sharded) -> None:
 # --------------------------------------------------------------------------- 2 processes
 
 
+@pytest.mark.heavy
 def test_two_processes_match_one_process(sharded, tmp_path: Path) -> None:
     facts, out = sharded
     port = _free_port()

@@ -1,6 +1,5 @@
 """Tests for nnx_ppo.envs: shapes, determinism, jit/vmap, hand-checked rewards."""
 
-import doctest
 import math
 
 import jax
@@ -294,23 +293,24 @@ def test_wrong_action_shape_or_keys_is_a_clear_error():
         denv.step(ds, {"arm": jnp.zeros(2), "gripper": jnp.zeros(2)})
 
 
-def test_package_exports_and_doctests():
+def test_package_exports():
     expected = ["ActionSize", "DictObsEnv", "Env", "MemoryTask", "ObservationSize"]
     expected += ["PointMass", "State", "TwoAgentEnv"]
     assert sorted(envs_pkg.__all__) == expected
     for name in envs_pkg.__all__:
         assert getattr(envs_pkg, name).__doc__
+
+
+def test_docstring_examples_run(docstring_examples):
     import nnx_ppo.envs.dict_obs_env
     import nnx_ppo.envs.memory_task
     import nnx_ppo.envs.point_mass
     import nnx_ppo.envs.two_agent_env
 
-    for module in (
+    docstring_examples(
         envs_base,
         nnx_ppo.envs.point_mass,
         nnx_ppo.envs.memory_task,
         nnx_ppo.envs.dict_obs_env,
         nnx_ppo.envs.two_agent_env,
-    ):
-        result = doctest.testmod(module)
-        assert result.failed == 0, module.__name__
+    )

@@ -1,7 +1,5 @@
 """GAE with separate termination and truncation: hand-derived numbers and a reference."""
 
-import doctest
-
 import hypothesis.extra.numpy as hnp
 import jax.numpy as jnp
 import numpy as np
@@ -178,5 +176,5 @@ def test_value_tree_must_match_reward_tree():
         )
 
 
-def test_docstring_examples_run():
-    assert doctest.testmod(gae_module, raise_on_error=True).failed == 0
+def test_docstring_examples_run(docstring_examples):
+    docstring_examples(gae_module)

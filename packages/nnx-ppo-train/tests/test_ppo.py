@@ -163,13 +163,10 @@ def test_evaluation_reports_dict_rewards_per_key():
     assert metrics["eval/episode_reward/mean"] == pytest.approx(total, rel=1e-6)
 
 
-def test_docstring_examples_run():
-    import doctest
-
+def test_docstring_examples_run(docstring_examples):
     from nnx_ppo.algorithms import evaluation, logging, ppo
 
-    for module in (ppo, evaluation, logging):
-        assert doctest.testmod(module, raise_on_error=True).failed == 0
+    docstring_examples(ppo, evaluation, logging)
 
 
 # --------------------------------------------------------------------------- learning

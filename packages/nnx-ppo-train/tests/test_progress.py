@@ -111,6 +111,7 @@ class _Stop(Exception):
     pass
 
 
+@pytest.mark.heavy
 def test_a_resumed_run_continues_the_count(tmp_path):
     total = 6 * N_ENVS * T  # 6 iterations of 12 steps
 

@@ -136,7 +136,11 @@ def _run_script(tmp_path: Path, kind: str, name: str, stop_at: int) -> tuple[int
     return proc.returncode, out
 
 
-@pytest.mark.parametrize("kind", ["mlp", "lstm", "graph", "mlp_nv"])  # nv: value statistics
+# nv: value statistics. The MLP case also runs at the dependency floors (see `heavy`).
+@pytest.mark.parametrize(
+    "kind",
+    ["mlp", *(pytest.param(k, marks=pytest.mark.heavy) for k in ("lstm", "graph", "mlp_nv"))],
+)
 def test_split_and_resume_in_new_processes_records_the_uninterrupted_run(kind, tmp_path):
     if kind == "graph":
         pytest.importorskip("nnx_ppo.networks.graph", reason="needs nnx-graph")

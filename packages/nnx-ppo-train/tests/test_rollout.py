@@ -181,12 +181,10 @@ def test_non_ppo_output_is_a_clear_type_error():
         unroll_env(env, Plain(), first, (), 2, reset_state=first)
 
 
-def test_docstring_examples_run():
-    import doctest
-
+def test_docstring_examples_run(docstring_examples):
     from nnx_ppo.algorithms import rollout
 
-    assert doctest.testmod(rollout, raise_on_error=True).failed == 0
+    docstring_examples(rollout)
 
 
 def test_networks_without_a_carry_are_replayed_batched_and_exactly():

@@ -174,6 +174,7 @@ class _Stop(Exception):
     pass
 
 
+@pytest.mark.heavy
 def test_a_resumed_run_continues_with_the_adapted_rate_bitwise(tmp_path):
     config = _config()
     reference = train_ppo(ENV, _net(), config, progress=False)

@@ -348,6 +348,7 @@ def test_a_diverged_run_is_named():
     raise_if_non_finite(healthy())  # a single run: no run named
 
 
+@pytest.mark.heavy
 def test_four_devices_train_a_sweep_like_one():
     # Runs replicated, environments sharded along "data" (axis 1 of the batch fields):
     # the same sweep on 4 forced host devices and on 1 (LSTM, K=2, 3 iterations, one

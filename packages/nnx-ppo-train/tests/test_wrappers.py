@@ -1,7 +1,6 @@
 """Tests for nnx_ppo.wrappers on our envs, brax inverted_pendulum and Playground."""
 
 import copy
-import doctest
 import math
 import pickle
 
@@ -292,7 +291,7 @@ def test_auto_reset_validation():
         AutoResetWrapper(PointMass(), preserve_info_keys="truncation")
 
 
-def test_package_exports_and_doctests():
+def test_package_exports():
     assert sorted(wrappers_pkg.__all__) == [
         "AutoResetWrapper",
         "EpisodeWrapper",
@@ -300,19 +299,20 @@ def test_package_exports_and_doctests():
         "Wrapper",
         "reset_done",
     ]
+
+
+def test_docstring_examples_run(docstring_examples):
     import nnx_ppo.wrappers.auto_reset
     import nnx_ppo.wrappers.base
     import nnx_ppo.wrappers.episode
     import nnx_ppo.wrappers.reward_scaling
 
-    for module in (
+    docstring_examples(
         nnx_ppo.wrappers.base,
         nnx_ppo.wrappers.episode,
         nnx_ppo.wrappers.reward_scaling,
         nnx_ppo.wrappers.auto_reset,
-    ):
-        result = doctest.testmod(module)
-        assert result.failed == 0 and result.attempted > 0, module.__name__
+    )
 
 
 # --- brax and MuJoCo Playground -------------------------------------------------------
