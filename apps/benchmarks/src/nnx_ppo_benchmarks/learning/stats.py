@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from nnx_ppo.algorithms import curves as over_runs
+
 __all__ = ["area_under_curve", "band", "median_ci"]
 
 N_BOOTSTRAP = 10_000
@@ -25,7 +27,8 @@ N_BOOTSTRAP = 10_000
 
 
 def area_under_curve(curve: Sequence[Sequence[float]]) -> float:
-    """Average return over training: trapezoidal area / steps covered.
+    """Average return over training: trapezoidal area / steps covered
+    (`nnx_ppo.algorithms.curves.area_under_curve` of one curve).
 
     Args:
         curve: ``[(step, return), ...]`` in increasing steps, at least two points.
@@ -36,20 +39,12 @@ def area_under_curve(curve: Sequence[Sequence[float]]) -> float:
     points = np.asarray(curve, dtype=float)
     if points.ndim != 2 or len(points) < 2 or points[-1, 0] <= points[0, 0]:
         raise ValueError(f"a learning curve needs >= 2 points over > 0 steps, got {curve!r}")
-    steps, values = points[:, 0], points[:, 1]
-    area = np.sum((steps[1:] - steps[:-1]) * (values[1:] + values[:-1]) / 2.0)
-    return float(area / (steps[-1] - steps[0]))
-
-
-def _bootstrap_medians(values: np.ndarray, seed: int) -> np.ndarray:
-    """Medians of ``N_BOOTSTRAP`` resamples (with replacement) along axis 0."""
-    rng = np.random.default_rng(seed)
-    index = rng.integers(0, len(values), size=(N_BOOTSTRAP, len(values)))
-    return np.median(values[index], axis=1)
+    return float(over_runs.area_under_curve(points[:, 0], points[None, :, 1])[0])
 
 
 def median_ci(values: Sequence[float], seed: int = 0) -> tuple[float, float, float]:
-    """``(low, median, high)``: the median and its 95% percentile-bootstrap interval.
+    """``(low, median, high)``: the median and its 95% percentile-bootstrap interval
+    (`nnx_ppo.algorithms.curves.bootstrap_interval`).
 
     Args:
         values: One number per seed (at least one).
@@ -58,13 +53,13 @@ def median_ci(values: Sequence[float], seed: int = 0) -> tuple[float, float, flo
     data = np.asarray(values, dtype=float)
     if data.size == 0:
         raise ValueError("median_ci needs at least one value")
-    medians = _bootstrap_medians(data, seed)
-    low, high = np.percentile(medians, [2.5, 97.5])
+    low, high = over_runs.bootstrap_interval(data, n_resamples=N_BOOTSTRAP, seed=seed)
     return float(low), float(np.median(data)), float(high)
 
 
 def band(curves: Sequence[Sequence[Sequence[float]]], seed: int = 0) -> dict[str, list[float]]:
-    """Pointwise median and 95% bootstrap band of several curves on the same steps.
+    """Pointwise median and 95% bootstrap band of several curves on the same steps
+    (`nnx_ppo.algorithms.curves.median_band`).
 
     Args:
         curves: One curve per seed, all with the same steps.
@@ -80,11 +75,10 @@ def band(curves: Sequence[Sequence[Sequence[float]]], seed: int = 0) -> dict[str
     if any(a.shape != arrays[0].shape or np.any(a[:, 0] != steps) for a in arrays):
         raise ValueError("band: every curve must be evaluated at the same steps")
     values = np.stack([a[:, 1] for a in arrays])  # [seeds, points]
-    medians = _bootstrap_medians(values, seed)  # [N_BOOTSTRAP, points]
-    low, high = np.percentile(medians, [2.5, 97.5], axis=0)
+    median, low, high = over_runs.median_band(values, n_resamples=N_BOOTSTRAP, seed=seed)
     return {
         "steps": steps.tolist(),
-        "median": np.median(values, axis=0).tolist(),
+        "median": median.tolist(),
         "low": low.tolist(),
         "high": high.tolist(),
     }
