@@ -267,6 +267,7 @@ def randomize_gains(sys, rng):
     return sys.replace(gain=gain), Gains(gain=0)
 
 
+@pytest.mark.heavy
 def test_distillation_trains_on_randomized_models():
     env = EpisodeWrapper(GainPointMass(), episode_length=6)
     teacher = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
@@ -287,6 +288,7 @@ def test_distillation_trains_on_randomized_models():
     assert [step for step, _ in result.eval_history] == [0, 32]
 
 
+@pytest.mark.heavy
 def test_graph_network_with_redraws_and_fresh_resets():
     graph = pytest.importorskip("nnx_ppo.networks.graph", reason="needs nnx-graph")
     from nnx_ppo.networks.adapter import PPOAdapter

@@ -82,7 +82,10 @@ def _leaves(tree):
     return [host(x) for x in jax.tree.leaves(tree)]
 
 
-@pytest.mark.parametrize("kind", list(SWEEPS))
+# The LSTM case runs at the latest dependencies only (`heavy`).
+@pytest.mark.parametrize(
+    "kind", [pytest.param(k, marks=pytest.mark.heavy) if k == "lstm" else k for k in SWEEPS]
+)
 def test_run_of_a_sweep_equals_its_own_train_ppo_run(kind, tmp_path):
     # K=4 runs, 3 iterations; run `i` against train_ppo with the same seed and values.
     # Tolerance: the same computation, but vmapped and with traced hyperparameters
@@ -147,6 +150,7 @@ def test_run_of_a_sweep_equals_its_own_train_ppo_run(kind, tmp_path):
     )
 
 
+@pytest.mark.heavy
 def test_a_killed_sweep_resumes_bitwise(tmp_path):
     # K=2 runs of 4 iterations (20 steps each), checkpoints when the step crosses a
     # multiple of 40. The first attempt stops while logging step 60 (after its JSONL
