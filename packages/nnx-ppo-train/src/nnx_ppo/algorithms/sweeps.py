@@ -66,7 +66,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from nnx_ppo.algorithms._host_loop import Periodic, run_calls, split_runs
+from nnx_ppo.algorithms._host_loop import Periodic, split_runs
 from nnx_ppo.algorithms._trees import key_path
 from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
 from nnx_ppo.algorithms.distributed import BATCH_FIELDS, batch_sharding, replicated_sharding
@@ -82,7 +82,7 @@ from nnx_ppo.algorithms.iteration import (
 from nnx_ppo.algorithms.logging import RunLogFn
 from nnx_ppo.algorithms.phases import init_state
 from nnx_ppo.algorithms.rollout import eval_graphdef, split_network
-from nnx_ppo.algorithms.trainer import Host, set_up
+from nnx_ppo.algorithms.trainer import Host, drive, set_up
 from nnx_ppo.algorithms.types import TrainState
 
 __all__ = [
@@ -580,20 +580,14 @@ def train_many(
     )
     k = len(runs)
     evaluation = _evaluation(eval_env, networks[0], graphdef, base, eval_keys, k, sharded)
-    loop = run_calls(
+    loop = drive(
         state,
         lambda current: call(current, hyper),
-        steps_per_iteration=ppo.steps_per_iteration,
-        iterations_per_call=ppo.iterations_per_call,
-        n_iterations=ppo.n_iterations,
+        ppo,
+        host,
         log_every_calls=base.log_every_calls,
-        log_level=ppo.log_level,
         evaluation=evaluation,
-        checkpoint=host.checkpoint,
         mesh=sharded,
-        log_fn=host.log_fn,
-        jsonl_path=host.jsonl_path,
-        progress=host.progress,
         description=f"train_many ({k} runs)",
         runs=k,
     )

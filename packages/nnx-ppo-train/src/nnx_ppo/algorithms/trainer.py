@@ -184,8 +184,10 @@ def drive(
     mesh: Mesh | None,
     description: str,
     video: Periodic | None = None,
+    runs: int | None = None,
 ) -> LoopResult:
-    """`run_calls` with the run's sizes from ``config`` and its ``host`` arguments."""
+    """`run_calls` with the run's sizes from ``config`` and its ``host`` arguments
+    (``runs``: a sweep's run count, `nnx_ppo.algorithms.sweeps`)."""
     return run_calls(
         state,
         train_call,
@@ -202,6 +204,7 @@ def drive(
         jsonl_path=host.jsonl_path,
         progress=host.progress,
         description=description,
+        runs=runs,
     )
 
 
