@@ -148,16 +148,147 @@ def test_an_interrupted_cell_keeps_its_finished_seeds(tmp_path):
     assert _finished_runs(Cell("memory_d2", "lstm", "ours", (2, 1, 3), 100), path) == []
 
 
-def test_every_family_of_ours_builds_a_network_that_steps():
+def test_every_family_of_ours_builds_a_network_that_steps_and_sweeps():
+    import functools
+
+    import jax
     import jax.numpy as jnp
+    from flax import nnx
     from nnx_ppo_benchmarks.learning.child_ours import build_network
     from nnx_ppo_benchmarks.learning.families import FAMILIES
     from nnx_ppo_benchmarks.learning.tasks import TASKS
+
+    from nnx_ppo.algorithms.sweeps import _build_networks
 
     # graph_nv is the graph network with value normalisation in its training config.
     assert FAMILIES["graph_nv"].network_family == "graph"
     assert FAMILIES["graph_nv"].normalize_values and not FAMILIES["graph"].normalize_values
     for family in (f for f in FAMILIES.values() if "ours" in f.implementations):
-        net = build_network(TASKS["cartpole"], family.network_family, 5, 1, seed=0)
+        make = functools.partial(build_network, TASKS["cartpole"], family.network_family, 5, 1)
+        net = make(nnx.Rngs(0))
         out = net(net.initialize_state(2), jnp.zeros((2, 5)))
         assert out.output.actions.shape == (2, 1), family.name
+        # The check train_many makes before compiling (one structure for every seed),
+        # so that every family trains its seeds as one sweep; the seeds' parameters
+        # differ.
+        _, _, params, _ = _build_networks(make, [0, 1])
+        flat = [jnp.concatenate([x.ravel() for x in jax.tree.leaves(p)]) for p in params]
+        assert flat[0].shape == flat[1].shape and not jnp.allclose(*flat), family.name
+
+
+def _tiny_cell(family: str, seeds: list[int]) -> dict:
+    import dataclasses
+
+    from nnx_ppo_benchmarks.settings import PPOSettings
+
+    # 8 envs x 4 steps = 32 steps per iteration; memory_d2's 8 evaluations of one
+    # iteration each: 256 steps.
+    ppo = PPOSettings(n_envs=8, rollout_length=4, n_minibatches=2, n_epochs=1)
+    return dict(
+        task="memory_d2", family=family, implementation="ours", seeds=seeds,
+        total_steps=256, eval_envs=4, final_eval_envs=4, ppo=dataclasses.asdict(ppo),
+    )  # fmt: skip
+
+
+def test_a_cells_sweep_equals_its_seeds_one_at_a_time():
+    from nnx_ppo_benchmarks.learning.child_ours import run_seed, run_seeds
+
+    cell = _tiny_cell("mlp", [3, 4])
+    many = run_seeds(cell, [3, 4])
+    one = run_seed(cell, 4)
+    assert [r["seed"] for r in many] == [3, 4]
+    assert set(many[1]) == set(one) == {
+        "seed", "curve", "final", "total_steps", "train_s", "sweep_s", "sweep_runs"
+    }  # fmt: skip
+    # An evaluation before training and one after each of the 8 iterations.
+    steps = [s for s, _ in one["curve"]]
+    assert steps == [32 * i for i in range(9)] == [s for s, _ in many[1]["curve"]]
+    # Run 1 of the sweep is seed 4's own train_ppo run: the same curve and final return
+    # up to float32 rounding (vmapping reorders some reductions; measured: <= 1e-6 on
+    # returns of about 1), while the other seed's curve is another run's.
+    assert [r for _, r in many[1]["curve"]] == pytest.approx(
+        [r for _, r in one["curve"]], rel=1e-4, abs=1e-4
+    )
+    assert many[1]["final"] == pytest.approx(one["final"], rel=1e-4, abs=1e-4)
+    assert [r for _, r in many[0]["curve"][1:]] != pytest.approx(
+        [r for _, r in one["curve"][1:]], abs=1e-2
+    )
+    assert many[0]["total_steps"] == many[1]["total_steps"] == one["total_steps"] == 256
+    # train_s: the sweep's wall time shared between its runs.
+    assert many[0]["sweep_runs"] == 2 and one["sweep_runs"] == 1
+    assert many[0]["train_s"] == many[1]["train_s"] == pytest.approx(many[0]["sweep_s"] / 2)
+    assert one["train_s"] == one["sweep_s"] > 0
+
+
+def _fake_run(cell, seed):
+    if seed == 13:
+        raise RuntimeError("diverged")
+    return {"seed": seed, "curve": [[0, 1.0]], "final": float(seed), "total_steps": 1}
+
+
+def test_a_child_writes_one_sweep_or_seed_by_seed(tmp_path):
+    from nnx_ppo_benchmarks.learning._child import run_cell
+
+    out = tmp_path / "cell.json"
+    calls = []
+
+    def sweep(cell, seeds):
+        calls.append(list(seeds))
+        return [_fake_run(cell, s) for s in seeds]
+
+    cell = {"task": "memory_d2", "seeds": [1, 2, 3]}
+    assert run_cell(cell, out, _fake_run, sweep) == 0
+    record = json.loads(out.read_text())
+    assert calls == [[1, 2, 3]]
+    assert (record["status"], record["seed_mode"]) == ("ok", "sweep")
+    assert [r["seed"] for r in record["runs"]] == [1, 2, 3]
+    # A failed sweep loses all its seeds and names them; seed by seed, the seeds before
+    # the failure are kept and the failed one is named.
+    assert run_cell({**cell, "seeds": [12, 13]}, out, _fake_run, sweep) == 1
+    record = json.loads(out.read_text())
+    assert record["runs"] == [] and record["error"] == (
+        "seeds [12, 13] (one sweep): RuntimeError: diverged"
+    )
+    assert run_cell({**cell, "seeds": [12, 13, 14]}, out, _fake_run) == 1
+    record = json.loads(out.read_text())
+    assert record["seed_mode"] == "one_at_a_time"
+    assert [r["seed"] for r in record["runs"]] == [12]
+    assert record["error"] == "seed 13: RuntimeError: diverged"
+
+
+_FAKE_CHILD = """\
+import json, sys
+args = sys.argv[1:]
+cell = json.loads(args[args.index("--cell") + 1])
+runs = [{"seed": s, "curve": [[0, 0.0], [100, 1.0]], "final": 1.0, "train_s": 1.0}
+        for s in cell["seeds"]]
+record = {"status": "ok", "runs": runs, "argv": args}
+open(args[args.index("--out") + 1], "w").write(json.dumps(record))
+"""
+
+
+def test_a_resumed_cell_runs_its_remaining_seeds_in_one_child(tmp_path):
+    import sys
+
+    from nnx_ppo_benchmarks.learning.cli import Cell, run_cell
+
+    # A stand-in for the child's interpreter: it records its arguments and returns one
+    # run per seed it was given.
+    python = tmp_path / "python"
+    python.write_text(f"#!{sys.executable}\n{_FAKE_CHILD}")
+    python.chmod(0o755)
+    cell = Cell("memory_d2", "lstm", "ours", (1, 2, 3, 4), 100)
+    path = tmp_path / "cells" / f"{cell.name}.json"
+    path.parent.mkdir()
+    runs = _fake_results()["cells"][0]["runs"]
+    path.write_text(json.dumps({"total_steps": 100, "runs": runs[:1]}))  # seed 1 finished
+    record = run_cell(cell, python, tmp_path)
+    argv = record["argv"]
+    assert json.loads(argv[argv.index("--cell") + 1])["seeds"] == [2, 3, 4]
+    assert "--one-at-a-time" not in argv
+    assert [r["seed"] for r in record["runs"]] == [1, 2, 3, 4]
+    assert record["seeds"] == [1, 2, 3, 4] and record["status"] == "ok"
+    record = run_cell(cell, python, tmp_path, rerun=True, one_at_a_time=True)
+    argv = record["argv"]
+    assert json.loads(argv[argv.index("--cell") + 1])["seeds"] == [1, 2, 3, 4]
+    assert "--one-at-a-time" in argv

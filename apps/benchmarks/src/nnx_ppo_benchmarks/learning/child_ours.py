@@ -1,12 +1,18 @@
-"""Child: one suite cell (task, family, seeds) with this workspace's ``train_ppo``.
+"""Child: one suite cell (task, family, seeds) with this workspace's trainer.
 
-Command line ``--cell JSON --out PATH`` (see :mod:`.cli`); the seeds run one after
-another in this process, sharing compiled programs through JAX's compilation cache.
+Command line ``--cell JSON --out PATH [--one-at-a-time]`` (see :mod:`.cli`). The cell's
+seeds train together as one `train_many` program (`run_seeds`): one compilation, the
+runs vmapped, every run's periodic evaluations its learning curve, then each run's
+network (``result.network(i)``) evaluated on its own. Every network family of the suite
+goes through `train_many` (their factories build one structure for every seed). With
+``--one-at-a-time`` the seeds run one after another with ``train_ppo`` (`run_seed`):
+the reference that run ``i`` of the sweep equals to float32 rounding.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from nnx_ppo_benchmarks.children import ours
@@ -16,7 +22,7 @@ from nnx_ppo_benchmarks.learning.families import FAMILIES, STACK
 from nnx_ppo_benchmarks.learning.tasks import TASKS, Task, make_env
 from nnx_ppo_benchmarks.settings import PPOSettings, RunSpec
 
-__all__ = ["build_network", "run_seed"]
+__all__ = ["build_network", "run_seed", "run_seeds"]
 
 
 def _sampler(task: Task, rngs: Any, ppo: PPOSettings) -> tuple[Any, int]:
@@ -43,8 +49,10 @@ def _frame_stack(obs_size: int) -> Any:
     return Sequential([Filter(lambda x: dict.fromkeys(names, x)), Concat(lines)])
 
 
-def build_network(task: Task, family: str, obs_size: int, action_size: int, seed: int) -> Any:
-    """The network of ``family`` for ``task`` (see :mod:`.families`)."""
+def build_network(task: Task, family: str, obs_size: int, action_size: int, rngs: Any) -> Any:
+    """The network of ``family`` for ``task`` (see :mod:`.families`), its parameters drawn
+    from ``rngs`` (an ``nnx.Rngs``; the suite passes ``nnx.Rngs(seed)``, the factory
+    `train_many` calls once per seed)."""
     from flax import nnx
 
     from nnx_ppo.networks.adapter import PPOAdapter
@@ -57,7 +65,6 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, seed
     from nnx_ppo.networks.utils import Filter
 
     ppo = PPOSettings()
-    rngs = nnx.Rngs(seed)
     common: dict[str, Any] = dict(
         rngs=rngs,
         activation=nnx.swish,
@@ -107,15 +114,13 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, seed
     raise ValueError(f"unknown family {family!r}")
 
 
-def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
-    """Train and evaluate one seed of ``cell``; returns its curve and final return."""
+def _setup(cell: dict[str, Any]) -> tuple[Task, Any, Any, Any, Any]:
+    """The cell's task, training and evaluation environments, network factory and base
+    ``TrainConfig`` (seed 0; every run replaces it with its own)."""
     import dataclasses
-
-    import jax
+    import functools
 
     from nnx_ppo.algorithms.config import EvalConfig
-    from nnx_ppo.algorithms.evaluation import evaluate
-    from nnx_ppo.algorithms.ppo import train_ppo
     from nnx_ppo.wrappers import EpisodeWrapper, RewardScalingWrapper
 
     task = TASKS[cell["task"]]
@@ -124,15 +129,15 @@ def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
     eval_env = EpisodeWrapper(base, task.episode_length)
     env = RewardScalingWrapper(eval_env, ppo.reward_scaling)
     family = FAMILIES[cell["family"]]
-    network = build_network(
-        task, family.network_family, base.observation_size, base.action_size, seed
+    make_network = functools.partial(
+        build_network, task, family.network_family, base.observation_size, base.action_size
     )
     # The benchmark's configuration (shared hyperparameters, no bootstrap at timeouts),
     # with one progress chunk per evaluation.
     spec = RunSpec(
         implementation="ours",
         network="mlp_small",
-        seed=seed,
+        seed=0,
         total_steps=cell["total_steps"],
         n_chunks=task.n_evals,
         ppo=ppo,
@@ -147,9 +152,24 @@ def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
             max_episode_length=task.episode_length,
         ),
     )
-    start = time.perf_counter()
-    result = train_ppo(env, network, config, eval_env=eval_env, progress=False)
-    train_s = time.perf_counter() - start
+    return task, env, eval_env, make_network, config
+
+
+def _record(
+    cell: dict[str, Any],
+    task: Task,
+    eval_env: Any,
+    seed: int,
+    network: Any,
+    history: list[tuple[int, dict[str, float]]],
+    total_steps: int,
+) -> dict[str, Any]:
+    """One run's record: its curve (the periodic evaluations) and the final return of a
+    deterministic evaluation on ``final_eval_envs`` fresh episodes, keyed by the seed."""
+    import jax
+
+    from nnx_ppo.algorithms.evaluation import evaluate
+
     final = evaluate(
         eval_env,
         network,
@@ -159,12 +179,66 @@ def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
     )
     return {
         "seed": seed,
-        "curve": [[step, m["eval/episode_reward/mean"]] for step, m in result.eval_history],
+        "curve": [[step, m["eval/episode_reward/mean"]] for step, m in history],
         "final": final["eval/episode_reward/mean"],
-        "total_steps": int(result.total_steps),
-        "train_s": train_s,
+        "total_steps": int(total_steps),
     }
 
 
+def run_seeds(cell: dict[str, Any], seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """Train ``seeds`` of ``cell`` as one `train_many` program and evaluate every run.
+
+    Run ``i`` is the run `run_seed` trains for ``seeds[i]`` (the same initial network,
+    keys and updates; `train_many` agrees with ``train_ppo`` to float32 rounding).
+
+    Returns:
+        One record per seed, in order: ``seed``, ``curve``, ``final``, ``total_steps``,
+        ``train_s`` (the sweep's wall time, compilation included, divided by the number
+        of runs: this run's share), ``sweep_s`` (that whole wall time) and
+        ``sweep_runs`` (the number of runs trained together).
+    """
+    from nnx_ppo.algorithms.sweeps import train_many
+
+    task, env, eval_env, make_network, config = _setup(cell)
+    start = time.perf_counter()
+    result = train_many(
+        env, make_network, config, seeds=list(seeds), eval_env=eval_env, progress=False
+    )
+    sweep_s = time.perf_counter() - start
+    records = []
+    for i, seed in enumerate(result.seeds):
+        history = result.eval_histories[i]
+        record = _record(cell, task, eval_env, seed, result.network(i), history, result.total_steps)
+        record.update(train_s=sweep_s / result.n_runs, sweep_s=sweep_s, sweep_runs=result.n_runs)
+        records.append(record)
+    return records
+
+
+def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Train and evaluate one seed of ``cell`` with ``train_ppo`` (the reference path:
+    ``--one-at-a-time`` runs a cell's seeds so, one after another).
+
+    Returns:
+        The record of `run_seeds`, with ``train_s`` this run's own wall time
+        (compilation included) and ``sweep_runs`` 1.
+    """
+    import dataclasses
+
+    from flax import nnx
+
+    from nnx_ppo.algorithms.ppo import train_ppo
+
+    task, env, eval_env, make_network, config = _setup(cell)
+    network = make_network(nnx.Rngs(seed))
+    start = time.perf_counter()
+    result = train_ppo(
+        env, network, dataclasses.replace(config, seed=seed), eval_env=eval_env, progress=False
+    )
+    train_s = time.perf_counter() - start
+    record = _record(cell, task, eval_env, seed, network, result.eval_history, result.total_steps)
+    record.update(train_s=train_s, sweep_s=train_s, sweep_runs=1)
+    return record
+
+
 if __name__ == "__main__":
-    raise SystemExit(main(run_seed))
+    raise SystemExit(main(run_seed, sweep_fn=run_seeds))

@@ -11,12 +11,16 @@ Examples::
 
 Each (task, family, implementation) cell runs all its seeds in one child process in
 that implementation's virtual environment (:mod:`nnx_ppo_benchmarks.venvs`, the same
-JAX everywhere) and writes ``cells/<task>__<family>__<implementation>.json``. Seeds
-that an earlier run of the same cell (same budget) already finished are kept and only
-the others are run (``--rerun`` runs them all again), so an interrupted suite continues
-where it stopped, and the
-report covers every cell in the output directory, so a suite can also be run in parts.
-JAX's persistent compilation cache is on (compile time is not measured here).
+JAX everywhere) and writes ``cells/<task>__<family>__<implementation>.json``. Ours
+trains a cell's seeds together, as one ``train_many`` program (the runs vmapped: one
+compilation, a fraction of the sequential wall time); ``--one-at-a-time`` trains them
+one after another with ``train_ppo`` instead, the reference path, which run ``i`` of
+the sweep equals to float32 rounding. nnx-ppo 0.3.0 always trains one seed after
+another. Seeds that an earlier run of the same cell (same budget) already finished are
+kept and only the others are run (``--rerun`` runs them all again; ours trains the
+remaining seeds as one sweep), so an interrupted suite continues where it stopped, and
+the report covers every cell in the output directory, so a suite can also be run in
+parts. JAX's persistent compilation cache is on (compile time is not measured here).
 """
 
 from __future__ import annotations
@@ -127,9 +131,18 @@ def _finished_runs(cell: Cell, path: Path) -> list[dict[str, Any]]:
     return list(runs)
 
 
-def run_cell(cell: Cell, python: Path, output_dir: Path, rerun: bool = False) -> dict[str, Any]:
+def run_cell(
+    cell: Cell,
+    python: Path,
+    output_dir: Path,
+    rerun: bool = False,
+    one_at_a_time: bool = False,
+) -> dict[str, Any]:
     """Run one cell in a child process, keeping the seeds an earlier (interrupted) run
-    of the same cell finished unless ``rerun``; never raises for a failed child."""
+    of the same cell finished unless ``rerun``; never raises for a failed child.
+
+    The child trains the remaining seeds together (ours: one ``train_many`` program)
+    unless ``one_at_a_time``."""
     path = output_dir / "cells" / f"{cell.name}.json"
     log = output_dir / "logs" / f"{cell.name}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -145,7 +158,7 @@ def run_cell(cell: Cell, python: Path, output_dir: Path, rerun: bool = False) ->
     env["JAX_COMPILATION_CACHE_DIR"] = str(cache_root() / "jax-cache")
     env["JAX_PLATFORMS"] = "cpu"
     command = [str(python), "-m", _CHILD[cell.implementation], "--cell", todo.to_json()]
-    command += ["--out", str(part)]
+    command += ["--out", str(part), *(["--one-at-a-time"] if one_at_a_time else [])]
     start = time.perf_counter()
     with log.open("a" if kept else "w") as stream:
         code = subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, env=env).returncode
@@ -208,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--environments", choices=("isolated", "current"), default="isolated")
     p.add_argument("--jax", default=DEFAULT_JAX, help="JAX of the isolated venvs")
     p.add_argument("--rerun", action="store_true", help="run finished cells again")
+    p.add_argument(
+        "--one-at-a-time",
+        action="store_true",
+        help="ours: train a cell's seeds one after another with train_ppo, not as one "
+        "train_many program",
+    )
     p.add_argument("--output-dir", type=Path, default=Path("outputs/learning"))
     p.add_argument("--report-only", action="store_true", help="re-render from results.json")
     return p
@@ -237,11 +256,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "git": git_state(),
         "jax_version": args.jax if args.environments == "isolated" else "current",
         "seeds": list(args.seeds),
+        "one_at_a_time": args.one_at_a_time,
         "ppo": dataclasses.asdict(PPOSettings()),
     }
     records = []
     for index, cell in enumerate(cells, 1):
-        record = run_cell(cell, pythons[cell.implementation], out, args.rerun)
+        python = pythons[cell.implementation]
+        record = run_cell(cell, python, out, args.rerun, args.one_at_a_time)
         finals = ", ".join(f"{r['final']:.0f}" for r in record.get("runs", []))
         status = record["status"] if record["status"] == "ok" else record.get("error")
         print(f"[{index}/{len(cells)}] {cell.name}: {status}; finals {finals}", flush=True)
