@@ -75,9 +75,8 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Unpack
 
 import jax
 import optax
@@ -87,21 +86,19 @@ from jax.sharding import Mesh
 from nnx_ppo.algorithms import trainer
 from nnx_ppo.algorithms.config import DistillationConfig
 from nnx_ppo.algorithms.distributed import constrain_batch, replicate
-from nnx_ppo.algorithms.hooks import CheckpointHook
 from nnx_ppo.algorithms.iteration import make_optimizer
 from nnx_ppo.algorithms.logging import LogFn
 from nnx_ppo.algorithms.losses import distillation_loss
+from nnx_ppo.algorithms.options import RunOptions, resolve_options
 from nnx_ppo.algorithms.pairing import SamplerSlots, check_distillation_pair, match_samplers
 from nnx_ppo.algorithms.phases import (
-    advance,
-    finish_phase,
-    gradient_phase,
     init_state,
     replay_minibatch,
     rollout_phase,
+    update_phase,
     with_redraws,
 )
-from nnx_ppo.algorithms.randomization import RandomizationFn, run_randomizations
+from nnx_ppo.algorithms.randomization import run_randomizations
 from nnx_ppo.algorithms.rollout import eval_copy, network_step, ppo_output, split_network
 from nnx_ppo.algorithms.types import DistillationState, Metrics
 from nnx_ppo.networks.types import reset_where
@@ -240,18 +237,11 @@ def _make_iteration(
         )
         labels = constrain_batch(labels, mesh, axis=1)
 
-        # 3. Gradient phase: n_epochs passes of n_minibatches replayed minibatches.
-        (params, opt_state), metrics = gradient_phase(
-            minibatch_loss, optimizer, state, phase.network_state, (transitions, labels),
-            phase.rollout.initial_carry, shuffle_key, config, mesh=mesh,
-        )  # fmt: skip
-
-        # 4. The student's statistics (from its own rollout), NaN/inf check, metrics.
-        network_state, non_finite, metrics = finish_phase(
-            graphdef, params, phase, state, metrics, level
-        )
-        new_state = advance(
-            state, phase, params, opt_state, network_state, non_finite, rng,
+        # 3. Gradient phase: n_epochs passes of n_minibatches replayed minibatches;
+        # 4. the student's statistics (from its own rollout), NaN/inf check, metrics.
+        new_state, metrics = update_phase(
+            minibatch_loss, optimizer, graphdef, state, phase, (transitions, labels),
+            phase.rollout.initial_carry, shuffle_key, rng, config, mesh=mesh,
             teacher_carry=teacher_carry,
         )  # fmt: skip
         return new_state, metrics
@@ -267,16 +257,7 @@ def train_distillation(
     teacher: nnx.Module,
     student: nnx.Module,
     config: DistillationConfig,
-    *,
-    log_fn: LogFn | None = None,
-    eval_env: Any = None,
-    progress: bool | None = None,
-    jsonl_path: str | os.PathLike[str] | None = None,
-    checkpoint: CheckpointHook | None = None,
-    devices: int | Sequence[jax.Device] | None = None,
-    mesh: Mesh | None = None,
-    randomization_fn: RandomizationFn | None = None,
-    redraw_every: int | None = None,
+    **options: Unpack[RunOptions[LogFn]],
 ) -> DistillationResult:
     """Distill ``teacher`` into ``student`` on-policy (see the module docstring).
 
@@ -307,27 +288,13 @@ def train_distillation(
         student: The PPO network to train. Any architecture and carry, but the same
             action tree and sampler kinds as the teacher.
         config: A `DistillationConfig`.
-        log_fn: Called as ``log_fn(metrics, step)`` after every ``log_every_calls``
-            device calls and after each evaluation. Metric names are those of
-            `nnx_ppo.algorithms.logging` plus ``loss/action_nll`` and
-            ``loss/value`` (see `distillation_loss`).
-        eval_env: Environment for evaluating the student (default: ``env``).
-        progress: Show a progress bar: ``None`` (default) when the output is a
-            terminal, or force ``True`` / ``False``.
-        jsonl_path: Also append every log record to this JSONL file.
-        checkpoint: A `CheckpointHook` (e.g. a
-            `Checkpointer`): the run resumes
-            from what its ``restore`` returns (given a fresh `DistillationState`
-            as template) and offers it the state after every device call
-            (``final=True`` after the last). Resume with the same teacher. A
-            checkpoint resumes on any device count; resuming and late failures work
-            as in `train_ppo`.
-        devices: Devices to train on, as in `train_ppo` (``None``: all of them).
-        mesh: Instead of ``devices``, a `jax.sharding.Mesh` with a ``"data"`` axis.
-        randomization_fn: Domain randomization, as in `train_ppo`: one model per
-            environment in ``DistillationState.models`` (the teacher labels the states
-            the randomized environments visit).
-        redraw_every: Draw new models every this many iterations, as in `train_ppo`.
+        **options: The run options, `RunOptions`, as for `train_ppo` (each documented
+            there with its default). Particular to distillation: ``log_fn`` also gets
+            ``loss/action_nll`` and ``loss/value`` (`distillation_loss`); ``eval_env``
+            evaluates the student; ``checkpoint`` restores from a fresh
+            `DistillationState` as template, so resume with the same teacher; with
+            ``randomization_fn`` the models live in ``DistillationState.models`` and
+            the teacher labels the states the randomized environments visit.
 
     Returns:
         A `DistillationResult` (its ``state`` laid out on the mesh, ``student``
@@ -335,8 +302,9 @@ def train_distillation(
 
     Raises:
         TypeError: If ``config`` is not a `DistillationConfig`, a network is not a PPO
-            network, or ``log_fn``, ``progress``, ``jsonl_path`` or ``checkpoint`` is of
-            the wrong kind (see `check_run_arguments`).
+            network, an option is not a run option (`resolve_options`), or ``log_fn``,
+            ``progress``, ``jsonl_path`` or ``checkpoint`` is of the wrong kind (see
+            `check_run_arguments`).
         ValueError: If the student does not fit ``env`` or ``eval_env``, or teacher and
             student do not fit each other (see `check_distillation_pair`), if
             ``n_envs`` is not a multiple of ``n_minibatches`` times the number of
@@ -352,20 +320,21 @@ def train_distillation(
             f"config={config!r} must be a DistillationConfig, e.g. "
             "DistillationConfig(n_envs=256, total_steps=1_000_000)."
         )
-    eval_env = env if eval_env is None else eval_env
 
     # Every argument, the placement, the networks and the samplers' slots, before
     # anything is compiled.
-    host = trainer.Host(log_fn, progress, jsonl_path, checkpoint)
+    run = resolve_options("train_distillation", options, env=env)
+    eval_env = run.eval_env
     sharded = trainer.set_up(
-        env, eval_env, student, config, config.eval, devices=devices, mesh=mesh
+        env, eval_env, student, config, config.eval, devices=run.devices, mesh=run.mesh
     )
     teacher_slots, student_slots = match_samplers(
         env, teacher, student, config.n_envs, value_distillation=config.value_loss_weight > 0
     )
     randomization, eval_randomization = run_randomizations(
-        env, eval_env, randomization_fn, config.n_envs, config.eval, redraw_every=redraw_every
-    )
+        env, eval_env, run.randomization_fn, config.n_envs, config.eval,
+        redraw_every=run.redraw_every,
+    )  # fmt: skip
 
     # Split once; the jitted iteration works on (graphdef, state) from here on.
     key = jax.random.PRNGKey(config.seed)
@@ -387,7 +356,7 @@ def train_distillation(
         randomization=randomization,
         teacher_carry=teacher.initialize_state(config.n_envs),
     )
-    state = trainer.resume(host.checkpoint, state, sharded)
+    state = trainer.resume(run.checkpoint, state, sharded)
     iteration = _make_iteration(
         env, graphdef, teacher_graphdef, optimizer, config, teacher_slots, student_slots,
         mesh=sharded,
@@ -401,7 +370,7 @@ def train_distillation(
         randomization=eval_randomization,
     )  # fmt: skip
     loop = trainer.drive(
-        state, lambda current: train_call(current, teacher_arrays), config, host,
+        state, lambda current: train_call(current, teacher_arrays), config, run,
         log_every_calls=config.log_every_calls, evaluation=evaluation, mesh=sharded,
         description="train_distillation",
     )  # fmt: skip

@@ -40,14 +40,12 @@ from nnx_ppo.algorithms.distributed import check_batch_divisible, replicated_sha
 from nnx_ppo.algorithms.gae import gae
 from nnx_ppo.algorithms.losses import ppo_loss
 from nnx_ppo.algorithms.phases import (
-    advance,
-    finish_phase,
-    gradient_phase,
     init_state,
     replay_minibatch,
     reset_on_mesh,
     rollout_phase,
     split_minibatches,
+    update_phase,
 )
 from nnx_ppo.algorithms.rollout import split_network, value_estimates
 from nnx_ppo.algorithms.schedules import adaptive_kl_of, wrap_optimizer
@@ -315,21 +313,12 @@ def make_training_iteration(
             transitions = transitions.replace(value=restated)
             last_obs = None
 
-        # 3. Gradient phase: n_epochs passes of n_minibatches replayed minibatches.
-        time_major = (transitions, advantages, targets)
-        batch_major = (rollout.initial_carry, last_obs)
-        (params, opt_state), metrics = gradient_phase(
-            minibatch_loss, optimizer, state, phase.network_state, time_major, batch_major,
-            shuffle_key, config, mesh=mesh,
-        )  # fmt: skip
-
-        # 4. Statistics, NaN/inf check, metrics of the enabled groups.
-        network_state, non_finite, metrics = finish_phase(
-            graphdef, params, phase, state, metrics, level
-        )
-        new_state = advance(
-            state, phase, params, opt_state, network_state, non_finite, rng,
-            value_stats=value_stats,
+        # 3. Gradient phase: n_epochs passes of n_minibatches replayed minibatches;
+        # 4. statistics, NaN/inf check, metrics of the enabled groups.
+        new_state, metrics = update_phase(
+            minibatch_loss, optimizer, graphdef, state, phase,
+            (transitions, advantages, targets), (rollout.initial_carry, last_obs),
+            shuffle_key, rng, config, mesh=mesh, value_stats=value_stats,
         )  # fmt: skip
         fixed_rate = adaptive_kl_of(config) is None  # else the rate is in opt_state
         if fixed_rate and "learning_rate" in values and "train/learning_rate" in metrics:

@@ -10,11 +10,13 @@ reads top to bottom::
         ...                                                       # 2. the algorithm's
                                                                   #    labels (GAE,
                                                                   #    the teacher...)
-        (params, opt_state), metrics = gradient_phase(            # 3. epochs x
-            loss, optimizer, state.params, state.opt_state,       #    minibatches of
-            phase.network_state, time_major, batch_major, key, ...)  # replayed loss
-        network_state, non_finite, metrics = finish_phase(...)   # 4. statistics, NaN
-        return state.replace(...), metrics
+        return update_phase(                                      # 3. epochs x
+            loss, optimizer, graphdef, state, phase,              #    minibatches of
+            time_major, batch_major, key, rng, config, ...)       #    replayed loss;
+                                                                  # 4. statistics, NaN
+
+`update_phase` is `gradient_phase`, then `finish_phase`, then `advance` (the next
+state, with the algorithm's own fields).
 
 A new on-policy algorithm is one loss (``loss(params, network_state, minibatch) ->
 (loss, metrics)``) and, if it needs one, one labelling step between the rollout and the
@@ -84,6 +86,7 @@ __all__ = [
     "reset_on_mesh",
     "rollout_phase",
     "split_minibatches",
+    "update_phase",
     "with_redraws",
 ]
 
@@ -569,3 +572,52 @@ def advance(
         models=phase.models,
         **fields,
     )
+
+
+def update_phase(
+    loss: Loss,
+    optimizer: optax.GradientTransformation,
+    graphdef: nnx.GraphDef,
+    state: Any,
+    phase: RolloutPhase,
+    time_major: Any,
+    batch_major: Any,
+    key: jax.Array,
+    rng: jax.Array,
+    config: OnPolicyConfig,
+    *,
+    mesh: Mesh | None = None,
+    **fields: Any,
+) -> tuple[Any, Metrics]:
+    """Phases 3 and 4, the end of every on-policy iteration after its labels: the
+    `gradient_phase` on ``loss`` (from the rollout's network state), the
+    `finish_phase` (statistics, NaN/inf record, metrics of the groups enabled in
+    ``config.log_level``) and the next state (`advance`).
+
+    Args:
+        loss: ``loss(params, network_state, minibatch) -> (loss, metrics)``.
+        optimizer: The optax optimizer whose state is ``state.opt_state``.
+        graphdef: The network's ``GraphDef`` (train mode).
+        state: The state the iteration started from.
+        phase: This iteration's `RolloutPhase`.
+        time_major: The ``[T, B, ...]`` leaves the minibatches are cut from.
+        batch_major: The ``[B, ...]`` leaves cut with them (e.g. the initial carry).
+        key: The shuffling key of the gradient phase.
+        rng: The state's key for the next iteration.
+        config: The sizes (``n_epochs``, ``n_minibatches``, ...) and ``log_level``.
+        mesh: The run's mesh (`gradient_phase`), or ``None``.
+        **fields: The algorithm's own fields of the next state (e.g. PPO's
+            ``value_stats``, distillation's ``teacher_carry``).
+
+    Returns:
+        ``(next_state, metrics)``.
+    """
+    (params, opt_state), metrics = gradient_phase(
+        loss, optimizer, state, phase.network_state, time_major, batch_major, key, config,
+        mesh=mesh,
+    )  # fmt: skip
+    network_state, non_finite, metrics = finish_phase(
+        graphdef, params, phase, state, metrics, config.log_level
+    )
+    next_state = advance(state, phase, params, opt_state, network_state, non_finite, rng, **fields)
+    return next_state, metrics

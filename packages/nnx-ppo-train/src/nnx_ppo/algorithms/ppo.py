@@ -27,13 +27,10 @@ On a plain CPU that is a single device, and nothing is sharded.
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import jax
 from flax import nnx
-from jax.sharding import Mesh
 
 from nnx_ppo.algorithms._host_loop import Periodic
 from nnx_ppo.algorithms.checks import check_env_network
@@ -46,12 +43,13 @@ from nnx_ppo.algorithms.iteration import (
     ppo_state_fields,
 )
 from nnx_ppo.algorithms.logging import LogFn
+from nnx_ppo.algorithms.options import RunOptions, resolve_options
 from nnx_ppo.algorithms.phases import init_state, with_redraws
-from nnx_ppo.algorithms.randomization import RandomizationFn, run_randomizations
+from nnx_ppo.algorithms.randomization import run_randomizations
 from nnx_ppo.algorithms.rollout import eval_graphdef
 from nnx_ppo.algorithms.trainer import (
-    Host,
     RunResult,
+    as_train_config,
     compile_call,
     drive,
     evaluation_of,
@@ -84,16 +82,7 @@ def train_ppo(
     env: Any,
     networks: nnx.Module,
     config: TrainConfig | PPOConfig,
-    *,
-    log_fn: LogFn | None = None,
-    eval_env: Any = None,
-    progress: bool | None = None,
-    jsonl_path: str | os.PathLike[str] | None = None,
-    checkpoint: CheckpointHook | None = None,
-    devices: int | Sequence[jax.Device] | None = None,
-    mesh: Mesh | None = None,
-    randomization_fn: RandomizationFn | None = None,
-    redraw_every: int | None = None,
+    **options: Unpack[RunOptions[LogFn]],
 ) -> TrainResult:
     """Train a stateful PPO network.
 
@@ -123,38 +112,11 @@ def train_ppo(
             `make_mlp_actor_critic`.
         config: A `TrainConfig`, or a bare
             `PPOConfig` (default evaluation).
-        log_fn: Called as ``log_fn(metrics, step)`` after every ``log_every_calls``
-            device calls and after each evaluation (see
-            `nnx_ppo.algorithms.logging` for the names).
-        eval_env: Environment for evaluation (default: ``env``). Use it to evaluate
-            without reward scaling.
-        progress: Show a progress bar: ``None`` (default) when the output is a
-            terminal, or force ``True`` / ``False``.
-        jsonl_path: Also append every log record to this JSONL file. A resumed run
-            first removes the records an interrupted attempt wrote after the resume
-            step (see `JSONLWriter`).
-        checkpoint: A `CheckpointHook`, e.g. a
-            `Checkpointer`: training resumes
-            from what its ``restore`` returns, and it is offered the state after every
-            device call and at the end (``final=True``). ``None`` saves nothing.
-            A checkpoint resumes on any device count, and the resumed run logs,
-            evaluates and saves at the steps the uninterrupted run does. A due
-            checkpoint is written even if that call's evaluation, video or logging
-            fails, so a failure after training never loses the trained state.
-        devices: Devices to train on: ``None`` (default) for all of them
-            (``jax.devices()``; one on a plain CPU), an ``int`` for the first that
-            many, or a sequence of devices.
-        mesh: Instead of ``devices``, a `jax.sharding.Mesh` with a ``"data"``
-            axis (see `make_mesh`).
-        randomization_fn: Domain randomization with brax's and MuJoCo Playground's
-            function, ``randomization_fn(model, rng[n_envs, 2]) -> (batched_model,
-            in_axes)`` (e.g. ``registry.get_domain_randomizer(name)``): each training
-            environment gets its own model, drawn from ``config.seed`` and kept in
-            ``TrainState.models`` (checkpointed, resumed, sharded with the
-            environments). Evaluation runs the nominal model unless
-            ``EvalConfig(randomized=True)``. See `nnx_ppo.algorithms.randomization`.
-        redraw_every: Draw new models every this many iterations (inside the jitted
-            iteration, from the state's key). ``None`` or ``0``: keep them.
+        **options: The run options, `RunOptions`: ``log_fn``, ``eval_env``,
+            ``progress``, ``jsonl_path``, ``checkpoint``, ``devices``, ``mesh``,
+            ``randomization_fn`` and ``redraw_every`` (each documented there with its
+            default), e.g. ``train_ppo(env, networks, config, log_fn=writer,
+            progress=False)``.
 
     Returns:
         A `TrainResult`. On several devices its ``state`` is laid out on the
@@ -166,9 +128,10 @@ def train_ppo(
             (at the next log or checkpoint), naming the iteration and the quantity; the
             diverged state is not saved.
         TypeError: If ``config`` is not a config object, the network's output is not a
-            ``PPONetworkOutput``, or ``log_fn``, ``progress``, ``jsonl_path`` or
-            ``checkpoint`` is of the wrong kind (a path as ``checkpoint`` is answered
-            with the ``Checkpointer(...)`` to pass; see `check_run_arguments`).
+            ``PPONetworkOutput``, an option is not a run option (`resolve_options`),
+            or ``log_fn``, ``progress``, ``jsonl_path`` or ``checkpoint`` is of the
+            wrong kind (a path as ``checkpoint`` is answered with the
+            ``Checkpointer(...)`` to pass; see `check_run_arguments`).
         ValueError: If the network does not fit ``env`` or ``eval_env`` (checked
             before anything is compiled; see `check_env_network`), if ``eval_env``
             cannot render a requested video, if
@@ -178,27 +141,22 @@ def train_ppo(
             (see `make_randomization`; an environment without a model is a
             ``TypeError``).
     """
-    if isinstance(config, PPOConfig):
-        config = TrainConfig(ppo=config)
-    if not isinstance(config, TrainConfig):
-        raise TypeError(
-            f"config={config!r} must be a TrainConfig or a PPOConfig, e.g. "
-            "TrainConfig(ppo=PPOConfig(n_envs=256))."
-        )
+    config = as_train_config(config)
     ppo = config.ppo
-    eval_env = env if eval_env is None else eval_env
 
     # Every argument, the placement and the networks, before anything is compiled.
-    host = Host(log_fn, progress, jsonl_path, checkpoint)
+    run = resolve_options("train_ppo", options, env=env)
+    eval_env = run.eval_env
     sharded = set_up(
         env, eval_env, networks, ppo, config.eval,
-        devices=devices, mesh=mesh, advantage_mode=ppo.advantage_mode,
+        devices=run.devices, mesh=run.mesh, advantage_mode=ppo.advantage_mode,
     )  # fmt: skip
     if config.video.enabled:
         check_video_env(eval_env)
     randomization, eval_randomization = run_randomizations(
-        env, eval_env, randomization_fn, ppo.n_envs, config.eval, redraw_every=redraw_every
-    )
+        env, eval_env, run.randomization_fn, ppo.n_envs, config.eval,
+        redraw_every=run.redraw_every,
+    )  # fmt: skip
 
     # Split once; the jitted iteration works on (graphdef, state) from here on.
     key = jax.random.PRNGKey(config.seed)
@@ -209,7 +167,7 @@ def train_ppo(
         n_envs=ppo.n_envs, reset_mode=ppo.reset_mode, mesh=sharded,
         randomization=randomization, **ppo_state_fields(env, ppo),
     )  # fmt: skip
-    state = resume(host.checkpoint, state, sharded)
+    state = resume(run.checkpoint, state, sharded)
     iteration = make_training_iteration(env, graphdef, optimizer, ppo, mesh=sharded)
     iteration = with_redraws(iteration, env, randomization, ppo.reset_mode, sharded)
     train_call = compile_call(iteration, state, ppo, sharded)
@@ -231,7 +189,7 @@ def train_ppo(
         run_steps=ppo.n_iterations * ppo.steps_per_iteration, randomization=eval_randomization,
     )  # fmt: skip
     loop = drive(
-        state, train_call, ppo, host, log_every_calls=config.log_every_calls,
+        state, train_call, ppo, run, log_every_calls=config.log_every_calls,
         evaluation=evaluation, video=video, mesh=sharded, description="train_ppo",
     )  # fmt: skip
     write_back(networks, loop.state, sharded)

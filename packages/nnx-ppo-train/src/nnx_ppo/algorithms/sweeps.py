@@ -55,10 +55,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import jax
 import jax.numpy as jnp
@@ -70,8 +69,6 @@ from nnx_ppo.algorithms._host_loop import Periodic, split_runs
 from nnx_ppo.algorithms._trees import key_path
 from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
 from nnx_ppo.algorithms.distributed import BATCH_FIELDS, batch_sharding, replicated_sharding
-from nnx_ppo.algorithms.evaluation import make_evaluator
-from nnx_ppo.algorithms.hooks import CheckpointHook
 from nnx_ppo.algorithms.iteration import (
     TRACEABLE_FIELDS,
     make_optimizer,
@@ -80,9 +77,10 @@ from nnx_ppo.algorithms.iteration import (
     ppo_state_fields,
 )
 from nnx_ppo.algorithms.logging import RunLogFn
+from nnx_ppo.algorithms.options import RunOptions, RunSettings, resolve_options
 from nnx_ppo.algorithms.phases import init_state
-from nnx_ppo.algorithms.rollout import eval_graphdef, split_network
-from nnx_ppo.algorithms.trainer import Host, drive, set_up
+from nnx_ppo.algorithms.rollout import split_network
+from nnx_ppo.algorithms.trainer import as_train_config, drive, evaluator_of, set_up
 from nnx_ppo.algorithms.types import TrainState
 
 __all__ = [
@@ -221,13 +219,7 @@ def plan_runs(
             ...
         ValueError: overrides['n_envs'] cannot differ between the runs of one program: ...
     """
-    if isinstance(config, PPOConfig):
-        config = TrainConfig(ppo=config)
-    if not isinstance(config, TrainConfig):
-        raise TypeError(
-            f"config={config!r} must be a TrainConfig or a PPOConfig, e.g. "
-            "TrainConfig(ppo=PPOConfig(n_envs=256))."
-        )
+    config = as_train_config(config)
     seed_list = _seeds_of(seeds)
     k = len(seed_list)
     overrides = {} if overrides is None else overrides
@@ -474,13 +466,7 @@ def train_many(
     *,
     seeds: Iterable[int],
     overrides: Mapping[str, Sequence[Any]] | None = None,
-    log_fn: RunLogFn | None = None,
-    eval_env: Any = None,
-    progress: bool | None = None,
-    jsonl_path: str | os.PathLike[str] | None = None,
-    checkpoint: CheckpointHook | None = None,
-    devices: int | Sequence[jax.Device] | None = None,
-    mesh: Mesh | None = None,
+    **options: Unpack[RunOptions[RunLogFn]],
 ) -> SweepResult:
     """Train ``K = len(seeds)`` PPO runs in one jitted program (see the module docstring).
 
@@ -493,26 +479,26 @@ def train_many(
         seeds: One seed per run, ``K >= 1``.
         overrides: ``{field: [one value per run]}`` for fields of `TRACEABLE_FIELDS`
             (`grid` builds a product of choices).
-        log_fn: ``log_fn(metrics, step, run)`` (`RunLogFn`), once per run per log.
-            `PerRun` gives each run its own sink.
-        eval_env: Environment for evaluation (default: ``env``).
-        progress: One progress bar over the env steps of all runs (``None``: on a
-            terminal).
-        jsonl_path: Append one line per run per log, with a ``"run"`` field.
-        checkpoint: A `CheckpointHook` (e.g. `Checkpointer`) for the whole sweep: it
-            saves the stacked state and resumes it exactly (the same ``seeds``,
-            ``overrides`` and factory must be passed again).
-        devices: Devices to train on, as for `train_ppo` (``None``: all of them).
-        mesh: Instead of ``devices``, a mesh with a ``"data"`` axis. The runs are
-            replicated on it and the environments sharded (see the module docstring).
+        **options: The run options, `RunOptions`, as for `train_ppo` (each documented
+            there with its default), except ``randomization_fn`` and ``redraw_every``.
+            Particular to a sweep: ``log_fn`` is called as ``log_fn(metrics, step,
+            run)`` (`RunLogFn`), once per run per log (`PerRun` gives each run its own
+            sink); ``progress`` shows one bar over the env steps of all runs;
+            ``jsonl_path`` gets one line per run per log, with a ``"run"`` field;
+            ``checkpoint`` saves the stacked state of the whole sweep and resumes it
+            exactly (pass the same ``seeds``, ``overrides`` and factory again); on a
+            ``mesh`` the runs are replicated and the environments sharded (see the
+            module docstring).
 
     Returns:
         A `SweepResult`.
 
     Raises:
-        TypeError: If an argument is of the wrong kind, or ``make_network`` does not
-            return a module.
-        ValueError: Before anything is compiled: no seeds, an invalid or untraceable
+        TypeError: If an argument is of the wrong kind, an option is not a run option
+            (`resolve_options`), or ``make_network`` does not return a module.
+        ValueError: Before anything is compiled: ``randomization_fn`` or
+            ``redraw_every`` given (domain randomization is not supported in sweeps;
+            train randomized runs with `train_ppo`), no seeds, an invalid or untraceable
             override (`plan_runs`), a factory building different structures for
             different seeds (naming the variable and the seed), a network that does not
             fit the environment, video recording asked for (record a video of
@@ -524,7 +510,6 @@ def train_many(
     # Run 0's config decides the program; the overridden fields are inputs of it.
     base = runs[0]
     ppo = base.ppo
-    eval_env = env if eval_env is None else eval_env
     if base.video.enabled:
         raise ValueError(
             "train_many does not record videos (config.video.enabled=True): record one of "
@@ -533,12 +518,14 @@ def train_many(
         )
 
     # Every argument and the networks, before anything is compiled.
-    host = Host(log_fn, progress, jsonl_path, checkpoint)
+    settings = resolve_options("train_many", options, env=env)
+    _refuse_randomization(settings)
+    eval_env = settings.eval_env
     seed_list = [run.seed for run in runs]
     networks, graphdef, params, network_states = _build_networks(make_network, seed_list)
     sharded = set_up(
         env, eval_env, networks[0], ppo, base.eval,
-        devices=devices, mesh=mesh, advantage_mode=ppo.advantage_mode,
+        devices=settings.devices, mesh=settings.mesh, advantage_mode=ppo.advantage_mode,
     )  # fmt: skip
     if sharded is not None and jax.process_count() > 1:
         raise ValueError(
@@ -563,8 +550,8 @@ def train_many(
     shardings = None if sharded is None else sweep_shardings(state, sharded)
     if shardings is not None:
         state = jax.device_put(state, shardings)
-    if host.checkpoint is not None:  # the checkpoint's state, laid out like this one
-        restored = host.checkpoint.restore(state)
+    if settings.checkpoint is not None:  # the checkpoint's state, laid out like this one
+        restored = settings.checkpoint.restore(state)
         if restored is not None:
             state = restored if shardings is None else jax.device_put(restored, shardings)
 
@@ -584,7 +571,7 @@ def train_many(
         state,
         lambda current: call(current, hyper),
         ppo,
-        host,
+        settings,
         log_every_calls=base.log_every_calls,
         evaluation=evaluation,
         mesh=sharded,
@@ -605,6 +592,22 @@ def train_many(
     )
 
 
+def _refuse_randomization(settings: RunSettings) -> None:
+    """Domain randomization is not supported in a sweep: say so, naming the option."""
+    for name, given in (
+        ("randomization_fn", settings.randomization_fn is not None),
+        ("redraw_every", bool(settings.redraw_every)),
+    ):
+        if given:
+            raise ValueError(
+                f"train_many does not support {name}={getattr(settings, name)!r}: a "
+                "sweep builds all runs' states in one vmapped program, and per-run "
+                "randomized models are not implemented there. Train each randomized run "
+                "with train_ppo(..., randomization_fn=..., redraw_every=...), or leave "
+                f"{name} out of train_many."
+            )
+
+
 def _evaluation(
     eval_env: Any,
     network: nnx.Module,
@@ -618,16 +621,12 @@ def _evaluation(
     vmapped over the runs' variables and evaluation keys (each folded with the
     iteration, as a single run's)."""
     settings = config.eval
-    if not settings.enabled:
+    evaluator = evaluator_of(
+        eval_env, network, graphdef, settings, mesh,
+        run_steps=config.ppo.n_iterations * config.ppo.steps_per_iteration,
+    )  # fmt: skip
+    if evaluator is None:
         return None
-    evaluator = make_evaluator(
-        eval_env,
-        eval_graphdef(network) if settings.deterministic else graphdef,
-        n_envs=settings.n_envs,
-        max_episode_length=settings.max_episode_length,
-        mesh=mesh,
-        training_step=config.ppo.n_iterations * config.ppo.steps_per_iteration,
-    )
     batched = jax.jit(jax.vmap(evaluator))
     fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
 

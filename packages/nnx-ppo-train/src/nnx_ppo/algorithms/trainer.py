@@ -2,23 +2,23 @@
 
 Every trainer's entry point has the same shape::
 
-    host = Host(log_fn, progress, jsonl_path, checkpoint)   # checked on construction
-    mesh = set_up(env, eval_env, network, config, ...)      # placement (once) and the
+    run = resolve_options("train_ppo", options, env=env)   # the run options, checked
+    mesh = set_up(env, run.eval_env, network, config, ...)  # placement (once) and the
                                                             # networks vs the envs
     graphdef, state = init_state(...)                       # the algorithm's state
-    state = resume(host.checkpoint, state, mesh)            # the checkpoint's, if any
+    state = resume(run.checkpoint, state, mesh)             # the checkpoint's, if any
     call = compile_call(iteration, state, config, mesh)     # jitted, donated
-    loop = drive(state, call, config, host, ...)            # the host loop
+    loop = drive(state, call, config, run, ...)             # the host loop
     write_back(network, loop.state, mesh)                   # into the network
 
 with the algorithm's own state constructor and iteration in between (see
-`nnx_ppo.algorithms.phases`). These functions are those steps.
+`nnx_ppo.algorithms.phases`). These functions are those steps; the run options and
+their resolution are `nnx_ppo.algorithms.options` (`Host` is re-exported here).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,8 +28,8 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from nnx_ppo.algorithms._host_loop import LoopResult, Periodic, evaluation_task, run_calls
-from nnx_ppo.algorithms.checks import check_env_network, check_run_arguments
-from nnx_ppo.algorithms.config import EvalConfig
+from nnx_ppo.algorithms.checks import check_env_network
+from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
 from nnx_ppo.algorithms.distributed import (
     check_batch_divisible,
     gather_state,
@@ -40,6 +40,7 @@ from nnx_ppo.algorithms.distributed import (
 )
 from nnx_ppo.algorithms.evaluation import make_evaluator
 from nnx_ppo.algorithms.iteration import make_train_call
+from nnx_ppo.algorithms.options import Host
 from nnx_ppo.algorithms.phases import OnPolicyConfig
 from nnx_ppo.algorithms.randomization import Randomization
 from nnx_ppo.algorithms.rollout import eval_graphdef
@@ -47,9 +48,11 @@ from nnx_ppo.algorithms.rollout import eval_graphdef
 __all__ = [
     "Host",
     "RunResult",
+    "as_train_config",
     "compile_call",
     "drive",
     "evaluation_of",
+    "evaluator_of",
     "place_run",
     "resume",
     "set_up",
@@ -99,29 +102,25 @@ class RunResult:
     total_steps: int
 
 
-@dataclasses.dataclass(frozen=True)
-class Host:
-    """The host-side arguments of a run, checked when built (`check_run_arguments`).
+def as_train_config(config: TrainConfig | PPOConfig) -> TrainConfig:
+    """``config`` as a `TrainConfig`: a bare `PPOConfig` gets the default evaluation,
+    video and logging settings.
 
-    Attributes:
-        log_fn: ``log_fn(metrics, step)`` or ``None``.
-        progress: Show a progress bar (``None``: on a terminal).
-        jsonl_path: Also write every record to this JSONL file.
-        checkpoint: A `CheckpointHook` or ``None``.
+    Raises:
+        TypeError: If ``config`` is neither.
+
+    Examples:
+        >>> as_train_config(PPOConfig(n_envs=8, n_minibatches=2)).eval.enabled
+        True
     """
-
-    log_fn: Any = None
-    progress: bool | None = None
-    jsonl_path: str | os.PathLike[str] | None = None
-    checkpoint: Any = None
-
-    def __post_init__(self) -> None:
-        check_run_arguments(
-            log_fn=self.log_fn,
-            progress=self.progress,
-            jsonl_path=self.jsonl_path,
-            checkpoint=self.checkpoint,
+    if isinstance(config, PPOConfig):
+        config = TrainConfig(ppo=config)
+    if not isinstance(config, TrainConfig):
+        raise TypeError(
+            f"config={config!r} must be a TrainConfig or a PPOConfig, e.g. "
+            "TrainConfig(ppo=PPOConfig(n_envs=256))."
         )
+    return config
 
 
 def set_up(
@@ -216,6 +215,36 @@ def resume(checkpoint: Any, state: Any, mesh: Mesh | None) -> Any:
     return state if restored is None else restored
 
 
+def evaluator_of(
+    eval_env: Any,
+    network: nnx.Module,
+    graphdef: nnx.GraphDef,
+    config: EvalConfig,
+    mesh: Mesh | None,
+    *,
+    run_steps: int | None = None,
+    randomization: Randomization | None = None,
+) -> Callable[[Any, Any, jax.Array], Any] | None:
+    """The evaluator of a run, ``evaluator(params, network_state, key) -> metrics``
+    (`make_evaluator`; ``None`` if evaluation is disabled): the network's
+    ``eval()``-mode graph if ``config.deterministic``, else its training ``graphdef``.
+    An environment that reads the training progress sees ``run_steps`` (the steps the
+    run trains for) as ``training_step`` and progress 1.0. With ``randomization`` (for
+    ``eval_env`` and ``config.n_envs``; pass it only with ``config.randomized``) each
+    evaluation draws fresh randomized models."""
+    if not config.enabled:
+        return None
+    return make_evaluator(
+        eval_env,
+        eval_graphdef(network) if config.deterministic else graphdef,
+        n_envs=config.n_envs,
+        max_episode_length=config.max_episode_length,
+        mesh=mesh,
+        training_step=run_steps,
+        randomization=randomization,
+    )
+
+
 def evaluation_of(
     eval_env: Any,
     network: nnx.Module,
@@ -227,23 +256,13 @@ def evaluation_of(
     run_steps: int | None = None,
     randomization: Randomization | None = None,
 ) -> Periodic | None:
-    """The periodic evaluation of a run (``None`` if disabled): the network's
-    ``eval()``-mode graph if ``config.deterministic``, else its training ``graphdef``.
-    An environment that reads the training progress sees ``run_steps`` (the steps the
-    run trains for) as ``training_step`` and progress 1.0 (`make_evaluator`). With
-    ``randomization`` (for ``eval_env`` and ``config.n_envs``; pass it only with
-    ``config.randomized``) each evaluation draws fresh randomized models."""
-    if not config.enabled:
-        return None
-    evaluator = make_evaluator(
-        eval_env,
-        eval_graphdef(network) if config.deterministic else graphdef,
-        n_envs=config.n_envs,
-        max_episode_length=config.max_episode_length,
-        mesh=mesh,
-        training_step=run_steps,
+    """The periodic evaluation of a run (``None`` if disabled): `evaluator_of`'s
+    evaluator on the state's variables every ``config.every_steps``, with ``key`` folded
+    with the iteration (`evaluation_task`)."""
+    evaluator = evaluator_of(
+        eval_env, network, graphdef, config, mesh, run_steps=run_steps,
         randomization=randomization,
-    )
+    )  # fmt: skip
     return evaluation_task(evaluator, key, config)
 
 

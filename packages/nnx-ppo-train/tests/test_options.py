@@ -1,0 +1,111 @@
+"""The run options (`RunOptions`), defined once for every trainer: their keys, their
+defaults, and a misspelled option rejected by name before anything is compiled."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from flax import nnx
+
+from nnx_ppo.algorithms import trainer
+from nnx_ppo.algorithms.config import DistillationConfig, PPOConfig
+from nnx_ppo.algorithms.distillation import train_distillation
+from nnx_ppo.algorithms.options import Host, RunOptions, RunSettings, resolve_options
+from nnx_ppo.algorithms.ppo import train_ppo
+from nnx_ppo.algorithms.sweeps import train_many
+from nnx_ppo.envs import PointMass
+from nnx_ppo.networks.factories import make_mlp_actor_critic
+from nnx_ppo.wrappers import EpisodeWrapper
+
+ENV = EpisodeWrapper(PointMass(), episode_length=6)
+PPO = PPOConfig(n_envs=4, rollout_length=5, n_minibatches=2, total_steps=40)
+KEYS = (
+    "log_fn", "eval_env", "progress", "jsonl_path", "checkpoint", "devices", "mesh",
+    "randomization_fn", "redraw_every",
+)  # fmt: skip
+
+
+def _mlp(seed: int = 0) -> nnx.Module:
+    return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(seed))
+
+
+class NotAnEnv:
+    """Any use of it as an environment fails: a trainer that reaches its checks (let
+    alone compiles anything) raises this module's error, not the option's."""
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"the environment was used ({name}) before the options were checked")
+
+
+def test_the_typed_dict_and_the_resolved_settings_have_the_same_keys():
+    assert tuple(RunOptions.__annotations__) == KEYS
+    assert {f.name for f in dataclasses.fields(RunSettings)} == set(KEYS)
+    assert RunOptions.__optional_keys__ == frozenset(KEYS)  # every key may be left out
+
+
+def test_absent_options_take_their_documented_defaults():
+    env = object()
+    run = resolve_options("train_ppo", {}, env=env)
+    assert run == RunSettings(eval_env=env)
+    for key in KEYS:
+        assert getattr(run, key) is (env if key == "eval_env" else None), key
+    # Host-side options are checked as a Host: the trainers' loop reads them from it.
+    assert isinstance(run, Host) and isinstance(trainer.Host(), Host)
+
+
+def test_given_options_are_kept_and_eval_env_defaults_to_the_training_env():
+    env, other = object(), object()
+    run = resolve_options("f", {"progress": False, "redraw_every": 3, "eval_env": other}, env=env)
+    assert (run.progress, run.redraw_every, run.eval_env) == (False, 3, other)
+    assert resolve_options("f", {"eval_env": None}, env=env).eval_env is env
+
+
+def test_a_misspelled_option_names_the_function_the_key_a_match_and_every_valid_key():
+    with pytest.raises(TypeError) as error:
+        resolve_options("train_ppo", {"progres": True}, env=None)
+    message = str(error.value)
+    assert message.startswith("train_ppo() got an unknown run option 'progres'")
+    assert "(did you mean 'progress'?)" in message
+    assert "the run options are " + ", ".join(KEYS) in message
+    with pytest.raises(TypeError, match=r"unknown run option 'zzz'; the run options are log_fn"):
+        resolve_options("train_ppo", {"zzz": 1}, env=None)
+
+
+def test_a_host_option_of_the_wrong_kind_is_rejected_when_resolved():
+    with pytest.raises(TypeError, match=r"progress='yes' must be True, False or None"):
+        resolve_options("train_ppo", {"progress": "yes"}, env=None)
+    with pytest.raises(TypeError, match=r"checkpoint='runs/x' is a path"):
+        resolve_options("train_ppo", {"checkpoint": "runs/x"}, env=None)
+
+
+def test_every_trainer_rejects_an_unknown_option_before_using_the_environment():
+    with pytest.raises(TypeError, match=r"^train_ppo\(\) got an unknown run option 'log_func'"):
+        train_ppo(NotAnEnv(), _mlp(), PPO, log_func=print)  # type: ignore[call-arg]
+    config = DistillationConfig(n_envs=4, rollout_length=5, n_minibatches=2, total_steps=40)
+    with pytest.raises(
+        TypeError, match=r"^train_distillation\(\) got an unknown run option 'mesh_'"
+    ):
+        train_distillation(NotAnEnv(), _mlp(0), _mlp(1), config, mesh_=None)  # type: ignore[call-arg]
+
+    def never(rngs):
+        raise AssertionError("make_network was called before the options were checked")
+
+    with pytest.raises(TypeError, match=r"^train_many\(\) got an unknown run option 'device'"):
+        train_many(NotAnEnv(), never, PPO, seeds=[0, 1], device=1)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("randomization_fn", lambda model, rng: (model, None)), ("redraw_every", 2)],
+)
+def test_train_many_refuses_domain_randomization_by_name(option, value):
+    def never(rngs):
+        raise AssertionError("make_network was called before the options were checked")
+
+    with pytest.raises(ValueError, match=rf"^train_many does not support {option}=.*train_ppo"):
+        train_many(NotAnEnv(), never, PPO, seeds=[0, 1], **{option: value})
+    # Their "off" values are accepted (and the run then fails at the factory, later).
+    off = {option: None} if option == "randomization_fn" else {option: 0}
+    with pytest.raises(AssertionError, match="make_network was called"):
+        train_many(NotAnEnv(), never, PPO, seeds=[0, 1], **off)
