@@ -185,8 +185,9 @@ def drive(
     video: Periodic | None = None,
     runs: int | None = None,
 ) -> LoopResult:
-    """`run_calls` with the run's sizes from ``config`` and its ``host`` arguments
-    (``runs``: a sweep's run count, `nnx_ppo.algorithms.sweeps`)."""
+    """`run_calls` with the run's sizes from ``config`` and its host-side options from
+    ``host`` (a `Host`, e.g. the `RunSettings` of `resolve_options`); ``runs``: a
+    sweep's run count (`nnx_ppo.algorithms.sweeps`)."""
     return run_calls(
         state,
         train_call,
