@@ -155,7 +155,8 @@ def _installed_source(session: nox.Session, package: str) -> str:
 def tests(session: nox.Session, package: str, jax: str) -> None:
     """Fast tests of one distribution, with only its own dependencies: at its declared
     floors (JAX, flax, optax, orbax, numpy, extras; without the tests marked ``heavy``),
-    or at the latest (nnx-modules from its built wheel)."""
+    or at the latest (nnx-modules from its built wheel). Tests marked ``slow`` or
+    ``extended`` run in their own sessions."""
     _install_package(session, package, jax)
     sources = f"packages/{package}/src"
     if jax == "latest" and package == WHEEL_TESTED:
@@ -167,20 +168,58 @@ def tests(session: nox.Session, package: str, jax: str) -> None:
         sources,  # docstring examples are doctested
         "--doctest-modules",
         "-m",
-        # The costly integration variants run once, at the latest (marker `heavy`).
-        "not slow" if jax == "latest" else "not slow and not heavy",
+        # `heavy` variants run at the latest only; `extended` runs in its own session.
+        "not slow and not extended"
+        if jax == "latest"
+        else "not slow and not extended and not heavy",
         *session.posargs,
         env=_test_env(),
+    )
+
+
+def _app_dirs() -> list[Path]:
+    """The apps smoke-tested by the ``apps`` session (``export`` has its own)."""
+    return sorted(
+        p
+        for p in APPS_DIR.glob("*")
+        if (p / "pyproject.toml").exists() and p.name not in OWN_SESSION_APPS
+    )
+
+
+def _install_workspace(session: nox.Session, *groups: str, apps: bool = False) -> None:
+    """Every distribution (editable, with its test extras), the apps if ``apps``, and
+    the root's dependency ``groups``, at the latest versions."""
+    session.install(
+        *[a for p in PACKAGES for a in ("-e", f"packages/{p}{PACKAGES[p][0]}")],
+        *[a for d in (_app_dirs() if apps else []) for a in ("-e", str(d))],
+        *[r for g in groups for r in _group(g)],
+    )
+
+
+@nox.session
+def extended(session: nox.Session) -> None:
+    """The costly integration runs (marked ``extended``: several processes or forced
+    devices, subprocess kill-and-resume, physics-env and app variants) of every
+    distribution and app, at the latest versions. Not a default session; CI runs it
+    after them."""
+    _install_workspace(session, "test", apps=True)
+    session.run(
+        "pytest",
+        *_parallel(),
+        *[f"packages/{p}/tests" for p in PACKAGES],
+        *[str(d / "tests") for d in _app_dirs()],
+        "-m",
+        "extended and not slow",
+        *session.posargs,
+        env=_test_env(),
+        success_codes=[0, 5],  # 5: no extended test collected (e.g. a -k filter)
     )
 
 
 @nox.session
 def slow(session: nox.Session) -> None:
     """Learning tests (marked ``slow``) of every distribution at the latest JAX."""
-    session.install(
-        *[a for p in PACKAGES for a in ("-e", f"packages/{p}{PACKAGES[p][0]}")],
-        *_group("test"),
-    )
+    _install_workspace(session, "test")
     session.run(
         "pytest",
         *_parallel(),
@@ -204,10 +243,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def types(session: nox.Session) -> None:
     """mypy over the sources of the three distributions."""
-    session.install(
-        *[a for p in PACKAGES for a in ("-e", f"packages/{p}{PACKAGES[p][0]}")],
-        *_group("types"),
-    )
+    _install_workspace(session, "types")
     session.run(
         "mypy",
         "packages/nnx-modules/src/nnx_ppo",
@@ -219,11 +255,7 @@ def types(session: nox.Session) -> None:
 @nox.session
 def docs(session: nox.Session) -> None:
     """Run every code block of the README and docs, then ``mkdocs build --strict``."""
-    session.install(
-        *[a for p in PACKAGES for a in ("-e", f"packages/{p}{PACKAGES[p][0]}")],
-        *_group("docs"),
-        *_group("test"),
-    )
+    _install_workspace(session, "docs", "test")
     session.run("pytest", *_parallel("load"), "tests", *session.posargs, env=_test_env())
     session.run(
         "mkdocs",
@@ -300,22 +332,16 @@ def build(session: nox.Session) -> None:
 @nox.session
 def apps(session: nox.Session) -> None:
     """Smoke-run every app under apps/ with tiny settings (each app's tests)."""
-    app_dirs = sorted(
-        p
-        for p in APPS_DIR.glob("*")
-        if (p / "pyproject.toml").exists() and p.name not in OWN_SESSION_APPS
-    )
+    app_dirs = _app_dirs()
     if not app_dirs:
         session.skip("no apps yet")
-    session.install(
-        *[a for p in PACKAGES for a in ("-e", f"packages/{p}{PACKAGES[p][0]}")],
-        *[a for d in app_dirs for a in ("-e", str(d))],
-        *_group("test"),
-    )
+    _install_workspace(session, "test", apps=True)
     session.run(
         "pytest",
         *_parallel(),
         *[str(d / "tests") for d in app_dirs],
+        "-m",
+        "not extended",  # `nox -s extended`
         *session.posargs,
         env=_test_env(),
     )

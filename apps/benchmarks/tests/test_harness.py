@@ -200,7 +200,11 @@ def test_diverged_runs_are_flagged_not_averaged():
 
 
 @pytest.mark.parametrize(
-    ("comparison", "network"), [("advantages", "mlp_small"), ("replay", "encoder_lstm")]
+    ("comparison", "network"),
+    [
+        ("advantages", "mlp_small"),
+        pytest.param("replay", "encoder_lstm", marks=pytest.mark.extended),
+    ],
 )
 def test_ab_compares_two_variants_of_our_trainer(comparison, network):
     from nnx_ppo_benchmarks.ab import compare

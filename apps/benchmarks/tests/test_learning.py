@@ -190,6 +190,7 @@ def _tiny_cell(family: str, seeds: list[int]) -> dict:
     )  # fmt: skip
 
 
+@pytest.mark.extended
 def test_a_cells_sweep_equals_its_seeds_one_at_a_time():
     from nnx_ppo_benchmarks.learning.child_ours import run_seed, run_seeds
 

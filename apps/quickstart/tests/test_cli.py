@@ -37,6 +37,7 @@ def test_tiny_run_writes_every_output(tmp_path, capsys):
     assert resumed["final_eval_reward"] == summary["final_eval_reward"]
 
 
+@pytest.mark.extended
 def test_an_extended_run_plots_its_whole_history(tmp_path):
     # 80 env steps per call, an evaluation every 1200: at 0, 1200 (the end of the first
     # run) and 2400. The resumed run evaluates on that schedule, and its learning curve

@@ -110,6 +110,7 @@ def test_devices_and_mesh_are_checked_before_anything_is_compiled() -> None:
 # --------------------------------------------------------------------------- 4 devices
 
 
+@pytest.mark.extended
 def test_four_devices_distill_like_one_with_lstm_and_normalizer(distill) -> None:
     facts, out = distill
     assert facts["device_count"] == 4
@@ -130,6 +131,7 @@ def test_four_devices_distill_like_one_with_lstm_and_normalizer(distill) -> None
     assert facts["student-4-eval"] == pytest.approx(facts["student-1-eval"], rel=1e-5)
 
 
+@pytest.mark.extended
 def test_four_device_state_layout_and_reporting(distill) -> None:
     facts, out = distill
     # The reference ran on one device; on 4, every batch field (both carries included)
@@ -149,6 +151,7 @@ def test_four_device_state_layout_and_reporting(distill) -> None:
     assert facts["student-4-logged"] == [HALF, 2 * HALF]
 
 
+@pytest.mark.extended
 def test_checkpoint_from_four_devices_resumes_on_two_and_one(distill) -> None:
     facts, out = distill
     assert facts["ckpt4-steps"] == [HALF, 2 * HALF]
@@ -159,6 +162,7 @@ def test_checkpoint_from_four_devices_resumes_on_two_and_one(distill) -> None:
         _assert_same(reference, _variables(Path(f"{out}-student-resume-{devices}.npz")))
 
 
+@pytest.mark.extended
 def test_indivisible_n_envs_is_a_clear_error(distill) -> None:
     facts, _ = distill
     # 16 envs, 2 minibatches, 3 devices: multiples of 2 * 3 = 6 around 16 are 18 and 12.
@@ -171,7 +175,7 @@ def test_indivisible_n_envs_is_a_clear_error(distill) -> None:
 # --------------------------------------------------------------------------- 2 processes
 
 
-@pytest.mark.heavy
+@pytest.mark.extended
 def test_two_processes_distill_like_one_process(distill, tmp_path: Path) -> None:
     facts, out = distill
     port = _free_port()

@@ -230,6 +230,7 @@ def test_checkpointer_is_due_follows_save_every_steps(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- 4 devices
 
 
+@pytest.mark.heavy
 def test_four_devices_train_like_one_with_mlp_and_normalizer(sharded) -> None:
     facts, out = sharded
     assert facts["device_count"] == 4
@@ -246,6 +247,7 @@ def test_four_devices_train_like_one_with_mlp_and_normalizer(sharded) -> None:
     assert facts["mlp-4-logged"] == [STEPS_PER_ITERATION * i for i in (1, 2, 3, 4)]
 
 
+@pytest.mark.heavy
 def test_four_devices_train_like_one_with_lstm(sharded) -> None:
     facts, out = sharded
     _assert_same(_variables(Path(f"{out}-lstm-1.npz")), _variables(Path(f"{out}-lstm-4.npz")))
@@ -253,6 +255,7 @@ def test_four_devices_train_like_one_with_lstm(sharded) -> None:
     assert (facts["lstm-4-env-devices"], facts["lstm-1-env-devices"]) == ([0, 1, 2, 3], [3])
 
 
+@pytest.mark.heavy
 def test_adaptive_kl_and_progress_are_the_same_on_four_devices_and_one(sharded) -> None:
     """The KL of each minibatch is averaged over the four devices' shares, so the
     adapted rate follows the one-device run; the progress count is exact everywhere."""
@@ -268,7 +271,7 @@ def test_adaptive_kl_and_progress_are_the_same_on_four_devices_and_one(sharded) 
     assert facts["adaptive-1-steps"] == facts["adaptive-4-steps"] == [last] * 16
 
 
-@pytest.mark.heavy
+@pytest.mark.extended
 def test_domain_randomization_is_the_same_on_four_devices_and_one(randomized) -> None:
     """brax inverted_pendulum with per-env models (pole mass, joint damping) redrawn every
     iteration and a randomized evaluation: the models are sharded with the
@@ -289,6 +292,7 @@ def test_domain_randomization_is_the_same_on_four_devices_and_one(randomized) ->
         np.testing.assert_allclose(facts["randomized-4-eval"][name], value, rtol=1e-5)
 
 
+@pytest.mark.heavy
 def test_checkpoint_from_four_devices_resumes_on_two_and_one(sharded) -> None:
     facts, out = sharded
     half = 2 * STEPS_PER_ITERATION
@@ -299,6 +303,7 @@ def test_checkpoint_from_four_devices_resumes_on_two_and_one(sharded) -> None:
         _assert_same(reference, _variables(Path(f"{out}-resume-{devices}.npz")))
 
 
+@pytest.mark.heavy
 def test_indivisible_n_envs_is_a_clear_error(sharded) -> None:
     facts, _ = sharded
     # 16 envs, 2 minibatches, 3 devices: multiples of 6 around 16 are 18 and 12.
@@ -311,7 +316,7 @@ def test_indivisible_n_envs_is_a_clear_error(sharded) -> None:
 # --------------------------------------------------------------------------- 2 processes
 
 
-@pytest.mark.heavy
+@pytest.mark.extended
 def test_two_processes_match_one_process(sharded, tmp_path: Path) -> None:
     facts, out = sharded
     port = _free_port()

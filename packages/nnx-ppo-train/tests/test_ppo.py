@@ -110,7 +110,14 @@ ENV_FAMILIES = {
 
 
 @pytest.mark.filterwarnings("ignore:Brax System:UserWarning")
-@pytest.mark.parametrize("family", list(ENV_FAMILIES))
+@pytest.mark.parametrize(
+    "family",
+    # Playground at the floors: test_wrappers' CartpoleBalance steps and resets.
+    [
+        pytest.param(f, marks=pytest.mark.heavy) if f == "playground_cartpole" else f
+        for f in ENV_FAMILIES
+    ],
+)
 def test_one_iteration_on_each_env_family(family):
     make_env, make_net, overrides = ENV_FAMILIES[family]
     env = EpisodeWrapper(make_env(), episode_length=3)

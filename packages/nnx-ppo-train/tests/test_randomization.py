@@ -418,7 +418,7 @@ def pendulum_runs(tmp_path_factory):
     return runs
 
 
-@pytest.mark.heavy
+@pytest.mark.extended
 def test_models_are_drawn_from_the_seed_and_each_env_keeps_its_own(pendulum_runs):
     result, models = pendulum_runs["reference"]
     # The models of the run's initial key (train_ppo: the first of three splits of
@@ -435,7 +435,7 @@ def test_models_are_drawn_from_the_seed_and_each_env_keeps_its_own(pendulum_runs
     _assert_bitwise(result.state.models, models[96])
 
 
-@pytest.mark.heavy
+@pytest.mark.extended
 def test_kill_and_resume_equals_the_uninterrupted_run_bitwise(pendulum_runs):
     reference, _ = pendulum_runs["reference"]
     resumed, restored_step = pendulum_runs["resumed"]
@@ -447,7 +447,7 @@ def test_kill_and_resume_equals_the_uninterrupted_run_bitwise(pendulum_runs):
     assert resumed.metrics == reference.metrics
 
 
-@pytest.mark.heavy
+@pytest.mark.extended
 def test_the_identity_randomizer_equals_no_randomizer_bitwise():
     env = _pendulum()
     config = _pendulum_config(32, reset_mode="fresh")
@@ -486,7 +486,7 @@ def randomize_cartpole(mjx_model, rng):
     return mjx_model.tree_replace({"body_mass": mass, "dof_damping": damping}), in_axes
 
 
-@pytest.mark.heavy
+@pytest.mark.extended
 def test_playground_cartpole_with_a_playground_style_randomizer():
     registry = pytest.importorskip("mujoco_playground").registry
     env = registry.load("CartpoleBalance", config_overrides={"impl": "jax"})

@@ -139,7 +139,7 @@ def _run_script(tmp_path: Path, kind: str, name: str, stop_at: int) -> tuple[int
 # nv: value statistics. The MLP case also runs at the dependency floors (see `heavy`).
 @pytest.mark.parametrize(
     "kind",
-    ["mlp", *(pytest.param(k, marks=pytest.mark.heavy) for k in ("lstm", "graph", "mlp_nv"))],
+    ["mlp", *(pytest.param(k, marks=pytest.mark.extended) for k in ("lstm", "graph", "mlp_nv"))],
 )
 def test_split_and_resume_in_new_processes_records_the_uninterrupted_run(kind, tmp_path):
     if kind == "graph":
@@ -208,6 +208,7 @@ def _lowered(count):
     return jnp.where(count < 40, 3e-3, 1e-3)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("recovery", ["lower learning_rate", "lower learning_rate + max_grad_norm"])
 def test_the_documented_recoveries_from_a_divergence_resume_and_train_on(recovery, tmp_path):
     directory = tmp_path / "c"

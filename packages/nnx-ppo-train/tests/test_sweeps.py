@@ -150,7 +150,7 @@ def test_run_of_a_sweep_equals_its_own_train_ppo_run(kind, tmp_path):
     )
 
 
-@pytest.mark.heavy
+@pytest.mark.extended
 def test_a_killed_sweep_resumes_bitwise(tmp_path):
     # K=2 runs of 4 iterations (20 steps each), checkpoints when the step crosses a
     # multiple of 40. The first attempt stops while logging step 60 (after its JSONL
@@ -352,7 +352,7 @@ def test_a_diverged_run_is_named():
     raise_if_non_finite(healthy())  # a single run: no run named
 
 
-@pytest.mark.heavy
+@pytest.mark.extended
 def test_four_devices_train_a_sweep_like_one():
     # Runs replicated, environments sharded along "data" (axis 1 of the batch fields):
     # the same sweep on 4 forced host devices and on 1 (LSTM, K=2, 3 iterations, one
