@@ -33,9 +33,15 @@ NETWORKS = {
     "delay": lambda nets: nets.delay(2, 2, k_steps=2),
     "variational": lambda nets: nets.vb(2, 2),
 }
+# The floor sessions run the MLP and LSTM cases, the other families only at the latest.
+CORE = ("mlp", "lstm")
 
 
-@pytest.mark.parametrize("kind", list(NETWORKS))
+def _kinds(kinds):
+    return [k if k in CORE else pytest.param(k, marks=pytest.mark.heavy) for k in kinds]
+
+
+@pytest.mark.parametrize("kind", _kinds(NETWORKS))
 def test_replay_ratio_is_one_before_the_first_update(kind, nets):
     # One epoch of one minibatch: the only minibatch is replayed with the rollout's
     # parameters and statistics, so every ratio must be 1 (clip fraction exactly 0).
@@ -63,7 +69,7 @@ def test_replay_ratio_is_one_before_the_first_update(kind, nets):
         assert abs(float(metrics["actor/approx_kl"])) < 1e-7
 
 
-@pytest.mark.parametrize("kind", ["lstm", "variational"])
+@pytest.mark.parametrize("kind", _kinds(["lstm", "variational"]))
 def test_replay_of_a_subset_of_envs_reproduces_the_rollout(kind, nets):
     # Minibatches are sets of whole env sequences replayed from the stored initial
     # carry: replaying envs [3, 0] alone reproduces their log-likelihoods and values.
