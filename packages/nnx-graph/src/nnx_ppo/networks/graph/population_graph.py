@@ -72,9 +72,9 @@ class PopulationGraph(StatefulModule):
     default (``init_fan_in="population"``) `finalize` therefore scales the kernel of
     every default ``Dense`` into a population by ``sqrt(src.size / fan_in)``, where
     ``fan_in`` is the summed size of all sources connected into that population (custom
-    transforms included, obs input excluded): the connections together start like one
-    LeCun-normal ``Dense`` over the concatenation of their sources, whatever the
-    topology. Custom transforms are never changed. ``init_fan_in="connection"`` keeps
+    transforms and inputs such as the observation included): the connections together
+    start like one LeCun-normal ``Dense`` over the concatenation of their sources,
+    whatever the topology. Custom transforms are never changed. ``init_fan_in="connection"`` keeps
     each default ``Dense`` as initialised (nnx-graph 0.1.0 and nnx-ppo 0.3.0).
 
     Args:
