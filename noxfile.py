@@ -18,7 +18,14 @@ import nox
 
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "lint", "types", "docs", "build", "apps", "export"]
+# The default run (the README's test command): every distribution at the latest versions,
+# lint, types, docs, wheels and apps. The floor matrix (`nox -t floor`), the costly
+# integration runs (`nox -s extended`) and the learning tests (`nox -s slow`) are not in
+# it; `.ci/run` runs all three after it.
+nox.options.sessions = [
+    *(f"tests(package='{p}', jax='latest')" for p in ("nnx-modules", "nnx-graph", "nnx-ppo-train")),
+    *("lint", "types", "docs", "build", "apps", "export"),
+]
 
 ROOT = Path(__file__).parent
 PACKAGES = {
@@ -150,13 +157,13 @@ def _installed_source(session: nox.Session, package: str) -> str:
 
 
 @nox.session
-@nox.parametrize("jax", ["floor", "latest"])
+@nox.parametrize("jax", [nox.param("floor", tags=["floor"]), "latest"])
 @nox.parametrize("package", list(PACKAGES))
 def tests(session: nox.Session, package: str, jax: str) -> None:
     """Fast tests of one distribution, with only its own dependencies: at its declared
-    floors (JAX, flax, optax, orbax, numpy, extras; without the tests marked ``heavy``),
-    or at the latest (nnx-modules from its built wheel). Tests marked ``slow`` or
-    ``extended`` run in their own sessions."""
+    floors (JAX, flax, optax, orbax, numpy, extras; `nox -t floor`, run by CI after the
+    default sessions) or at the latest (nnx-modules from its built wheel; default).
+    Tests marked ``slow``, ``extended`` or ``heavy`` run in their own sessions."""
     _install_package(session, package, jax)
     sources = f"packages/{package}/src"
     if jax == "latest" and package == WHEEL_TESTED:
@@ -168,10 +175,7 @@ def tests(session: nox.Session, package: str, jax: str) -> None:
         sources,  # docstring examples are doctested
         "--doctest-modules",
         "-m",
-        # `heavy` variants run at the latest only; `extended` runs in its own session.
-        "not slow and not extended"
-        if jax == "latest"
-        else "not slow and not extended and not heavy",
+        "not slow and not extended and not heavy",
         *session.posargs,
         env=_test_env(),
     )
@@ -199,7 +203,8 @@ def _install_workspace(session: nox.Session, *groups: str, apps: bool = False) -
 @nox.session
 def extended(session: nox.Session) -> None:
     """The costly integration runs (marked ``extended``: several processes or forced
-    devices, subprocess kill-and-resume, physics-env and app variants) of every
+    devices, subprocess kill-and-resume, physics-env and app variants) and the costly
+    variants (marked ``heavy``: more network families, devices, recoveries) of every
     distribution and app, at the latest versions. Not a default session; CI runs it
     after them."""
     _install_workspace(session, "test", apps=True)
@@ -209,7 +214,7 @@ def extended(session: nox.Session) -> None:
         *[f"packages/{p}/tests" for p in PACKAGES],
         *[str(d / "tests") for d in _app_dirs()],
         "-m",
-        "extended and not slow",
+        "(extended or heavy) and not slow",
         *session.posargs,
         env=_test_env(),
         success_codes=[0, 5],  # 5: no extended test collected (e.g. a -k filter)
