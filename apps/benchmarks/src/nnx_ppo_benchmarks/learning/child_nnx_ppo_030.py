@@ -9,6 +9,7 @@ discrete-action sampler, so the runner never gives it those cells.
 
 from __future__ import annotations
 
+import importlib
 import time
 from typing import Any
 
@@ -56,8 +57,10 @@ def build_network(family: str, spec: RunSpec, obs_size: int, action_size: int) -
 
 def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
     """Train and evaluate one seed of ``cell``; returns its curve and final return."""
-    from nnx_ppo.algorithms.config import EvalConfig
-    from nnx_ppo.algorithms.ppo import train_ppo
+    # nnx-ppo 0.3.0's modules have this workspace's import paths; the type checker sees
+    # the workspace's, so they are looked up untyped here.
+    eval_config: Any = importlib.import_module("nnx_ppo.algorithms.config").EvalConfig
+    train_ppo: Any = importlib.import_module("nnx_ppo.algorithms.ppo").train_ppo
 
     task = TASKS[cell["task"]]
     ppo = PPOSettings(**{**cell["ppo"], "episode_length": task.episode_length})
@@ -73,7 +76,7 @@ def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
     network = build_network(cell["family"], spec, base.observation_size, base.action_size)
     config = nnx_ppo_030.make_train_config(
         spec,
-        EvalConfig(
+        eval_config(
             every_steps=cell["total_steps"] // task.n_evals,
             n_envs=cell["eval_envs"],
             max_episode_length=task.episode_length,

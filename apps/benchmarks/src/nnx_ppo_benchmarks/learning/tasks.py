@@ -74,7 +74,6 @@ TASKS: dict[str, Task] = {
             "playground",
             "CartpoleBalance",
             keep=(0, 1, 2),
-            total_steps=307_200,
         ),
         Task(
             "pendulum_novel",
