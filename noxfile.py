@@ -18,14 +18,6 @@ import nox
 
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-# The default run (the README's test command): every distribution at the latest versions,
-# lint, types, docs, wheels and apps. The floor matrix (`nox -t floor`), the costly
-# integration runs (`nox -s extended`) and the learning tests (`nox -s slow`) are not in
-# it; `.ci/run` runs all three after it.
-nox.options.sessions = [
-    *(f"tests(package='{p}', jax='latest')" for p in ("nnx-modules", "nnx-graph", "nnx-ppo-train")),
-    *("lint", "types", "docs", "build", "apps", "export"),
-]
 
 ROOT = Path(__file__).parent
 PACKAGES = {
@@ -34,6 +26,14 @@ PACKAGES = {
     "nnx-graph": ("", ("nnx-modules",)),
     "nnx-ppo-train": ("[brax,playground,logging]", ("nnx-modules",)),
 }
+# The default run (the README's test command): every distribution at the latest versions,
+# lint, types, docs, wheels and apps. The floor matrix (`nox -t floor`), the costly
+# integration runs (`nox -s extended`) and the learning tests (`nox -s slow`) are not in
+# it; `.ci/run` runs all three after it.
+nox.options.sessions = [
+    *(f"tests(package='{p}', jax='latest')" for p in PACKAGES),
+    *("lint", "types", "docs", "build", "apps", "export"),
+]
 # Extras installed for a distribution's own tests only, per JAX ("floor"/"latest"): the
 # export tests of nnx-modules then run for StableHLO at the floor and also for ONNX at the
 # latest JAX (jax2onnx needs jax >= 0.8.1; it is skipped only where it is not installed).
