@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -9,7 +10,13 @@ import pytest
 from nnx_ppo_benchmarks.learning.cli import main, plan_cells
 from nnx_ppo_benchmarks.learning.report import summarize, write_report
 from nnx_ppo_benchmarks.learning.stats import area_under_curve, band, median_ci
-from nnx_ppo_benchmarks.learning.tasks import TASKS, ObservationMask, make_env
+from nnx_ppo_benchmarks.learning.tasks import (
+    TASKS,
+    ObservationMask,
+    make_env,
+    stagger_steps,
+    staggered,
+)
 
 
 def test_area_under_curve_is_the_average_return():
@@ -59,6 +66,18 @@ def test_plan_skips_cells_an_implementation_cannot_run():
     short = plan_cells(["memory_d2"], ["lstm"], ["ours"], [1], steps=100_000)
     assert short[0].total_steps == 8 * 3 * 5120
     assert json.loads(cells[0].to_json())["ppo"]["n_envs"] == 256
+    assert json.loads(cells[0].to_json())["stagger"] is True
+    assert plan_cells(["memory_d2"], ["lstm"], ["ours"], [1], stagger=False)[0].stagger is False
+
+
+def test_stagger_is_half_an_episode_and_old_records_keep_their_starts():
+    assert stagger_steps(TASKS["cartpole"], True) == 500
+    assert stagger_steps(TASKS["memory_d2"], True) == 50
+    assert stagger_steps(TASKS["cartpole"], False) == 0
+    # Before the option, nnx-ppo 0.3.0's wrapper always staggered and ours never did.
+    assert staggered({"implementation": "nnx-ppo-0.3.0"})
+    assert not staggered({"implementation": "ours"})
+    assert not staggered({"implementation": "nnx-ppo-0.3.0", "stagger": False})
 
 
 def test_observation_mask_keeps_the_listed_entries():
@@ -86,10 +105,12 @@ def _fake_results():
         "total_steps": 100,
         "eval_envs": 4,
         "final_eval_envs": 8,
+        "stagger": True,
         "status": "ok",
         "runs": runs,
     }
     failed = {**cell, "family": "graph", "status": "failed", "runs": [], "error": "boom"}
+    del failed["stagger"]  # recorded before the option: ours started at step 0
     meta = {"command": "nnx-ppo-learning", "load_before": [1.0], "load_after": [1.0]}
     return {"meta": meta, "cells": [cell, failed]}
 
@@ -102,11 +123,11 @@ def test_summary_and_report(tmp_path):
     assert s["auc"][1] == 10.0
     assert summarize(results["cells"][1]) is None
     text = write_report(results, tmp_path).read_text()
-    assert "| lstm | ours | 3 | 20.0 [" in text
-    assert "| graph | ours | 0 | failed: boom |" in text
+    assert "| lstm | ours | staggered | 3 | 20.0 [" in text
+    assert "| graph | ours | at step 0 | 0 | failed: boom |" in text
     assert (tmp_path / "curves_memory_d2.png").stat().st_size > 1000
     tables = (tmp_path / "tables.md").read_text()
-    assert "| lstm | ours | 3 | 20.0 [" in tables
+    assert "| lstm | ours | staggered | 3 | 20.0 [" in tables
     assert "png" not in tables
 
 
@@ -141,8 +162,14 @@ def test_an_interrupted_cell_keeps_its_finished_seeds(tmp_path):
     path = tmp_path / "cell.json"
     assert _finished_runs(cell, path) == []
     runs = _fake_results()["cells"][0]["runs"]
-    path.write_text(json.dumps({"total_steps": 100, "runs": runs[:2]}))
+    path.write_text(json.dumps({"total_steps": 100, "stagger": True, "runs": runs[:2]}))
     assert [r["seed"] for r in _finished_runs(cell, path)] == [1, 2]
+    # Other episode starts: run again (a record without the key is ours at step 0).
+    assert _finished_runs(dataclasses.replace(cell, stagger=False), path) == []
+    path.write_text(json.dumps({"implementation": "ours", "total_steps": 100, "runs": runs}))
+    assert _finished_runs(cell, path) == []
+    assert len(_finished_runs(dataclasses.replace(cell, stagger=False), path)) == 3
+    path.write_text(json.dumps({"total_steps": 100, "stagger": True, "runs": runs[:2]}))
     # Another budget, or seeds that are not a prefix of the cell's, are run again.
     assert _finished_runs(Cell("memory_d2", "lstm", "ours", (1, 2, 3), 200), path) == []
     assert _finished_runs(Cell("memory_d2", "lstm", "ours", (2, 1, 3), 100), path) == []

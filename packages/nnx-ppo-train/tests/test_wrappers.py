@@ -140,11 +140,60 @@ def test_action_repeat_dict_rewards():
         ({"episode_length": 2.5}, "episode_length=2.5"),
         ({"episode_length": True}, "episode_length=True"),
         ({"episode_length": 5, "action_repeat": 0}, "action_repeat=0"),
+        (
+            {"episode_length": 5, "stagger": -1},
+            r"stagger=-1 must be an int in \[0, episode_length=5\]",
+        ),
+        ({"episode_length": 5, "stagger": 6}, "stagger=6"),
+        ({"episode_length": 5, "stagger": 2.0}, "stagger=2.0"),
+        ({"episode_length": 5, "stagger": True}, "stagger=True"),
     ],
 )
 def test_episode_wrapper_validation(kwargs, match):
     with pytest.raises(ValueError, match=match):
         EpisodeWrapper(PointMass(), **kwargs)
+
+
+def test_stagger_zero_leaves_the_reset_unchanged():
+    key = jax.random.key(3)
+    plain = EpisodeWrapper(MemoryTask(2), 10).reset(key)
+    zero = EpisodeWrapper(MemoryTask(2), 10, stagger=0).reset(key)
+    np.testing.assert_array_equal(plain.obs, MemoryTask(2).reset(key).obs)
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool((a == b).all()), plain, zero))
+
+
+def test_stagger_draws_the_start_and_shortens_the_episode():
+    env = EpisodeWrapper(PointMass(), episode_length=8, stagger=5)
+    starts = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 400)).info["steps"]
+    assert starts.dtype == jnp.int32
+    # Every start in [0, 5) occurs, nothing outside it.
+    assert sorted(set(np.asarray(starts).tolist())) == [0, 1, 2, 3, 4]
+    s = env.reset(jax.random.key(1))
+    start = int(s.info["steps"])
+    length = 0
+    while not float(s.done):
+        s = env.step(s, jnp.zeros(2))
+        length += 1
+    assert (length, int(s.info["steps"]), float(s.info["truncation"])) == (8 - start, 8, 1.0)
+
+
+@pytest.mark.parametrize("full_reset", [False, True])
+def test_stagger_under_auto_reset(full_reset):
+    # Episodes of 6 steps, starts in [0, 6): every episode of an environment restarts at
+    # its first draw with a cached reset, and at a new draw with a fresh one.
+    env = AutoResetWrapper(EpisodeWrapper(PointMass(), 6, stagger=6), full_reset=full_reset)
+    n = 64
+    s = jax.vmap(env.reset)(jax.random.split(jax.random.key(2), n))
+    first = np.asarray(s.info["steps"])
+    step = jax.jit(jax.vmap(env.step))
+    restarts = [[] for _ in range(n)]
+    for _ in range(30):
+        s = step(s, jnp.zeros((n, 2)))
+        for i in np.flatnonzero(np.asarray(s.done)):
+            restarts[i].append(int(s.info["steps"][i]))
+    assert all(len(r) >= 5 for r in restarts)
+    same = [r == [first[i]] * len(r) for i, r in enumerate(restarts)]
+    assert all(same) if not full_reset else not any(same)
 
 
 def test_episode_wrapper_needs_its_own_reset():

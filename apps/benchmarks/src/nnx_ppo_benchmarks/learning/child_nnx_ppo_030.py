@@ -1,7 +1,9 @@
 """Child: one suite cell with nnx-ppo 0.3.0's ``train_ppo`` (in its own environment).
 
 Networks as in the speed benchmark's child (:mod:`nnx_ppo_benchmarks.children.
-nnx_ppo_030`), its own episode and reward-scaling wrappers, its built-in periodic
+nnx_ppo_030`), its own episode and reward-scaling wrappers (its episode wrapper
+staggers the starts; for a cell with ``stagger`` off, `_from_step_zero` sets them
+back to 0), its built-in periodic
 evaluation (on the masked environment, cut at the task's episode length) for the
 learning curve and its ``eval_rollout`` for the final return. It has no GRU and no
 discrete-action sampler, so the runner never gives it those cells.
@@ -16,7 +18,7 @@ from typing import Any
 from nnx_ppo_benchmarks.children import nnx_ppo_030
 from nnx_ppo_benchmarks.learning._child import main
 from nnx_ppo_benchmarks.learning.families import STACK
-from nnx_ppo_benchmarks.learning.tasks import TASKS, make_env
+from nnx_ppo_benchmarks.learning.tasks import TASKS, make_env, staggered
 from nnx_ppo_benchmarks.settings import EvalSettings, PPOSettings, RunSpec
 
 __all__ = ["build_network", "run_seed"]
@@ -55,6 +57,23 @@ def build_network(family: str, spec: RunSpec, obs_size: int, action_size: int) -
     return Sequential([Normalizer(obs_size), *stack, adapter])
 
 
+def _from_step_zero(env: Any) -> Any:
+    """``env`` (nnx-ppo 0.3.0's reward scaling around its episode wrapper) with every
+    episode starting at step 0, the way ours does without ``stagger``."""
+    import jax.numpy as jnp
+
+    episodes = env.env
+    draw = episodes.reset
+
+    def reset(rng: Any) -> Any:
+        state = draw(rng)
+        state.info["step_counter"] = jnp.zeros_like(state.info["step_counter"])
+        return state
+
+    episodes.reset = reset
+    return env
+
+
 def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
     """Train and evaluate one seed of ``cell``; returns its curve and final return."""
     # nnx-ppo 0.3.0's modules have this workspace's import paths; the type checker sees
@@ -84,7 +103,9 @@ def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
         ),
     )
     start = time.perf_counter()
-    result = train_ppo(nnx_ppo_030.wrap_env(base, spec), network, config, eval_env=base)
+    env = nnx_ppo_030.wrap_env(base, spec)
+    env = env if staggered(cell) else _from_step_zero(env)
+    result = train_ppo(env, network, config, eval_env=base)
     train_s = time.perf_counter() - start
     return {
         "seed": seed,

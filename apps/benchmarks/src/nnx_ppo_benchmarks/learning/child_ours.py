@@ -19,7 +19,7 @@ from nnx_ppo_benchmarks.children import ours
 from nnx_ppo_benchmarks.children._graph import build_ring_graph
 from nnx_ppo_benchmarks.learning._child import main
 from nnx_ppo_benchmarks.learning.families import FAMILIES, STACK
-from nnx_ppo_benchmarks.learning.tasks import TASKS, Task, make_env
+from nnx_ppo_benchmarks.learning.tasks import TASKS, Task, make_env, stagger_steps, staggered
 from nnx_ppo_benchmarks.settings import PPOSettings, RunSpec
 
 __all__ = ["build_network", "run_seed", "run_seeds"]
@@ -127,7 +127,10 @@ def _setup(cell: dict[str, Any]) -> tuple[Task, Any, Any, Any, Any]:
     ppo = PPOSettings(**cell["ppo"])
     base = make_env(task)
     eval_env = EpisodeWrapper(base, task.episode_length)
-    env = RewardScalingWrapper(eval_env, ppo.reward_scaling)
+    # Staggered: nnx-ppo 0.3.0's treatment, a fresh reset (a new first step) per episode.
+    stagger = stagger_steps(task, staggered(cell))
+    episodes = EpisodeWrapper(base, task.episode_length, stagger=stagger)
+    env = RewardScalingWrapper(episodes, ppo.reward_scaling)
     family = FAMILIES[cell["family"]]
     make_network = functools.partial(
         build_network, task, family.network_family, base.observation_size, base.action_size
@@ -143,9 +146,12 @@ def _setup(cell: dict[str, Any]) -> tuple[Task, Any, Any, Any, Any]:
         ppo=ppo,
     )
     config = ours.make_train_config(spec)
+    reset_mode = "fresh" if stagger else config.ppo.reset_mode
     config = dataclasses.replace(
         config,
-        ppo=dataclasses.replace(config.ppo, normalize_values=family.normalize_values),
+        ppo=dataclasses.replace(
+            config.ppo, normalize_values=family.normalize_values, reset_mode=reset_mode
+        ),
         eval=EvalConfig(
             every_steps=cell["total_steps"] // task.n_evals,
             n_envs=cell["eval_envs"],

@@ -39,7 +39,7 @@ from typing import Any
 from nnx_ppo_benchmarks.cli import comma_names
 from nnx_ppo_benchmarks.learning.families import FAMILIES
 from nnx_ppo_benchmarks.learning.report import write_report
-from nnx_ppo_benchmarks.learning.tasks import TASKS
+from nnx_ppo_benchmarks.learning.tasks import TASKS, staggered
 from nnx_ppo_benchmarks.runner import git_state, load_average
 from nnx_ppo_benchmarks.settings import PPOSettings, chunk_plan
 from nnx_ppo_benchmarks.venvs import (
@@ -71,6 +71,11 @@ class Cell:
     total_steps: int
     eval_envs: int = 32
     final_eval_envs: int = 128
+    stagger: bool = True
+    """Train every implementation on episodes as nnx-ppo 0.3.0 trains: a fresh reset
+    state per episode (ours: ``reset_mode="fresh"``) that starts at a random step in
+    ``[0, episode_length / 2)`` (ours: ``EpisodeWrapper(stagger=...)``); off: every
+    episode starts at step 0 (ours then caches its reset states, its default)."""
 
     @property
     def name(self) -> str:
@@ -97,6 +102,7 @@ def plan_cells(
     implementations: Sequence[str],
     seeds: Sequence[int],
     steps: int | None = None,
+    stagger: bool = True,
 ) -> list[Cell]:
     """The cells to run, task by task, implementations interleaved per family.
 
@@ -113,19 +119,20 @@ def plan_cells(
         for family in families:
             for impl in implementations:
                 if runs(task, family, impl):
-                    cells.append(Cell(task, family, impl, tuple(seeds), total))
+                    cells.append(Cell(task, family, impl, tuple(seeds), total, stagger=stagger))
     return cells
 
 
 def _finished_runs(cell: Cell, path: Path) -> list[dict[str, Any]]:
     """The runs already in ``path`` that this cell can keep: those of an earlier run of
-    the same cell (budget and seed order) whose seeds are a prefix of ``cell.seeds``."""
+    the same cell (budget, episode starts and seed order) whose seeds are a prefix of
+    ``cell.seeds``."""
     if not path.exists():
         return []
     record = json.loads(path.read_text())
     runs = record.get("runs", [])
     seeds = [r["seed"] for r in runs]
-    same = record.get("total_steps") == cell.total_steps
+    same = record.get("total_steps") == cell.total_steps and staggered(record) == cell.stagger
     if not same or seeds != list(cell.seeds[: len(seeds)]):
         return []
     return list(runs)
@@ -218,6 +225,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--implementations", type=comma_names(IMPLEMENTATIONS), default=IMPLEMENTATIONS)
     p.add_argument("--seeds", type=_seeds, default=(100, 101, 102, 103, 104))
     p.add_argument("--steps", type=int, default=None, help="budget override (all tasks)")
+    p.add_argument(
+        "--stagger",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="train on episodes that start at a random step in [0, episode_length / 2), "
+        "from a fresh reset state each, for every implementation (nnx-ppo 0.3.0's "
+        "treatment); --no-stagger: every episode starts at step 0",
+    )
     p.add_argument("--environments", choices=("isolated", "current"), default="isolated")
     p.add_argument("--jax", default=DEFAULT_JAX, help="JAX of the isolated venvs")
     p.add_argument("--rerun", action="store_true", help="run finished cells again")
@@ -242,7 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report_only:
         print(write_report(json.loads((out / "results.json").read_text()), out))
         return 0
-    cells = plan_cells(args.tasks, args.families, args.implementations, args.seeds, args.steps)
+    cells = plan_cells(
+        args.tasks, args.families, args.implementations, args.seeds, args.steps, args.stagger
+    )
     if args.environments == "current":
         pythons = dict.fromkeys(IMPLEMENTATIONS, current_environment().python)
     else:
@@ -257,6 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "jax_version": args.jax if args.environments == "isolated" else "current",
         "seeds": list(args.seeds),
         "one_at_a_time": args.one_at_a_time,
+        "stagger": args.stagger,
         "ppo": dataclasses.asdict(PPOSettings()),
     }
     records = []

@@ -7,7 +7,7 @@ from typing import Any
 
 from nnx_ppo_benchmarks.learning.families import FAMILIES
 from nnx_ppo_benchmarks.learning.stats import area_under_curve, band, median_ci
-from nnx_ppo_benchmarks.learning.tasks import TASKS
+from nnx_ppo_benchmarks.learning.tasks import TASKS, staggered
 
 __all__ = ["summarize", "write_report"]
 
@@ -45,22 +45,21 @@ def _table(task: str, cells: list[dict[str, Any]]) -> list[str]:
         f"every {budget // t.n_evals:,} steps on {cells[0]['eval_envs']} episodes, final "
         f"return on {cells[0]['final_eval_envs']} episodes.",
         "",
-        "| family | implementation | seeds | final return, median [95% CI] | "
-        "area under curve, median [95% CI] | per-seed final |",
-        "|---|---|---|---|---|---|",
+        "| family | implementation | training episodes start | seeds | "
+        "final return, median [95% CI] | area under curve, median [95% CI] | per-seed final |",
+        "|---|---|---|---|---|---|---|",
     ]
     for cell in cells:
         s = summarize(cell)
+        starts = "staggered" if staggered(cell) else "at step 0"
+        head = f"| {cell['family']} | {cell['implementation']} | {starts} |"
         if s is None:
             error = cell.get("error", "no seed finished")
-            lines.append(
-                f"| {cell['family']} | {cell['implementation']} | 0 | failed: {error} | | |"
-            )
+            lines.append(f"{head} 0 | failed: {error} | | |")
             continue
         per_seed = ", ".join(f"{v:.0f}" for v in s["finals"])
         lines.append(
-            f"| {cell['family']} | {cell['implementation']} | {len(s['seeds'])} | "
-            f"{_fmt(s['final'])} | {_fmt(s['auc'])} | {per_seed} |"
+            f"{head} {len(s['seeds'])} | {_fmt(s['final'])} | {_fmt(s['auc'])} | {per_seed} |"
         )
     return [*lines, ""]
 
@@ -111,7 +110,10 @@ def write_report(results: dict[str, Any], output_dir: Path) -> Path:
         "Every cell trains the same seeds with the speed benchmark's hyperparameters "
         "(Playground's CartpoleBalance settings, not tuned to any task); the interval is a "
         "95% percentile bootstrap of the median over seeds. The area under the curve is "
-        "the average evaluation return over training.",
+        "the average evaluation return over training. Staggered training episodes start "
+        "from a fresh reset state at a random step in the first half of the episode "
+        "(nnx-ppo 0.3.0 always trains so; ours with `EpisodeWrapper(stagger=...)` and "
+        '`reset_mode="fresh"`); evaluations play whole episodes.',
         "",
     ]
     tables: list[str] = []

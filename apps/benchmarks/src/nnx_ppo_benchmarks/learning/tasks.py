@@ -23,7 +23,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ["TASKS", "GymnaxEnv", "ObservationMask", "Task", "make_env"]
+__all__ = [
+    "TASKS",
+    "GymnaxEnv",
+    "ObservationMask",
+    "Task",
+    "make_env",
+    "stagger_steps",
+    "staggered",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,3 +257,23 @@ def make_env(task: Task) -> Any:
     else:
         raise ValueError(f"task {task.name!r}: unknown source {task.source!r}")
     return env if task.keep is None else ObservationMask(env, task.keep)
+
+
+def stagger_steps(task: Task, stagger: bool) -> int:
+    """The exclusive upper bound of a training episode's random first step: half the
+    episode with ``stagger`` (nnx-ppo 0.3.0's ``EpisodeWrapper`` always does this), else 0.
+
+    With it, a task whose episodes all last ``episode_length`` steps (CartpoleBalance,
+    the memory tasks) no longer ends every parallel episode on the same step, so a batch
+    mixes every phase of an episode. Evaluations always play whole episodes.
+    """
+    return task.episode_length // 2 if stagger else 0
+
+
+def staggered(cell: dict[str, Any]) -> bool:
+    """Whether a recorded cell's training episodes had staggered starts (and, for ours,
+    fresh reset states). Cells recorded before the option existed have no ``"stagger"``
+    key: nnx-ppo 0.3.0's always had both, ours' neither."""
+    if "stagger" in cell:
+        return bool(cell["stagger"])
+    return cell.get("implementation") != "ours"

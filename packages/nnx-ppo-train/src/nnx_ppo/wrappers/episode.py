@@ -48,6 +48,21 @@ class EpisodeWrapper(Wrapper):
             truncated on the step at which ``info["steps"] >= episode_length``, i.e.
             after ``ceil(episode_length / action_repeat)`` calls to `step`.
         action_repeat: Times each action is applied, an int >= 1.
+        stagger: Staggers the episodes of parallel environments, an int in
+            ``[0, episode_length]``. With ``stagger > 0``, `reset` starts
+            ``info["steps"]`` at a uniform random integer in ``[0, stagger)`` instead
+            of 0, so the episode lasts ``episode_length - info["steps"]`` steps and
+            environments that start together do not all truncate on the same step.
+            Without it, an environment that never terminates early (e.g.
+            CartpoleBalance) keeps every parallel environment at the same phase of its
+            episode, and each PPO batch comes from one phase only. nnx-ppo's episode
+            wrapper always does this with ``episode_length // 2``. The draw uses a key
+            split from the reset key; with the default 0 the wrapped environment gets
+            the reset key unchanged. Use it on the training environment only: an
+            evaluation should play whole episodes. With ``reset_mode="cached"`` each
+            environment keeps its first draw for every episode; ``"fresh"`` redraws it.
+            A curriculum that acts on an episode's first step should then test
+            ``done`` of the previous step rather than ``info["steps"] == 0``.
 
     Examples:
         >>> import jax
@@ -60,9 +75,18 @@ class EpisodeWrapper(Wrapper):
         >>> s = env.step(s, jax.numpy.zeros(2))
         >>> int(s.info["steps"]), float(s.done), float(s.info["truncation"])
         (2, 1.0, 1.0)
+
+        Staggered starts: each reset begins somewhere in the first half of the episode.
+
+        >>> env = EpisodeWrapper(PointMass(), episode_length=100, stagger=50)
+        >>> starts = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 4))
+        >>> bool((starts.info["steps"] >= 0).all() & (starts.info["steps"] < 50).all())
+        True
     """
 
-    def __init__(self, env: Any, episode_length: int, action_repeat: int = 1) -> None:
+    def __init__(
+        self, env: Any, episode_length: int, action_repeat: int = 1, stagger: int = 0
+    ) -> None:
         super().__init__(env)
         self.episode_length = _check_positive_int(
             "EpisodeWrapper", "episode_length", episode_length, "environment steps per episode"
@@ -70,12 +94,29 @@ class EpisodeWrapper(Wrapper):
         self.action_repeat = _check_positive_int(
             "EpisodeWrapper", "action_repeat", action_repeat, "times each action is applied"
         )
+        if (
+            isinstance(stagger, bool)
+            or not isinstance(stagger, int)
+            or not 0 <= stagger <= episode_length
+        ):
+            raise ValueError(
+                f"EpisodeWrapper: stagger={stagger!r} must be an int in [0, episode_length="
+                f"{episode_length}] (the exclusive upper bound of a random starting step; "
+                "e.g. episode_length // 2, or 0 to start every episode at step 0)."
+            )
+        self.stagger = stagger
 
     def reset(self, rng: jax.Array) -> Any:
-        """Resets the wrapped environment and sets ``steps`` and ``truncation`` to 0."""
+        """Resets the wrapped environment and sets ``truncation`` to 0 and ``steps`` to 0
+        (or, with ``stagger``, to a random start in ``[0, stagger)``)."""
+        if self.stagger:
+            rng, start_key = jax.random.split(rng)
+            steps = jax.random.randint(start_key, (), 0, self.stagger, jnp.int32)
+        else:
+            steps = jnp.zeros((), jnp.int32)
         state = self.env.reset(rng)
         info = dict(state.info)
-        info["steps"] = jnp.zeros((), jnp.int32)
+        info["steps"] = steps
         info["truncation"] = jnp.zeros_like(state.done)
         return state.replace(info=info)
 
