@@ -9,6 +9,7 @@ run (for shell-dependent or deliberately failing snippets); use it sparingly.
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,9 @@ def _pages() -> list[Path]:
 
 
 def _blocks(page: Path) -> list[str]:
-    return [m["code"] for m in _FENCE.finditer(page.read_text()) if not m["skip"]]
+    # A block inside a list item is indented with it.
+    text = page.read_text()
+    return [textwrap.dedent(m["code"]) for m in _FENCE.finditer(text) if not m["skip"]]
 
 
 @pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(ROOT)))

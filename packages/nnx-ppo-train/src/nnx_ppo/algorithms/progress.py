@@ -26,7 +26,8 @@ on the final task. Videos are recorded the same way.
 The environment reads the values in ``step``, not ``reset`` (``reset(key)`` sees only
 its key; with ``reset_mode="cached"`` it runs once). A curriculum that changes the
 start of an episode applies it on the episode's first step (e.g. where
-``info["steps"] == 0``); see the how-to "Curriculum learning".
+``info["steps"] == 0``, or an ``info`` flag set by ``reset`` under
+``EpisodeWrapper(stagger=...)``); see the how-to "Curriculum learning".
 """
 
 from __future__ import annotations

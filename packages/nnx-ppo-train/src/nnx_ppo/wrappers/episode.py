@@ -59,10 +59,13 @@ class EpisodeWrapper(Wrapper):
             wrapper always does this with ``episode_length // 2``. The draw uses a key
             split from the reset key; with the default 0 the wrapped environment gets
             the reset key unchanged. Use it on the training environment only: an
-            evaluation should play whole episodes. With ``reset_mode="cached"`` each
-            environment keeps its first draw for every episode; ``"fresh"`` redraws it.
-            A curriculum that acts on an episode's first step should then test
-            ``done`` of the previous step rather than ``info["steps"] == 0``.
+            evaluation should play whole episodes. Train with
+            ``PPOConfig(reset_mode="fresh")``, which redraws the start for every
+            episode; with ``"cached"`` an environment repeats its first draw, so all
+            its episodes are shorter by it. A curriculum that acts on an episode's
+            first step cannot test ``info["steps"] == 0`` then: mark the first step
+            with an ``info`` flag that the environment's ``reset`` sets and ``step``
+            clears.
 
     Examples:
         >>> import jax
