@@ -191,7 +191,7 @@ def test_every_family_of_ours_builds_a_network_that_steps_and_sweeps():
     assert FAMILIES["graph_nv"].network_family == "graph"
     assert FAMILIES["graph_nv"].normalize_values and not FAMILIES["graph"].normalize_values
     for family in (f for f in FAMILIES.values() if "ours" in f.implementations):
-        make = functools.partial(build_network, TASKS["cartpole"], family.network_family, 5, 1)
+        make = functools.partial(build_network, TASKS["cartpole"], family.name, 5, 1)
         net = make(nnx.Rngs(0))
         out = net(net.initialize_state(2), jnp.zeros((2, 5)))
         assert out.output.actions.shape == (2, 1), family.name

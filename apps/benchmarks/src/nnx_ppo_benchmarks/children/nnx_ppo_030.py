@@ -21,13 +21,16 @@ from nnx_ppo_benchmarks.children._common import (
     package_versions,
 )
 from nnx_ppo_benchmarks.children._graph import build_ring_graph
-from nnx_ppo_benchmarks.settings import RunSpec
+from nnx_ppo_benchmarks.settings import NetworkFamily, RunSpec
 
 __all__ = ["build_network", "final_evaluation", "make_train_config", "run", "wrap_env"]
 
 
-def build_network(spec: RunSpec, obs_size: int, action_size: int) -> Any:
-    """The network of ``spec.network`` from nnx-ppo 0.3.0's modules."""
+def build_network(
+    spec: RunSpec, obs_size: int, action_size: int, family: NetworkFamily | None = None
+) -> Any:
+    """The network of ``family`` (by default ``spec.family``, the one ``spec.network``
+    names) from nnx-ppo 0.3.0's modules."""
     import jax.numpy as jnp
     from flax import nnx
 
@@ -40,7 +43,7 @@ def build_network(spec: RunSpec, obs_size: int, action_size: int) -> Any:
     from nnx_ppo.networks.sampling_layers import NormalTanhSampler
     from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput
 
-    family, hp = spec.family, spec.ppo
+    family, hp = family or spec.family, spec.ppo
     rngs = nnx.Rngs(spec.seed)
 
     def sampler() -> Any:

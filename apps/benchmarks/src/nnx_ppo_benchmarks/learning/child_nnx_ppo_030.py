@@ -17,21 +17,30 @@ from typing import Any
 
 from nnx_ppo_benchmarks.children import nnx_ppo_030
 from nnx_ppo_benchmarks.learning._child import main
-from nnx_ppo_benchmarks.learning.families import STACK
+from nnx_ppo_benchmarks.learning.families import FAMILIES, STACK
 from nnx_ppo_benchmarks.learning.tasks import TASKS, make_env, staggered
-from nnx_ppo_benchmarks.settings import EvalSettings, PPOSettings, RunSpec
+from nnx_ppo_benchmarks.settings import EvalSettings, NetworkFamily, PPOSettings, RunSpec
 
 __all__ = ["build_network", "run_seed"]
 
-_BENCHMARK_FAMILY = {"mlp": "mlp_small", "lstm": "lstm", "graph": "graph"}
-
 
 def build_network(family: str, spec: RunSpec, obs_size: int, action_size: int) -> Any:
-    """``family``'s network from nnx-ppo 0.3.0's modules."""
-    if family in _BENCHMARK_FAMILY:
-        spec = RunSpec(**{**spec.__dict__, "network": _BENCHMARK_FAMILY[family]})
-        return nnx_ppo_030.build_network(spec, obs_size, action_size)
-    if family != "mlp_stack":
+    """``family``'s network (a key of :data:`~.families.FAMILIES`) from nnx-ppo 0.3.0's
+    modules: the speed benchmark's builder for the MLP, LSTM and graph kinds, with the
+    family's head sizes."""
+    this = FAMILIES[family]
+    kind = this.network_family
+    if kind in ("mlp", "lstm", "graph"):
+        network = NetworkFamily(
+            this.name,
+            this.description,
+            kind,
+            policy_hidden=this.policy_hidden,
+            value_hidden=this.value_hidden,
+            lstm_size=64 if kind == "lstm" else 0,
+        )
+        return nnx_ppo_030.build_network(spec, obs_size, action_size, network)
+    if kind != "mlp_stack":
         raise ValueError(f"nnx-ppo 0.3.0 cannot build family {family!r}")
     import jax.numpy as jnp
     from flax import nnx
@@ -50,8 +59,8 @@ def build_network(family: str, spec: RunSpec, obs_size: int, action_size: int) -
     lines = {"t0": Scale(1.0), **{f"t{k}": Delay(sample, k) for k in range(1, STACK)}}
     stack = [Filter({name: (lambda x: x) for name in names}), Concat(lines)]
     width = STACK * obs_size
-    actor = make_mlp_layers([width, 32, 32, 2 * action_size], rngs, nnx.swish, False)
-    critic = make_mlp_layers([width, 64, 64, 1], rngs, nnx.swish, False)
+    actor = make_mlp_layers([width, *this.policy_hidden, 2 * action_size], rngs, nnx.swish, False)
+    critic = make_mlp_layers([width, *this.value_hidden, 1], rngs, nnx.swish, False)
     sampler = NormalTanhSampler(rngs, entropy_weight=hp.entropy_cost, min_std=hp.min_std)
     adapter = PPOAdapter(action=Sequential([*actor, sampler]), value=Sequential(critic))
     return Sequential([Normalizer(obs_size), *stack, adapter])

@@ -50,9 +50,9 @@ def _frame_stack(obs_size: int) -> Any:
 
 
 def build_network(task: Task, family: str, obs_size: int, action_size: int, rngs: Any) -> Any:
-    """The network of ``family`` for ``task`` (see :mod:`.families`), its parameters drawn
-    from ``rngs`` (an ``nnx.Rngs``; the suite passes ``nnx.Rngs(seed)``, the factory
-    `train_many` calls once per seed)."""
+    """The network of ``family`` (a key of :data:`~.families.FAMILIES`) for ``task``,
+    its parameters drawn from ``rngs`` (an ``nnx.Rngs``; the suite passes
+    ``nnx.Rngs(seed)``, the factory `train_many` calls once per seed)."""
     from flax import nnx
 
     from nnx_ppo.networks.adapter import PPOAdapter
@@ -64,7 +64,11 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, rngs
     from nnx_ppo.networks.recurrent import GRU
     from nnx_ppo.networks.utils import Filter
 
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
     ppo = PPOSettings()
+    spec = FAMILIES[family]
+    kind, policy, value = spec.network_family, spec.policy_hidden, spec.value_hidden
     common: dict[str, Any] = dict(
         rngs=rngs,
         activation=nnx.swish,
@@ -72,28 +76,28 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, rngs
         min_std=ppo.min_std,
         action_distribution="categorical" if task.discrete else "normal_tanh",
     )
-    if family == "mlp":
-        return make_mlp_actor_critic(obs_size, action_size, (32, 32), (64, 64), **common)
-    if family == "lstm":
-        return make_lstm_actor_critic(obs_size, action_size, 64, (32,), (64,), **common)
+    if kind == "mlp":
+        return make_mlp_actor_critic(obs_size, action_size, policy, value, **common)
+    if kind == "lstm":
+        return make_lstm_actor_critic(obs_size, action_size, 64, policy, value, **common)
     sampler, per_action = _sampler(task, rngs, ppo)
     head_out = per_action * action_size
-    if family == "gru":
+    if kind == "gru":
         adapter = PPOAdapter(
             action=Sequential(
-                [GRU(obs_size, 64, rngs=rngs), MLP(64, (32,), head_out, rngs=rngs), sampler]
+                [GRU(obs_size, 64, rngs=rngs), MLP(64, policy, head_out, rngs=rngs), sampler]
             ),
-            value=Sequential([GRU(obs_size, 64, rngs=rngs), MLP(64, (64,), 1, rngs=rngs)]),
+            value=Sequential([GRU(obs_size, 64, rngs=rngs), MLP(64, value, 1, rngs=rngs)]),
         )
         return Sequential([Normalizer(obs_size), adapter])
-    if family == "mlp_stack":
+    if kind == "mlp_stack":
         width = STACK * obs_size
         adapter = PPOAdapter(
-            action=Sequential([MLP(width, (32, 32), head_out, rngs=rngs), sampler]),
-            value=MLP(width, (64, 64), 1, rngs=rngs),
+            action=Sequential([MLP(width, policy, head_out, rngs=rngs), sampler]),
+            value=MLP(width, value, 1, rngs=rngs),
         )
         return Sequential([Normalizer(obs_size), _frame_stack(obs_size), adapter])
-    if family in ("graph", "graph_split"):
+    if kind in ("graph", "graph_split"):
 
         def ring() -> Any:
             return build_ring_graph(
@@ -101,7 +105,7 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, rngs
             )
 
         front = [Normalizer(obs_size), Filter(lambda x: {"obs": x})]
-        if family == "graph_split":
+        if kind == "graph_split":
             adapter = PPOAdapter(
                 action=Sequential([ring(), Filter("action_params"), sampler]),
                 value=Sequential([ring(), Filter("value")]),
@@ -111,7 +115,7 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, rngs
             action=Sequential([Filter("action_params"), sampler]), value=Filter("value")
         )
         return Sequential([*front, ring(), adapter])
-    raise ValueError(f"unknown family {family!r}")
+    raise ValueError(f"family {family!r} builds an unknown kind of network {kind!r}")
 
 
 def _setup(cell: dict[str, Any]) -> tuple[Task, Any, Any, Any, Any]:
@@ -133,7 +137,7 @@ def _setup(cell: dict[str, Any]) -> tuple[Task, Any, Any, Any, Any]:
     env = RewardScalingWrapper(episodes, ppo.reward_scaling)
     family = FAMILIES[cell["family"]]
     make_network = functools.partial(
-        build_network, task, family.network_family, base.observation_size, base.action_size
+        build_network, task, family.name, base.observation_size, base.action_size
     )
     # The benchmark's configuration (shared hyperparameters, no bootstrap at timeouts),
     # with one progress chunk per evaluation.

@@ -14,7 +14,12 @@ Sizes follow the speed benchmark (:mod:`nnx_ppo_benchmarks.settings`) so that th
   the LSTM family has one LSTM per port;
 - ``graph_nv``: the ``graph`` network trained with ``PPOConfig(normalize_values=True)``
   (value targets standardised), what the graph tutorial tells users to do when actor
-  and critic share populations (nnx-ppo 0.3.0 has no such option).
+  and critic share populations (nnx-ppo 0.3.0 has no such option);
+- ``mlp_default``, ``mlp_default_stack``, ``lstm_default``: the ``mlp``, ``mlp_stack``
+  and ``lstm`` networks with Playground's default head sizes (policy 32x4, value
+  256x5, the speed benchmark's ``mlp_default``), so that memory is compared with the
+  lower bound at equal capacity: about six times the parameters of the small heads,
+  most of them in the critic.
 
 All use swish activations, an observation normalizer and the shared entropy weight
 and ``min_std``.
@@ -23,6 +28,7 @@ and ``min_std``.
 from __future__ import annotations
 
 import dataclasses
+from typing import TypedDict
 
 __all__ = ["FAMILIES", "STACK", "Family"]
 
@@ -38,8 +44,13 @@ class Family:
         name: Key on the command line and in the results.
         description: One line for the report.
         implementations: The implementations that can build it.
-        network: The family whose network it builds (``name`` itself by default).
+        network: The kind of network it builds, a family name (``name`` itself by
+            default): ``"mlp"``, ``"mlp_stack"``, ``"lstm"``, ``"gru"``, ``"graph"``
+            or ``"graph_split"``.
         normalize_values: Train with ``PPOConfig(normalize_values=True)`` (ours only).
+        policy_hidden: Hidden widths of the policy MLP (after the recurrent layer, if
+            any; the graph families have none).
+        value_hidden: Hidden widths of the value MLP, likewise.
     """
 
     name: str
@@ -47,20 +58,31 @@ class Family:
     implementations: tuple[str, ...] = ("ours", "nnx-ppo-0.3.0")
     network: str = ""
     normalize_values: bool = False
+    policy_hidden: tuple[int, ...] = ()
+    value_hidden: tuple[int, ...] = ()
 
     @property
     def network_family(self) -> str:
-        """The family name the children build the network of."""
+        """The kind of network the children build (with this family's head sizes)."""
         return self.network or self.name
 
+
+class _Heads(TypedDict):
+    policy_hidden: tuple[int, ...]
+    value_hidden: tuple[int, ...]
+
+
+_SMALL = _Heads(policy_hidden=(32, 32), value_hidden=(64, 64))
+_AFTER_RECURRENT = _Heads(policy_hidden=(32,), value_hidden=(64,))
+_PLAYGROUND = _Heads(policy_hidden=(32,) * 4, value_hidden=(256,) * 5)
 
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
-        Family("mlp", "MLP, policy 32x32, value 64x64 (no memory)"),
-        Family("mlp_stack", f"MLP over the last {STACK} observations (Delay lines)"),
-        Family("lstm", "LSTM 64 per port, then policy 32, value 64"),
-        Family("gru", "GRU 64 per port, then policy 32, value 64", ("ours",)),
+        Family("mlp", "MLP, policy 32x32, value 64x64 (no memory)", **_SMALL),
+        Family("mlp_stack", f"MLP over the last {STACK} observations (Delay lines)", **_SMALL),
+        Family("lstm", "LSTM 64 per port, then policy 32, value 64", **_AFTER_RECURRENT),
+        Family("gru", "GRU 64 per port, then policy 32, value 64", ("ours",), **_AFTER_RECURRENT),
         Family("graph", "PopulationGraph ring: 8 populations of 16, delays 1-2"),
         Family("graph_split", "the graph ring per port (actor and critic)", ("ours",)),
         Family(
@@ -69,6 +91,24 @@ FAMILIES: dict[str, Family] = {
             ("ours",),
             network="graph",
             normalize_values=True,
+        ),
+        Family(
+            "mlp_default",
+            "MLP, Playground default: policy 32x4, value 256x5 (no memory)",
+            network="mlp",
+            **_PLAYGROUND,
+        ),
+        Family(
+            "mlp_default_stack",
+            f"the Playground-default MLP over the last {STACK} observations",
+            network="mlp_stack",
+            **_PLAYGROUND,
+        ),
+        Family(
+            "lstm_default",
+            "LSTM 64 per port, then Playground's default policy 32x4, value 256x5",
+            network="lstm",
+            **_PLAYGROUND,
         ),
     )
 }
