@@ -37,7 +37,7 @@ def build_network(family: str, spec: RunSpec, obs_size: int, action_size: int) -
             kind,
             policy_hidden=this.policy_hidden,
             value_hidden=this.value_hidden,
-            lstm_size=64 if kind == "lstm" else 0,
+            lstm_size=this.recurrent_size,
         )
         return nnx_ppo_030.build_network(spec, obs_size, action_size, network)
     if kind != "mlp_stack":

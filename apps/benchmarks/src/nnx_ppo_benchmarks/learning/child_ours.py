@@ -69,6 +69,7 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, rngs
     ppo = PPOSettings()
     spec = FAMILIES[family]
     kind, policy, value = spec.network_family, spec.policy_hidden, spec.value_hidden
+    width = spec.recurrent_size
     common: dict[str, Any] = dict(
         rngs=rngs,
         activation=nnx.swish,
@@ -79,22 +80,26 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, rngs
     if kind == "mlp":
         return make_mlp_actor_critic(obs_size, action_size, policy, value, **common)
     if kind == "lstm":
-        return make_lstm_actor_critic(obs_size, action_size, 64, policy, value, **common)
+        return make_lstm_actor_critic(obs_size, action_size, width, policy, value, **common)
     sampler, per_action = _sampler(task, rngs, ppo)
     head_out = per_action * action_size
     if kind == "gru":
         adapter = PPOAdapter(
             action=Sequential(
-                [GRU(obs_size, 64, rngs=rngs), MLP(64, policy, head_out, rngs=rngs), sampler]
+                [
+                    GRU(obs_size, width, rngs=rngs),
+                    MLP(width, policy, head_out, rngs=rngs),
+                    sampler,
+                ]
             ),
-            value=Sequential([GRU(obs_size, 64, rngs=rngs), MLP(64, value, 1, rngs=rngs)]),
+            value=Sequential([GRU(obs_size, width, rngs=rngs), MLP(width, value, 1, rngs=rngs)]),
         )
         return Sequential([Normalizer(obs_size), adapter])
     if kind == "mlp_stack":
-        width = STACK * obs_size
+        stacked = STACK * obs_size
         adapter = PPOAdapter(
-            action=Sequential([MLP(width, policy, head_out, rngs=rngs), sampler]),
-            value=MLP(width, value, 1, rngs=rngs),
+            action=Sequential([MLP(stacked, policy, head_out, rngs=rngs), sampler]),
+            value=MLP(stacked, value, 1, rngs=rngs),
         )
         return Sequential([Normalizer(obs_size), _frame_stack(obs_size), adapter])
     if kind in ("graph", "graph_split"):

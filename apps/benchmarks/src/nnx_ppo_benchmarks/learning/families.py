@@ -51,6 +51,7 @@ class Family:
         policy_hidden: Hidden widths of the policy MLP (after the recurrent layer, if
             any; the graph families have none).
         value_hidden: Hidden widths of the value MLP, likewise.
+        recurrent_size: Width of the LSTM or GRU of each port (recurrent kinds only).
     """
 
     name: str
@@ -60,6 +61,7 @@ class Family:
     normalize_values: bool = False
     policy_hidden: tuple[int, ...] = ()
     value_hidden: tuple[int, ...] = ()
+    recurrent_size: int = 0
 
     @property
     def network_family(self) -> str:
@@ -74,6 +76,7 @@ class _Heads(TypedDict):
 
 _SMALL = _Heads(policy_hidden=(32, 32), value_hidden=(64, 64))
 _AFTER_RECURRENT = _Heads(policy_hidden=(32,), value_hidden=(64,))
+_RECURRENT_SIZE = 64
 _PLAYGROUND = _Heads(policy_hidden=(32,) * 4, value_hidden=(256,) * 5)
 
 FAMILIES: dict[str, Family] = {
@@ -81,8 +84,19 @@ FAMILIES: dict[str, Family] = {
     for f in (
         Family("mlp", "MLP, policy 32x32, value 64x64 (no memory)", **_SMALL),
         Family("mlp_stack", f"MLP over the last {STACK} observations (Delay lines)", **_SMALL),
-        Family("lstm", "LSTM 64 per port, then policy 32, value 64", **_AFTER_RECURRENT),
-        Family("gru", "GRU 64 per port, then policy 32, value 64", ("ours",), **_AFTER_RECURRENT),
+        Family(
+            "lstm",
+            "LSTM 64 per port, then policy 32, value 64",
+            recurrent_size=_RECURRENT_SIZE,
+            **_AFTER_RECURRENT,
+        ),
+        Family(
+            "gru",
+            "GRU 64 per port, then policy 32, value 64",
+            ("ours",),
+            recurrent_size=_RECURRENT_SIZE,
+            **_AFTER_RECURRENT,
+        ),
         Family("graph", "PopulationGraph ring: 8 populations of 16, delays 1-2"),
         Family("graph_split", "the graph ring per port (actor and critic)", ("ours",)),
         Family(
@@ -108,6 +122,7 @@ FAMILIES: dict[str, Family] = {
             "lstm_default",
             "LSTM 64 per port, then Playground's default policy 32x4, value 256x5",
             network="lstm",
+            recurrent_size=_RECURRENT_SIZE,
             **_PLAYGROUND,
         ),
     )
