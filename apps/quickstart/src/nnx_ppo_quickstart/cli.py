@@ -64,6 +64,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--resume", action="store_true", help="continue from the latest checkpoint in --output-dir"
     )
+    parser.add_argument(
+        "--no-stagger",
+        action="store_true",
+        help="start every training episode at step 0 (default: staggered starts in the first "
+        "half of the episode with a fresh reset per episode, which the recurrent networks "
+        "need on fixed-length tasks; see wrap_for_training)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser.parse_args(argv)
 
@@ -78,6 +85,12 @@ def eval_history(jsonl_path: Path) -> list[tuple[int, dict[str, float]]]:
             metrics = {k: v for k, v in record.items() if k != "step" and v is not None}
             history.append((int(record["step"]), metrics))
     return history
+
+
+def _reset_mode(args: argparse.Namespace) -> str:
+    """``"fresh"`` with staggered starts (a new start per episode), else brax's
+    ``"cached"``."""
+    return "cached" if args.no_stagger else "fresh"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,9 +108,11 @@ def main(argv: list[str] | None = None) -> int:
             episode_length=args.episode_length,
             reward_scaling=args.reward_scaling,
             brax_backend=args.brax_backend,
+            stagger=not args.no_stagger,
         )
         network = make_network(args.network, envs.observation_size, envs.action_size, args.seed)
-        config = train_config(args, seed=args.seed)
+        # Staggered starts need a freshly drawn reset per episode (wrap_for_training).
+        config = train_config(args, seed=args.seed, reset_mode=_reset_mode(args))
     except (ValueError, TypeError) as error:
         return fail(PROG, str(error))
 

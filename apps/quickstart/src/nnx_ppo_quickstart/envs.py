@@ -6,7 +6,7 @@ import dataclasses
 import warnings
 from typing import Any
 
-from nnx_ppo.wrappers import EpisodeWrapper, RewardScalingWrapper
+from nnx_ppo.wrappers import RewardScalingWrapper, wrap_for_training
 
 __all__ = ["EnvPair", "available_envs", "make_envs"]
 
@@ -46,9 +46,16 @@ def available_envs() -> dict[str, list[str]]:
 
 
 def make_envs(
-    name: str, *, episode_length: int, reward_scaling: float, brax_backend: str
+    name: str,
+    *,
+    episode_length: int,
+    reward_scaling: float,
+    brax_backend: str,
+    stagger: bool = True,
 ) -> EnvPair:
-    """Load ``name`` from brax (first) or Playground and wrap it for training.
+    """Load ``name`` from brax (first) or Playground and wrap it for training
+    (`wrap_for_training`: staggered starts unless ``stagger=False``); the evaluation
+    environment plays whole episodes.
 
     Raises:
         ValueError: If no registry knows ``name``; the message lists the valid names.
@@ -70,6 +77,7 @@ def make_envs(
     else:
         valid = ", ".join(names["brax"] + names["playground"]) or "(install brax or playground)"
         raise ValueError(f"unknown --env {name!r}; valid choices: {valid}")
-    train = RewardScalingWrapper(EpisodeWrapper(base, episode_length), reward_scaling)
-    evaluation = EpisodeWrapper(base, episode_length)
+    episodes = wrap_for_training(base, episode_length=episode_length, stagger=stagger)
+    train = RewardScalingWrapper(episodes, reward_scaling)
+    evaluation = wrap_for_training(base, episode_length=episode_length, stagger=False)
     return EnvPair(train, evaluation, source, base.observation_size, base.action_size)

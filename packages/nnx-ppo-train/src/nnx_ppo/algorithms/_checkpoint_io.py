@@ -4,7 +4,9 @@ A checkpoint folder holds three orbax items: ``network`` and ``train`` (dicts of
 arrays keyed ``"000000"``, ``"000001"``, ... in pytree-flattening order) and ``meta``
 (JSON: for every array its path, shape, dtype and CRC-32, plus run metadata). PRNG key
 arrays are stored as their raw ``uint32`` data and rewrapped with the template's
-implementation.
+implementation. Arrays with no elements (an MJX ``Data`` holds many: ``contact.dist``
+``(0,)``, ``site_xpos`` ``(0, 3)``, ...) carry no data: their record alone (``"key":
+None``) restores them, since orbax (tensorstore) refuses to write zero-size arrays.
 """
 
 from __future__ import annotations
@@ -105,14 +107,19 @@ def crc(x: np.ndarray) -> int:
 
 
 def encode(tree: Any) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
-    """Host copies of the array leaves keyed ``"000000"``... and their records."""
+    """Host copies of the array leaves keyed ``"000000"``... and their records.
+
+    A zero-size array is recorded (path, shape, dtype) with ``"key": None`` and not
+    stored: it has no values, and orbax cannot write it.
+    """
     arrays, records = {}, []
     for i, (path, leaf) in enumerate(flatten(tree)[0]):
         if not hasattr(leaf, "dtype"):
             continue
         data = host_copy(leaf)
-        key = f"{i:06d}"
-        arrays[key] = data
+        key = f"{i:06d}" if data.size else None
+        if key is not None:
+            arrays[key] = data
         records.append({"key": key, "path": path, **describe(leaf), "crc32": crc(data)})
     return arrays, records
 
@@ -215,9 +222,12 @@ def decode(
             leaves.append(leaf)
             continue
         record = next(records)
-        if record["key"] not in arrays:
+        if record["key"] is None:  # zero-size: the template's shape and dtype are its value
+            data = host_copy(leaf)
+        elif record["key"] not in arrays:
             raise Unreadable(f"{where}: array '{path}' is missing")
-        data = np.asarray(arrays[record["key"]])
+        else:
+            data = np.asarray(arrays[record["key"]])
         if crc(data) != record["crc32"]:
             raise Unreadable(f"{where}: array '{path}' fails its CRC-32 check")
         if is_key(leaf):
@@ -289,6 +299,37 @@ def read_items(
         return {n: restored[n] for n in names}
     except Exception as e:
         raise Unreadable(f"{where}: cannot read its arrays ({type(e).__name__}: {e})") from e
+
+
+def write_probe(folder: Path, items: Mapping[str, Mapping[str, np.ndarray]]) -> None:
+    """Write ``items`` (``{name: {key: array}}``) as orbax items under ``folder``, as
+    a checkpoint writes them (`Checkpointer.probe`'s test write)."""
+    with ocp.Checkpointer(ocp.CompositeCheckpointHandler(**handlers())) as writer:
+        writer.save(
+            folder,
+            args=ocp.args.Composite(
+                **{name: ocp.args.StandardSave(dict(arrays)) for name, arrays in items.items()}
+            ),
+            force=True,
+        )
+
+
+def first_unwritable(
+    folder: Path, items: Mapping[str, tuple[Mapping[str, np.ndarray], list[dict[str, Any]]]]
+) -> dict[str, Any] | None:
+    """The record of the first array that orbax fails to write on its own, or ``None``
+    if each one can be written (then the folder itself is the problem)."""
+    for arrays, records in items.values():
+        for record in records:
+            if record["key"] is None:
+                continue
+            try:
+                write_probe(folder, {"network": {record["key"]: arrays[record["key"]]}})
+            except Exception:
+                return record
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+    return None
 
 
 def remove_leftovers(directory: Path) -> None:

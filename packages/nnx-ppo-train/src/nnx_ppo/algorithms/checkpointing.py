@@ -16,13 +16,30 @@ with three orbax items:
   statistics, RNG stream keys and counters), all that `load_network` reads;
 - ``train``: the rest of the `TrainState`: optimizer
   state, the run's PRNG key, the iteration counter, the environment states and network
-  carries (array leaves), the open-episode statistics;
+  carries (array leaves, zero-size ones included: an MJX ``Data`` has many), the
+  open-episode statistics;
 - ``meta`` (JSON): the format version, the step, the last logged metrics, the configs as
   plain JSON data (`config_to_dict`; nothing is pickled), the versions of the
   packages, and for every array its path, shape, dtype and CRC-32.
 
 Restoring this state continues a run bit for bit as if it had never stopped (on the
 same hardware and software), because the whole iteration is a pure function of it.
+
+**Light checkpoints.** ``Checkpointer(..., env_state=False)`` leaves out everything that
+belongs to the environments (`ENV_FIELDS`: environment and reset states, network
+carries, open-episode statistics, per-environment randomized models). A resume then
+starts every environment from a fresh reset (the trainer's freshly initialised state)
+with the saved parameters, optimizer state, statistics, key and step count: not bit for
+bit, but the checkpoint is small and holds nothing a simulator defines (a resume after a
+simulator upgrade that changed its state still works). The run keeps its ``n_envs``:
+the step count is kept as completed iterations. Exact resume with the environment state
+is the default.
+
+**Probed before training.** `Checkpointer.restore`, which every trainer calls once
+before compiling, first writes the template state to a scratch folder next to the
+checkpoints: a state orbax cannot store, or a directory that cannot be written, is an
+`UnsavableStateError` naming the leaf, before any training time is spent, not a crash
+at the first save.
 Arrays are saved as host copies made before `Checkpointer.save` returns, so the
 trainer may donate the state's buffers to the next device call right away.
 
@@ -70,10 +87,12 @@ from nnx_ppo.algorithms.faults import raise_if_non_finite
 from nnx_ppo.algorithms.types import TrainState
 
 __all__ = [
+    "ENV_FIELDS",
     "CheckpointMismatchError",
     "Checkpointer",
     "CorruptedCheckpointError",
     "CorruptedCheckpointWarning",
+    "UnsavableStateError",
     "config_from_dict",
     "config_to_dict",
     "load_metadata",
@@ -98,6 +117,40 @@ class CheckpointMismatchError(ValueError):
     expected vs found shape and dtype)."""
 
 
+class UnsavableStateError(ValueError):
+    """A training state that cannot be written as a checkpoint (raised by the probe in
+    `Checkpointer.restore`, before training starts)."""
+
+
+ENV_FIELDS = ("env_state", "reset_state", "carry", "teacher_carry", "episodes", "models")
+"""The training-state fields that belong to the environments, left out of light
+checkpoints (``Checkpointer(env_state=False)``) and re-initialised on resume."""
+
+
+def _without_env(state: Any) -> Any:
+    """``state`` with its `ENV_FIELDS` set to ``None`` (those it has)."""
+    fields = {name: None for name in ENV_FIELDS if hasattr(state, name)}
+    return state.replace(**fields)
+
+
+def _n_envs(state: Any) -> int | None:
+    """The number of environments of a training state (the last axis of its episode
+    statistics: a sweep's have a leading run axis), or ``None``."""
+    episodes = getattr(state, "episodes", None)
+    shape = np.shape(getattr(episodes, "episode_return", None))
+    return int(shape[-1]) if shape else None
+
+
+def _with_env_of(state: Any, template: Any) -> Any:
+    """``state`` with the `ENV_FIELDS` it lacks (``None``) taken from ``template``."""
+    fields = {
+        name: getattr(template, name)
+        for name in ENV_FIELDS
+        if hasattr(state, name) and getattr(state, name) is None
+    }
+    return state.replace(**fields)
+
+
 # --------------------------------------------------------------------------- restore
 
 
@@ -114,6 +167,9 @@ def _restore_trees(
     for a readable checkpoint that does not fit the templates.
     """
     meta = _read_meta(manager, step, where)
+    if "train" in templates and meta.get("env_state") is False:
+        # A light checkpoint (see the module docstring): no environment fields.
+        templates = {**templates, "train": _without_env(templates["train"])}
     records = {}
     for name, template in templates.items():
         saved = meta.get("arrays", {}).get(name)
@@ -271,6 +327,9 @@ class Checkpointer:
             is made); the final save and `close` wait for it.
         resume: Continue from the checkpoints in ``directory``; ``False`` requires it to
             hold none (leftovers of unfinished saves do not count).
+        env_state: Save the environment fields (`ENV_FIELDS`) too, so a resume continues
+            bit for bit (the default). ``False`` writes light checkpoints: a resume
+            restarts the environments from fresh resets and may change ``n_envs``.
 
     Raises:
         TypeError: If an argument has the wrong type.
@@ -309,13 +368,14 @@ class Checkpointer:
         keep_every_steps: int | None = None,
         async_save: bool = False,
         resume: bool = True,
+        env_state: bool = True,
     ) -> None:
         if not isinstance(directory, str | os.PathLike):
             raise TypeError(f"directory={directory!r} must be a path (str or os.PathLike).")
         check_optional_int("save_every_steps", save_every_steps, 1)
         check_optional_int("max_to_keep", max_to_keep, 1)
         check_optional_int("keep_every_steps", keep_every_steps, 1)
-        for name, flag in (("async_save", async_save), ("resume", resume)):
+        for name, flag in (("async_save", async_save), ("resume", resume), ("env_state", env_state)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name}={flag!r} must be a bool (True or False).")
         self.directory = Path(directory).expanduser().absolute()
@@ -340,6 +400,8 @@ class Checkpointer:
         self.keep_every_steps = keep_every_steps
         self.async_save = async_save
         self.resume = resume
+        self.env_state = env_state
+        self._probed = False
         self._manager = _io.manager(self.directory, create=True, async_save=async_save)
         self._last_saved: int | None = None
         self._restored_step: int | None = None
@@ -386,7 +448,14 @@ class Checkpointer:
         ``weight_decay``) resumes into a config with it, and back, because those
         transforms hold no state (the documented recovery from a divergence).
 
+        A light checkpoint (written with ``env_state=False``) restores everything but
+        the environment fields, which are taken from ``template`` (fresh resets).
+
+        The first call also probes ``template`` (`probe`), so a state that cannot be
+        saved fails here, before training, not at the first checkpoint.
+
         Raises:
+            UnsavableStateError: If ``template`` cannot be written (see `probe`).
             CheckpointMismatchError: If the checkpoint's arrays do not match
                 ``template`` (a different network or config, e.g. ``n_envs``, or a
                 constant learning rate replaced by a schedule); the message names the
@@ -394,6 +463,8 @@ class Checkpointer:
             CorruptedCheckpointError: If the requested ``step`` cannot be read.
             FileNotFoundError: If there is no checkpoint at ``step``.
         """
+        if not self._probed:
+            self.probe(template)
         if step is None and not self.resume:
             return None
         self._manager.wait_until_finished()
@@ -421,12 +492,67 @@ class Checkpointer:
                     stacklevel=2,
                 )
             return None
-        restored_step, trees, _ = found
+        restored_step, trees, meta = found
+        if meta.get("env_state") is False and meta.get("n_envs") != _n_envs(template):
+            raise CheckpointMismatchError(
+                f"the light checkpoint at step {restored_step} in {self.directory} was "
+                f"written with n_envs={meta.get('n_envs')}, and the run resumes with "
+                f"n_envs={_n_envs(template)}. Resume with n_envs={meta.get('n_envs')}: the "
+                "step count is kept as completed iterations of n_envs x rollout_length."
+            )
         self._restored_step = self._last_saved = restored_step
-        return trees["train"].replace(
+        return _with_env_of(trees["train"], template).replace(
             params=trees["network"]["params"],
             network_state=trees["network"]["network_state"],
         )
+
+    def probe(self, template: Any) -> None:
+        """Write ``template`` (a training state) to a scratch folder in the checkpoint
+        directory and delete it: checks, once and before training, that every leaf of
+        the state can be saved and that the directory is writable.
+
+        Every trainer calls it through `restore`. Only the writing process probes.
+
+        Raises:
+            UnsavableStateError: Naming the first leaf that cannot be written (its path,
+                shape and dtype), or the directory, with the fix.
+        """
+        self._probed = True
+        if not self._writer:
+            return
+        items = self._encode(template)
+        scratch = self.directory / f"probe{_io.TMP}"
+        shutil.rmtree(scratch, ignore_errors=True)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            _io.write_probe(scratch, {name: arrays for name, (arrays, _) in items.items()})
+        except Exception as error:
+            leaf = _io.first_unwritable(scratch, items)
+            what = (
+                f"the leaf '{leaf['path']}' ({_io.shape_text(leaf)})"
+                if leaf is not None
+                else f"the directory {self.directory}"
+            )
+            fix = (
+                "Keep such leaves out of the environment state, or write light checkpoints "
+                "(Checkpointer(..., env_state=False)) if the leaf is an environment's."
+                if leaf is not None
+                else "Choose a directory this process can write."
+            )
+            raise UnsavableStateError(
+                f"Checkpointer: the training state cannot be saved: writing {what} fails "
+                f"({type(error).__name__}: {error}). {fix}"
+            ) from error
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _encode(self, state: Any) -> dict[str, tuple[dict[str, np.ndarray], list[Any]]]:
+        """``{"network": (arrays, records), "train": (arrays, records)}`` of ``state``."""
+        network = {"params": state.params, "network_state": state.network_state}
+        train = state.replace(params=None, network_state=None)
+        if not self.env_state:
+            train = _without_env(train)
+        return {"network": _io.encode(network), "train": _io.encode(train)}
 
     def is_due(self, step: int, *, final: bool = False) -> bool:
         """Whether `save` at ``step`` would write (on process 0).
@@ -482,10 +608,8 @@ class Checkpointer:
         step = int(step)
         raise_if_non_finite(state.non_finite, step)
 
-        network, network_records = _io.encode(
-            {"params": state.params, "network_state": state.network_state}
-        )
-        train, train_records = _io.encode(state.replace(params=None, network_state=None))
+        items = self._encode(state)
+        (network, network_records), (train, train_records) = items["network"], items["train"]
         meta = {
             "format": _io.FORMAT,
             "format_version": _io.FORMAT_VERSION,
@@ -495,6 +619,8 @@ class Checkpointer:
             "metrics": {str(k): _io.to_json(float(v)) for k, v in (metrics or {}).items()},
             "config": self._config,
             "versions": _io.versions(),
+            "env_state": self.env_state,
+            "n_envs": _n_envs(state),
             "arrays": {"network": network_records, "train": train_records},
         }
         # No save is in flight past this point (one writer at a time).
@@ -580,7 +706,7 @@ class Checkpointer:
         return (
             f"Checkpointer({str(self.directory)!r}, save_every_steps={self.save_every_steps}, "
             f"max_to_keep={self.max_to_keep}, keep_every_steps={self.keep_every_steps}, "
-            f"async_save={self.async_save}, resume={self.resume})"
+            f"async_save={self.async_save}, resume={self.resume}, env_state={self.env_state})"
         )
 
 

@@ -1,4 +1,5 @@
-"""Environment wrappers: episode truncation, reward scaling and auto-reset.
+"""Environment wrappers: episode truncation, reward scaling and auto-reset, and
+`wrap_for_training`, which sets an environment up for PPO.
 
 Wrappers act on one unbatched environment (ours, brax's or MuJoCo Playground's); the
 trainer vmaps the wrapped environment. Unknown attributes (``render``, ``dt``, ...) are
@@ -9,6 +10,7 @@ from nnx_ppo.wrappers.auto_reset import AutoResetWrapper, reset_done
 from nnx_ppo.wrappers.base import Wrapper
 from nnx_ppo.wrappers.episode import EpisodeWrapper
 from nnx_ppo.wrappers.reward_scaling import RewardScalingWrapper
+from nnx_ppo.wrappers.training import wrap_for_training
 
 __all__ = [
     "AutoResetWrapper",
@@ -16,4 +18,5 @@ __all__ = [
     "RewardScalingWrapper",
     "Wrapper",
     "reset_done",
+    "wrap_for_training",
 ]
