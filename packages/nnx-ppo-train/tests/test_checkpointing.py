@@ -31,6 +31,7 @@ from nnx_ppo.algorithms.checkpointing import (
     CheckpointMismatchError,
     CorruptedCheckpointError,
     CorruptedCheckpointWarning,
+    UnsavableStateError,
     config_from_dict,
     config_to_dict,
     load_metadata,
@@ -175,6 +176,86 @@ def test_resume_is_bitwise_exact(kind, nets, mlp_run, tmp_path):
         nnx.state(load_network(resumed_dir, build(), step=96)),
         nnx.state(load_network(source, build(), step=96)),
     )
+
+
+def _zero_size_paths(tree) -> list[str]:
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return [jax.tree_util.keystr(p) for p, x in leaves if hasattr(x, "size") and x.size == 0]
+
+
+def test_zero_size_leaves_round_trip_exactly(tmp_path):
+    # A MuJoCo Playground environment state (an MJX Data) holds zero-size arrays
+    # (contact.dist (n, 0), site_xpos (n, 0, 3), ...) that orbax refuses to write: the
+    # README's CartpoleBalance run used to crash at its final checkpoint. Zero-size
+    # leaves of every kind (float, int, bool, PRNG keys) restore with their shapes and
+    # dtypes, and every other leaf bit for bit.
+    registry = pytest.importorskip("mujoco_playground").registry
+    env = registry.load("CartpoleBalance", config_overrides={"impl": "jax"})
+    reset = jax.jit(jax.vmap(env.reset))
+
+    def with_env(key):
+        template = template_state(mlp(), tiny_config(16))
+        extra = {"keys": jax.random.split(jax.random.key(3), 0), "flags": jnp.zeros((4, 0), bool)}
+        return template.replace(env_state=(reset(jax.random.split(key, 4)), extra))
+
+    saved, other = with_env(jax.random.key(0)), with_env(jax.random.key(1))
+    empties = _zero_size_paths(saved)
+    assert any("contact" in p for p in empties) and any("keys" in p for p in empties)
+    with pytest.raises(AssertionError):  # the second template differs: the test can fail
+        assert_trees_equal(saved.env_state, other.env_state)
+    expected = as_numpy(saved)
+    with Checkpointer(tmp_path / "c") as ckpt:
+        assert ckpt.save(saved, 16, {}, final=True)
+    with Checkpointer(tmp_path / "c") as ckpt:
+        restored = ckpt.restore(other)
+    assert_trees_equal(restored, expected)
+    assert _zero_size_paths(restored) == empties
+    records = load_metadata(tmp_path / "c")["arrays"]["train"]
+    assert all(r["key"] is None for r in records if 0 in r["shape"])
+
+
+def test_an_unsavable_state_is_an_error_before_anything_is_written(tmp_path):
+    # Checkpointer.restore, which every trainer calls before compiling, probes the
+    # state: a leaf orbax cannot store is named there, not at the end of training.
+    template = template_state(mlp(), tiny_config(16))
+    bad = template.replace(env_state={"obs": template.env_state.obs, "label": np.array(["a"])})
+    with Checkpointer(tmp_path / "c", resume=False) as ckpt:
+        with pytest.raises(UnsavableStateError, match=r"'env_state/label' \(\(1,\) <U1\) is not a numeric"):
+            ckpt.restore(bad)
+        assert ckpt.restore(template) is None  # a good state passes (resume=False: None)
+    assert list((tmp_path / "c").iterdir()) == []  # no checkpoint, no probe left behind
+
+
+def test_light_checkpoints_hold_no_environment_state(tmp_path):
+    # env_state=False: no environment fields are saved; a resume continues from the
+    # saved step with the saved parameters and fresh resets, with the same n_envs.
+    directory = tmp_path / "light"
+    first, _ = train(mlp(), tiny_config(48), directory, env_state=False)
+    meta = load_metadata(directory)
+    assert meta["env_state"] is False and meta["n_envs"] == 4
+    saved_paths = [r["path"] for r in meta["arrays"]["train"]]
+    assert not [p for p in saved_paths if p.split("/")[0] in ("env_state", "carry", "episodes")]
+    assert any(p.startswith("opt_state/") for p in saved_paths)
+
+    template = template_state(mlp(seed=5), tiny_config(96))
+    with Checkpointer(directory) as ckpt:  # the checkpoint's kind decides, not the default
+        restored = ckpt.restore(template)
+    assert_trees_equal(restored.params, first.state.params)
+    assert_trees_equal(restored.opt_state, first.state.opt_state)
+    assert_trees_equal(restored.env_state, template.env_state)  # fresh resets
+    assert int(restored.iteration) == 3
+
+    records: dict[int, dict[str, float]] = {}
+    _, restored_step = train(mlp(), tiny_config(96), directory, records, env_state=False)
+    assert restored_step == 48 and list(records) == [64, 80, 96]
+
+    wider = TrainConfig(
+        ppo=PPOConfig(n_envs=8, rollout_length=4, n_minibatches=2, total_steps=96),
+        eval=EvalConfig(enabled=False),
+    )
+    with Checkpointer(directory, env_state=False) as ckpt:
+        with pytest.raises(CheckpointMismatchError, match=r"n_envs=4.*n_envs=8.*Resume with"):
+            ckpt.restore(template_state(mlp(), wider))
 
 
 def test_load_network_reproduces_the_deterministic_actions(mlp_run):
@@ -326,6 +407,7 @@ def test_resume_false_refuses_a_directory_with_checkpoints(mlp_run, tmp_path):
         ({"max_to_keep": 1.5}, TypeError, "max_to_keep=1.5 must be an int"),
         ({"keep_every_steps": -3}, ValueError, "keep_every_steps=-3"),
         ({"async_save": 1}, TypeError, "async_save=1 must be a bool"),
+        ({"env_state": "no"}, TypeError, "env_state='no' must be a bool"),
         ({"config": 3}, TypeError, "config=3 must be a dataclass"),
     ],
 )

@@ -19,6 +19,7 @@ from nnx_ppo.wrappers import (
     RewardScalingWrapper,
     Wrapper,
     reset_done,
+    wrap_for_training,
 )
 
 # brax's generalized backend imports jaxopt, which warns on import that it is unmaintained,
@@ -196,6 +197,58 @@ def test_stagger_under_auto_reset(full_reset):
     assert all(same) if not full_reset else not any(same)
 
 
+@pytest.mark.parametrize(
+    ("stagger", "expected"), [(True, 5), (False, 0), (3, 3), (0, 0), (11, 11)]
+)
+def test_wrap_for_training_staggers_half_the_episode_by_default(stagger, expected):
+    env = wrap_for_training(PointMass(), episode_length=11, action_repeat=2, stagger=stagger)
+    assert isinstance(env, EpisodeWrapper)
+    assert (env.episode_length, env.action_repeat, env.stagger) == (11, 2, expected)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"stagger": 0.5}, r"stagger=0.5 must be a bool"),
+        ({"stagger": 12}, r"stagger=12 must be an int in \[0, episode_length=11\]"),
+        ({"episode_length": 0}, r"episode_length=0 must be an int >= 1"),
+    ],
+)
+def test_wrap_for_training_validation(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        wrap_for_training(PointMass(), **{"episode_length": 11, **kwargs})
+
+
+def test_staggered_training_episodes_are_shorter_by_the_mean_start():
+    # The episode statistics of staggered training: PointMass never terminates, so every
+    # episode runs to the limit of 8 steps and lasts 8 - d steps, d uniform in [0, 4)
+    # (a fresh draw per episode with reset_mode="fresh"): 8 - 1.5 = 6.5 on average.
+    # Without the stagger, every episode lasts exactly 8 steps.
+    from flax import nnx
+
+    from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
+    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.networks.factories import make_mlp_actor_critic
+
+    lengths = []
+    config = TrainConfig(
+        ppo=PPOConfig(
+            n_envs=64, rollout_length=16, n_minibatches=2, n_epochs=1, total_steps=64 * 16 * 8,
+            reset_mode="fresh", log_level=LogLevel.ROLLOUT,
+        ),
+        eval=EvalConfig(enabled=False),
+    )  # fmt: skip
+    train_ppo(
+        wrap_for_training(PointMass(), episode_length=8, stagger=4),
+        make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0)),
+        config,
+        progress=False,
+        log_fn=lambda metrics, step: lengths.append(float(metrics["rollout/episode_length"])),
+    )
+    assert len(lengths) == 8
+    assert 6.3 < float(np.mean(lengths)) < 6.7, lengths
+
+
 def test_episode_wrapper_needs_its_own_reset():
     env = EpisodeWrapper(PointMass(), 5)
     with pytest.raises(ValueError, match=r"no 'steps' key.*Call reset on the wrapper"):
@@ -347,6 +400,7 @@ def test_package_exports():
         "RewardScalingWrapper",
         "Wrapper",
         "reset_done",
+        "wrap_for_training",
     ]
 
 
@@ -355,8 +409,10 @@ def test_docstring_examples_run(docstring_examples):
     import nnx_ppo.wrappers.base
     import nnx_ppo.wrappers.episode
     import nnx_ppo.wrappers.reward_scaling
+    import nnx_ppo.wrappers.training
 
     docstring_examples(
+        nnx_ppo.wrappers.training,
         nnx_ppo.wrappers.base,
         nnx_ppo.wrappers.episode,
         nnx_ppo.wrappers.reward_scaling,

@@ -314,22 +314,17 @@ def write_probe(folder: Path, items: Mapping[str, Mapping[str, np.ndarray]]) -> 
         )
 
 
-def first_unwritable(
-    folder: Path, items: Mapping[str, tuple[Mapping[str, np.ndarray], list[dict[str, Any]]]]
-) -> dict[str, Any] | None:
-    """The record of the first array that orbax fails to write on its own, or ``None``
-    if each one can be written (then the folder itself is the problem)."""
-    for arrays, records in items.values():
-        for record in records:
-            if record["key"] is None:
-                continue
-            try:
-                write_probe(folder, {"network": {record["key"]: arrays[record["key"]]}})
-            except Exception:
-                return record
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
-    return None
+def storable(dtype: str) -> bool:
+    """Whether arrays of ``dtype`` (a record's ``"dtype"``) can be checkpointed: booleans,
+    numbers (bfloat16 and the other ML dtypes included) and PRNG keys; not strings,
+    objects, dates or ``float0``."""
+    if dtype.startswith("key<"):
+        return True
+    try:
+        parsed = jnp.dtype(dtype)
+    except TypeError:
+        return False
+    return parsed == np.bool_ or bool(jnp.issubdtype(parsed, jnp.number))
 
 
 def remove_leftovers(directory: Path) -> None:

@@ -514,45 +514,46 @@ class Checkpointer:
         Every trainer calls it through `restore`. Only the writing process probes.
 
         Raises:
-            UnsavableStateError: Naming the first leaf that cannot be written (its path,
-                shape and dtype), or the directory, with the fix.
+            UnsavableStateError: Naming the first leaf that is not a numeric array (its
+                path, shape and dtype), or the directory that cannot be written, with
+                the fix.
         """
-        self._probed = True
         if not self._writer:
+            self._probed = True
             return
-        items = self._encode(template)
+        trees = self._trees(template)
+        for tree in trees.values():
+            for record in _io.template_records(tree):
+                if not _io.storable(record["dtype"]):
+                    raise UnsavableStateError(
+                        f"Checkpointer: the training state cannot be saved: its leaf "
+                        f"'{record['path']}' ({_io.shape_text(record)}) is not a numeric "
+                        "array, and checkpoints store numeric and boolean arrays (and PRNG "
+                        "keys). Keep such leaves out of the state (an environment's info "
+                        "and metrics should hold JAX arrays), or, if the leaf is an "
+                        "environment's, write light checkpoints: Checkpointer(..., "
+                        "env_state=False)."
+                    )
         scratch = self.directory / f"probe{_io.TMP}"
-        shutil.rmtree(scratch, ignore_errors=True)
-        self.directory.mkdir(parents=True, exist_ok=True)
         try:
-            _io.write_probe(scratch, {name: arrays for name, (arrays, _) in items.items()})
+            shutil.rmtree(scratch, ignore_errors=True)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _io.write_probe(scratch, {name: _io.encode(tree)[0] for name, tree in trees.items()})
         except Exception as error:
-            leaf = _io.first_unwritable(scratch, items)
-            what = (
-                f"the leaf '{leaf['path']}' ({_io.shape_text(leaf)})"
-                if leaf is not None
-                else f"the directory {self.directory}"
-            )
-            fix = (
-                "Keep such leaves out of the environment state, or write light checkpoints "
-                "(Checkpointer(..., env_state=False)) if the leaf is an environment's."
-                if leaf is not None
-                else "Choose a directory this process can write."
-            )
             raise UnsavableStateError(
-                f"Checkpointer: the training state cannot be saved: writing {what} fails "
-                f"({type(error).__name__}: {error}). {fix}"
+                f"Checkpointer: a test write of the training state to {self.directory} "
+                f"fails ({type(error).__name__}: {error}). Choose a directory this process "
+                "can write, with room for the state."
             ) from error
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+        self._probed = True
 
-    def _encode(self, state: Any) -> dict[str, tuple[dict[str, np.ndarray], list[Any]]]:
-        """``{"network": (arrays, records), "train": (arrays, records)}`` of ``state``."""
+    def _trees(self, state: Any) -> dict[str, Any]:
+        """The trees of the ``network`` and ``train`` items of ``state``."""
         network = {"params": state.params, "network_state": state.network_state}
         train = state.replace(params=None, network_state=None)
-        if not self.env_state:
-            train = _without_env(train)
-        return {"network": _io.encode(network), "train": _io.encode(train)}
+        return {"network": network, "train": train if self.env_state else _without_env(train)}
 
     def is_due(self, step: int, *, final: bool = False) -> bool:
         """Whether `save` at ``step`` would write (on process 0).
@@ -608,8 +609,10 @@ class Checkpointer:
         step = int(step)
         raise_if_non_finite(state.non_finite, step)
 
-        items = self._encode(state)
-        (network, network_records), (train, train_records) = items["network"], items["train"]
+        trees = self._trees(state)
+        (network, network_records), (train, train_records) = map(
+            _io.encode, (trees["network"], trees["train"])
+        )
         meta = {
             "format": _io.FORMAT,
             "format_version": _io.FORMAT_VERSION,
