@@ -261,7 +261,10 @@ def types(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Run every code block of the README and docs, then ``mkdocs build --strict``."""
     _install_workspace(session, "docs", "test")
-    session.run("pytest", *_parallel("load"), "tests", *session.posargs, env=_test_env())
+    session.run(
+        "pytest", *_parallel("load"), "tests", "-m", "not readme", *session.posargs,
+        env=_test_env(),
+    )  # fmt: skip
     session.run(
         "mkdocs",
         "build",
@@ -270,6 +273,17 @@ def docs(session: nox.Session) -> None:
         str(ROOT / "site"),
         env={"NO_MKDOCS_2_WARNING": "1"},  # material's banner about a future MkDocs 2
     )
+
+
+@nox.session(venv_backend="none")
+def readme(session: nox.Session) -> None:
+    """Run every command README.md and the getting-started pages advertise, as a user
+    would (``uv run ...`` in the workspace's environment, small step counts; see
+    tests/test_readme_commands.py). Not a default session; CI runs it after them."""
+    session.run(
+        "uv", "run", "pytest", "tests/test_readme_commands.py", "-m", "readme",
+        *session.posargs, external=True, env=_test_env(),
+    )  # fmt: skip
 
 
 _MODULES_ALONE_CHECK = """

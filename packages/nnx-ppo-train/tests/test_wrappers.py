@@ -197,9 +197,7 @@ def test_stagger_under_auto_reset(full_reset):
     assert all(same) if not full_reset else not any(same)
 
 
-@pytest.mark.parametrize(
-    ("stagger", "expected"), [(True, 5), (False, 0), (3, 3), (0, 0), (11, 11)]
-)
+@pytest.mark.parametrize(("stagger", "expected"), [(True, 5), (False, 0), (3, 3), (0, 0), (11, 11)])
 def test_wrap_for_training_staggers_half_the_episode_by_default(stagger, expected):
     env = wrap_for_training(PointMass(), episode_length=11, action_repeat=2, stagger=stagger)
     assert isinstance(env, EpisodeWrapper)

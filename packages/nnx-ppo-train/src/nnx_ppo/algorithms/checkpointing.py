@@ -375,7 +375,8 @@ class Checkpointer:
         check_optional_int("save_every_steps", save_every_steps, 1)
         check_optional_int("max_to_keep", max_to_keep, 1)
         check_optional_int("keep_every_steps", keep_every_steps, 1)
-        for name, flag in (("async_save", async_save), ("resume", resume), ("env_state", env_state)):
+        flags = (("async_save", async_save), ("resume", resume), ("env_state", env_state))
+        for name, flag in flags:
             if not isinstance(flag, bool):
                 raise TypeError(f"{name}={flag!r} must be a bool (True or False).")
         self.directory = Path(directory).expanduser().absolute()

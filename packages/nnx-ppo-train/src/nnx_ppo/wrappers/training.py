@@ -21,9 +21,9 @@ The episode-boundary contract, for every environment the trainer steps:
 - With ``stagger = S``, each reset starts ``info["steps"]`` at a uniform draw in
   ``[0, S)``, so a training episode that runs to its limit lasts ``episode_length - d``
   steps (``episode_length - (S - 1) / 2`` on average). The training episode statistics
-  (``rollout/episode_reward``, ``rollout/episode_length``) are of these shortened episodes; evaluations
-  play whole episodes (wrap the evaluation environment with ``stagger=False``), so
-  evaluation returns stay comparable across settings.
+  (``rollout/episode_reward``, ``rollout/episode_length``) are of these shortened
+  episodes; evaluations play whole episodes (wrap the evaluation environment with
+  ``stagger=False``), so evaluation returns stay comparable across settings.
 """
 
 from __future__ import annotations

@@ -1,0 +1,166 @@
+"""Runs the shell commands that README.md and the getting-started pages advertise.
+
+Every ``uv``/``pip`` command in their ``bash`` blocks and inline code spans is listed in
+`PLAN`, either with how it runs here (the literal command, with small step counts
+appended, in a scratch folder) or with the reason it does not (it is CI itself, or it
+is a server). A command added to those pages without an entry fails
+`test_every_advertised_command_has_a_plan`, so the pages cannot advertise an untested
+command. Run by ``uv run nox -s readme`` (CI runs it after the default sessions); the
+commands use the workspace's own environment, as a user's would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.readme
+
+ROOT = Path(__file__).parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs" / "getting-started").glob("*.md"))]
+_BASH = re.compile(r"```bash\n(.*?)```", re.S)
+_INLINE = re.compile(r"`((?:uv|pip) [^`]+)`")
+
+# Small settings for every training command: 4 iterations of 32 envs x 16 steps, an
+# evaluation and a checkpoint every 2 iterations, 100-step episodes.
+SMALL = (
+    "--steps 2048 --n-envs 32 --rollout-length 16 --n-minibatches 4 --n-epochs 2 "
+    "--eval-every 1024 --eval-envs 4 --episode-length 100 --checkpoint-every 1024 "
+    "--no-progress"
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    """How an advertised command runs here: ``append`` is added to it (``{tmp}`` in it
+    is the scratch folder); it runs in the scratch folder, or in the repository with
+    ``in_repo``; ``expect`` lists files (relative to the scratch folder) it must write,
+    and ``prints`` a text its output must hold."""
+
+    append: str = ""
+    expect: tuple[str, ...] = ()
+    prints: str = ""
+    in_repo: bool = False
+
+
+CI_RUNS_IT = "CI's own command: .ci/run runs it"
+PLAN: dict[str, Run | str] = {
+    # README: the two set-up commands (pip install uv is done by CI's set-up).
+    "uv run nnx-ppo-quickstart": Run(SMALL, ("outputs/quickstart",)),
+    "uv run nox": CI_RUNS_IT + " first (the README's test command)",
+    "uv run nnx-ppo-quickstart --help": Run(prints="--env", in_repo=True),
+    "uv run nnx-ppo-quickstart --env CartpoleBalance --output-dir runs/cartpole": Run(
+        SMALL, ("runs/cartpole/summary.json", "runs/cartpole/learning_curve.png")
+    ),
+    "uv run nnx-ppo-quickstart --env CartpoleBalance --output-dir runs/cartpole --resume "
+    "--steps 300000": Run(SMALL + " --steps 4096", ("runs/cartpole/summary.json",)),
+    "uv run nnx-ppo-export runs/cartpole --format stablehlo --out runs/cartpole-policy": Run(
+        expect=("runs/cartpole-policy/policy.json", "runs/cartpole-policy/step.stablehlo")
+    ),
+    "uv run nox -s export -- RUN_DIR --format onnx --out DIR": (
+        "builds the export session's own environment (minutes); that session's tests "
+        "export a quickstart run to ONNX with the same nnx-ppo-export call "
+        "(apps/export/tests/test_cli.py)"
+    ),
+    "uv run nnx-ppo-bench": Run(
+        "--implementations ours --environments current --networks mlp_small --repeats 1 "
+        "--steps 4096 --chunks 2 --n-envs 32 --eval-envs 2 --output-dir {tmp}/bench",
+        ("bench",),
+    ),
+    "uv run nnx-ppo-learning": Run(
+        "--tasks memory_d2 --families mlp --implementations ours --seeds 0 --steps 2048 "
+        "--environments current --output-dir {tmp}/learning",
+        ("learning",),
+    ),
+    "uv sync": Run(in_repo=True),
+    "uv run nox -l": Run(prints="readme", in_repo=True),
+    "uv run nox -s readme": CI_RUNS_IT + " (this file is that session)",
+    "uv run nox -s \"tests(package='nnx-modules', jax='latest')\"": CI_RUNS_IT
+    + " (a default session)",
+    "uv run nox -s lint types": CI_RUNS_IT + " (default sessions)",
+    "uv run nox -t floor": CI_RUNS_IT + " after the default sessions",
+    "uv run nox -s extended slow": CI_RUNS_IT + " after the default sessions",
+    "uv run mkdocs serve": "a server; `nox -s docs` builds the same site (mkdocs build --strict)",
+    "uv run mkdocs build": "`nox -s docs` runs it with --strict",
+    # Installs from the package index: `nox -s build` installs the built wheels into
+    # clean virtual environments and imports them.
+    "pip install nnx-modules": "an install from the package index (see `nox -s build`)",
+    "pip install nnx-graph": "an install from the package index (see `nox -s build`)",
+    'pip install "nnx-ppo-train[brax]"': "an install from the package index",
+    'pip install "nnx-ppo-train[playground]"': "an install from the package index",
+    'pip install "nnx-ppo-train[brax,logging]"': "an install from the package index",
+    # getting started
+    "uv run nnx-ppo-quickstart --network lstm": Run(SMALL, ("outputs/quickstart",)),
+}
+
+
+def _commands(text: str) -> list[str]:
+    """The ``uv``/``pip`` commands of a page, in order, without comments, continuation
+    lines joined and ``pip install uv && `` dropped."""
+    found = []
+    for block in _BASH.findall(text):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #")[0].strip()
+            if line.startswith("#") or not line:
+                continue
+            found.append(line.removeprefix("pip install uv && "))
+    for span in _INLINE.findall(text):
+        found.append(" ".join(span.split()))
+    commands = []
+    for command in found:
+        command = " ".join(command.split())
+        if command.startswith(("uv ", "pip ")) and command not in commands:
+            commands.append(command)
+    return commands
+
+
+ADVERTISED = [c for page in PAGES for c in _commands(page.read_text())]
+
+
+def test_every_advertised_command_has_a_plan():
+    missing = [c for c in ADVERTISED if c not in PLAN]
+    stale = [c for c in PLAN if c not in ADVERTISED]
+    assert not missing, f"commands without an entry in PLAN: {missing}"
+    assert not stale, f"PLAN entries no page advertises any more: {stale}"
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for every command, so the resume and export commands find the run
+    the first command wrote (the commands run in the order of the pages)."""
+    return tmp_path_factory.mktemp("readme")
+
+
+RUNNABLE = [c for c in dict.fromkeys(ADVERTISED) if isinstance(PLAN.get(c), Run)]
+
+
+@pytest.mark.parametrize("command", RUNNABLE)
+def test_advertised_command_runs(command: str, scratch: Path) -> None:
+    plan = PLAN[command]
+    assert isinstance(plan, Run)
+    argv = shlex.split(command) + shlex.split(plan.append.format(tmp=scratch))
+    if argv[:2] == ["uv", "run"] and not plan.in_repo:
+        argv[2:2] = ["--project", str(ROOT)]  # the workspace's environment, from scratch/
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "UV_PYTHON_DOWNLOADS": "never"}
+    env["JAX_COMPILATION_CACHE_DIR"] = str(ROOT / ".cache" / "jax")
+    done = subprocess.run(
+        argv, cwd=ROOT if plan.in_repo else scratch, env=env,
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"{command!r} exited {done.returncode}:\n{output[-4000:]}"
+    assert plan.prints in output
+    for name in plan.expect:
+        path = scratch / name
+        assert path.exists() and (path.is_dir() or path.stat().st_size > 0), name
+    if "--resume" in argv:
+        summary = json.loads((scratch / "runs/cartpole/summary.json").read_text())
+        assert summary["steps"] == 4096, summary  # continued from 2048 to 4096
+        assert summary["eval_steps"] == [0, 1024, 2048, 3072, 4096], summary
