@@ -28,6 +28,9 @@ def test_tiny_run_writes_every_output(tmp_path, capsys):
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert any("eval/episode_reward/mean" in r for r in records)
     assert "final eval return" in capsys.readouterr().out
+    # Staggered starts by default, with a fresh reset per episode.
+    stored = json.loads((out / "config.json").read_text())
+    assert stored["train_config"]["ppo"]["reset_mode"] == "fresh"
 
     # Resuming a finished run trains nothing more and keeps the step count and curve.
     assert main([*TINY, "--output-dir", str(out), "--resume"]) == 0
@@ -100,3 +103,19 @@ def test_unknown_preset_and_dict_sizes_are_rejected():
         make_network("transformer", 4, 1, 0)
     with pytest.raises(ValueError, match="vector observation"):
         make_network("mlp", {"pos": (3,)}, 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("flags", "stagger", "reset_mode"), [([], 20, "fresh"), (["--no-stagger"], 0, "cached")]
+)
+def test_training_episodes_are_staggered_unless_asked_not_to(flags, stagger, reset_mode):
+    from nnx_ppo_quickstart.cli import _reset_mode, parse_args
+    from nnx_ppo_quickstart.envs import make_envs
+
+    args = parse_args([*TINY, *flags])
+    envs = make_envs(
+        args.env, episode_length=40, reward_scaling=1.0, brax_backend="generalized",
+        stagger=not args.no_stagger,
+    )  # fmt: skip
+    assert (envs.train.stagger, envs.eval.stagger) == (stagger, 0)
+    assert _reset_mode(args) == reset_mode
