@@ -33,6 +33,8 @@ TMP = ".orbax-checkpoint-tmp"
 """Orbax's marker of an unfinished save's folder."""
 DELETING = ".nnx-ppo-deleting-"
 """Marker of a checkpoint folder renamed out of the way for deletion."""
+PROBE = ".nnx-ppo-probe"
+"""The scratch folder of `Checkpointer.probe`'s test write (outside the step names)."""
 _PACKAGES = (
     "nnx-ppo-train",
     "nnx-modules",
@@ -328,10 +330,11 @@ def storable(dtype: str) -> bool:
 
 
 def remove_leftovers(directory: Path) -> None:
-    """Remove unfinished saves and interrupted deletions of an earlier process."""
+    """Remove unfinished saves, interrupted deletions and probes of an earlier process."""
     if directory.is_dir():
         for entry in directory.iterdir():
-            if entry.is_dir() and (TMP in entry.name or DELETING in entry.name):
+            leftover = TMP in entry.name or DELETING in entry.name or entry.name == PROBE
+            if entry.is_dir() and leftover:
                 shutil.rmtree(entry, ignore_errors=True)
 
 

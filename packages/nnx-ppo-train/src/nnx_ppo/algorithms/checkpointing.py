@@ -535,11 +535,12 @@ class Checkpointer:
                         "environment's, write light checkpoints: Checkpointer(..., "
                         "env_state=False)."
                     )
-        scratch = self.directory / f"probe{_io.TMP}"
+        scratch = self.directory / _io.PROBE
         try:
             shutil.rmtree(scratch, ignore_errors=True)
-            self.directory.mkdir(parents=True, exist_ok=True)
-            _io.write_probe(scratch, {name: _io.encode(tree)[0] for name, tree in trees.items()})
+            scratch.mkdir(parents=True)
+            items = {name: _io.encode(tree)[0] for name, tree in trees.items()}
+            _io.write_probe(scratch / "state", items)
         except Exception as error:
             raise UnsavableStateError(
                 f"Checkpointer: a test write of the training state to {self.directory} "
