@@ -28,6 +28,7 @@ def test_video_is_rendered_after_training(monkeypatch, tmp_path):
 
     written = []
     monkeypatch.setattr(video_module, "_write_video", lambda *a: written.append(a))
+    monkeypatch.setattr(video_module, "_writer_problem", lambda: None)
     env = EpisodeWrapper(_RenderablePointMass(), episode_length=4)
     net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
     config = TrainConfig(
@@ -45,3 +46,54 @@ def test_video_is_rendered_after_training(monkeypatch, tmp_path):
 
     with pytest.raises(ValueError, match="render"):
         train_ppo(EpisodeWrapper(PointMass(), 4), net, config, progress=False)
+
+
+class _BrokenRenderPointMass(_RenderablePointMass):
+    def render(self, trajectory, height, width, camera=None):
+        raise RuntimeError("gladLoadGL error")  # as MuJoCo without an OpenGL context
+
+
+def _video_config(tmp_path):
+    from nnx_ppo.algorithms.config import VideoConfig
+
+    return TrainConfig(
+        ppo=PPOConfig(n_envs=2, rollout_length=2, n_minibatches=1, total_steps=4),
+        eval=NO_EVAL,
+        video=VideoConfig(enabled=True, directory=str(tmp_path), episode_length=6),
+    )
+
+
+def test_a_machine_that_cannot_render_fails_before_training(monkeypatch, tmp_path):
+    from nnx_ppo.algorithms import video as video_module
+
+    monkeypatch.setattr(video_module, "_writer_problem", lambda: None)
+    logged = []
+    net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+    env = EpisodeWrapper(_BrokenRenderPointMass(), episode_length=4)
+    with pytest.raises(ValueError, match=r"eval_env cannot render a frame.*gladLoadGL.*MUJOCO_GL"):
+        train_ppo(
+            env,
+            net,
+            _video_config(tmp_path),
+            progress=False,
+            log_fn=lambda metrics, step: logged.append(step),
+        )
+    assert logged == []  # refused before the first iteration
+
+
+@pytest.mark.parametrize(
+    ("mediapy", "ffmpeg", "match"),
+    [(False, "/usr/bin/ffmpeg", r"nnx-ppo-train\[video\]"), (True, None, "ffmpeg binary")],
+)
+def test_videos_need_mediapy_and_ffmpeg(mediapy, ffmpeg, match, monkeypatch, tmp_path):
+    import sys
+    import types
+
+    from nnx_ppo.algorithms import video as video_module
+
+    monkeypatch.setitem(sys.modules, "mediapy", types.ModuleType("mediapy") if mediapy else None)
+    monkeypatch.setattr(video_module.shutil, "which", lambda name: ffmpeg)
+    net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+    env = EpisodeWrapper(_RenderablePointMass(), episode_length=4)
+    with pytest.raises(ValueError, match=match):
+        train_ppo(env, net, _video_config(tmp_path), progress=False)

@@ -152,7 +152,7 @@ def train_ppo(
         devices=run.devices, mesh=run.mesh, advantage_mode=ppo.advantage_mode,
     )  # fmt: skip
     if config.video.enabled:
-        check_video_env(eval_env)
+        check_video_env(eval_env, video=config.video)
     randomization, eval_randomization = run_randomizations(
         env, eval_env, run.randomization_fn, ppo.n_envs, config.eval,
         redraw_every=run.redraw_every,

@@ -4,6 +4,7 @@ rendered with the environment's own ``render`` and written as MP4 with ``mediapy
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -22,11 +23,44 @@ def _write_video(path: str, frames: Any, fps: float) -> None:
     mediapy.write_video(path, frames, fps=fps)
 
 
-def check_video_env(env: Any, *, env_name: str = "eval_env") -> None:
-    """Check that ``env`` can render videos (before anything is compiled).
+def _writer_problem() -> str | None:
+    """Why MP4 files cannot be written here (``mediapy`` or ``ffmpeg`` missing), or
+    ``None``."""
+    try:
+        import mediapy  # noqa: F401
+    except ImportError:
+        return (
+            "writing MP4 needs mediapy: pip install 'nnx-ppo-train[video]' (it also "
+            "needs an ffmpeg binary on PATH)"
+        )
+    if shutil.which("ffmpeg") is None:
+        return (
+            "mediapy writes MP4 with an ffmpeg binary, and none is on PATH: install one "
+            "(apt-get install ffmpeg, or conda install ffmpeg)"
+        )
+    return None
+
+
+def _uses_pipeline_state(env: Any) -> bool:
+    """Whether ``env.render`` takes brax pipeline states rather than env states."""
+    return type(getattr(env, "unwrapped", env)).__module__.startswith("brax")
+
+
+def check_video_env(
+    env: Any, *, env_name: str = "eval_env", video: VideoConfig | None = None
+) -> None:
+    """Check that ``env`` can render videos and that they can be written, before
+    anything is compiled.
+
+    With ``video``, one frame of a reset state is rendered at the video's size and
+    camera, so a machine without an OpenGL renderer (MuJoCo needs ``MUJOCO_GL=egl`` on
+    a headless GPU machine, ``osmesa`` for software rendering, or a display) fails here
+    rather than after training.
 
     Raises:
-        ValueError: If ``env`` has no ``render`` method; names ``env_name``.
+        ValueError: If ``env`` has no ``render`` method, cannot render a frame here, or
+            MP4 files cannot be written (``mediapy`` or ``ffmpeg`` missing); names
+            ``env_name`` and the fix.
     """
     if not callable(getattr(env, "render", None)):
         raise ValueError(
@@ -35,6 +69,22 @@ def check_video_env(env: Any, *, env_name: str = "eval_env") -> None:
             f"{env_name} is a {type(env).__name__}, which has none. Pass an eval_env "
             "that renders, or disable the video."
         )
+    if video is None:
+        return
+    problem = _writer_problem()
+    if problem is not None:
+        raise ValueError(f"VideoConfig(enabled=True): {problem}; or disable the video.")
+    state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    frame = state.pipeline_state if _uses_pipeline_state(env) else state
+    try:
+        env.render([frame], height=video.height, width=video.width, camera=video.camera)
+    except Exception as error:  # MuJoCo raises its own FatalError without a renderer
+        raise ValueError(
+            f"VideoConfig(enabled=True): {env_name} cannot render a frame on this "
+            f"machine ({type(error).__name__}: {error}). MuJoCo renders with OpenGL: set "
+            "MUJOCO_GL=egl on a headless GPU machine or MUJOCO_GL=osmesa for software "
+            "rendering (libosmesa), or run with a display; or disable the video."
+        ) from error
 
 
 def make_video_recorder(
@@ -55,8 +105,7 @@ def make_video_recorder(
     """
     check_video_env(env)
     fps = video.fps or (1.0 / float(env.dt) if hasattr(env, "dt") else 30.0)
-    unwrapped = getattr(env, "unwrapped", env)
-    pipeline = type(unwrapped).__module__.startswith("brax")
+    pipeline = _uses_pipeline_state(env)
 
     @jax.jit
     def trajectory(params, network_state, key):
