@@ -1,0 +1,953 @@
+"""The integration matrix: environment families x run features.
+
+`MATRIX` says, for every environment family and run feature, whether the combination
+works (``"pass"``) or is refused (``"refused: <reason>"``); `test_cell` is parametrized
+from it, one case per cell, and the how-to page ``docs/how-to/feature-matrix.md`` shows
+the same table (`test_the_docs_page_shows_this_matrix` keeps the two equal). A passing
+cell runs the feature and checks its result; a refused cell checks the named error and
+that the training program was not compiled before it.
+
+Cost (CI's budget): one short training run per family (`MatrixRuns.trained`: 4 envs x 4
+steps, 4 iterations in 2 device calls, 20-step episodes, 8-unit networks) is shared by
+the evaluation, checkpoint, resume, sweep, export and activation cells. A physics
+family's training program takes about 40 s to compile on 2 CPU cores, and a resumed
+run compiles it again (its restored arrays are committed to the device, a fresh
+state's are not, so the program differs), so the physics families' cells that compile
+more than the shared run (`EXTENDED`) run in ``nox -s extended``; so do the cells that
+start processes. The default selection takes about 3 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from nnx_ppo.algorithms.activations import record_activations_rollout
+from nnx_ppo.algorithms.checkpointing import Checkpointer, load_metadata, load_network
+from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig, VideoConfig
+from nnx_ppo.algorithms.ppo import TrainResult, train_ppo
+from nnx_ppo.algorithms.progress import TRAINING_PROGRESS, TRAINING_STEP, progress_info
+from nnx_ppo.algorithms.randomization import make_randomization, model_holder
+from nnx_ppo.algorithms.sweeps import SweepResult, train_many
+from nnx_ppo.envs import DictObsEnv
+from nnx_ppo.networks.adapter import PPOAdapter
+from nnx_ppo.networks.containers import Concat, Sequential, Splitter
+from nnx_ppo.networks.export import DeterministicPolicy, export_policy, load_stablehlo
+from nnx_ppo.networks.factories import make_mlp_actor_critic
+from nnx_ppo.networks.feedforward import MLP, Dense
+from nnx_ppo.networks.normalizer import Normalizer
+from nnx_ppo.networks.recording import extract_activations, with_recording
+from nnx_ppo.networks.sampling_layers import NormalTanhSampler
+from nnx_ppo.networks.utils import Filter, Map
+from nnx_ppo.wrappers import Wrapper, wrap_for_training
+
+brax_envs = pytest.importorskip("brax.envs")
+playground_registry = pytest.importorskip("mujoco_playground").registry
+
+# --------------------------------------------------------------------------- the matrix
+
+BRAX, PLAYGROUND, DICT_OBS = "brax inverted_pendulum", "Playground CartpoleBalance", "DictObsEnv"
+FAMILIES = (BRAX, PLAYGROUND, DICT_OBS)
+PHYSICS = (BRAX, PLAYGROUND)
+
+EVALUATION = "train + periodic evaluation"
+ROUND_TRIP = "checkpoint round trip"
+RESUME = "exact resume"
+LIGHT = "light checkpoint resume"
+SWEEP = "sweep (train_many)"
+RANDOMIZATION = "domain randomization"
+SWEEP_RANDOMIZATION = "sweep + randomization"
+CURRICULUM = "curriculum (training progress)"
+EXPORT = "export (StableHLO)"
+ACTIVATIONS = "recorded activations"
+VIDEO = "video"
+FEATURES = (
+    EVALUATION, ROUND_TRIP, RESUME, LIGHT, SWEEP, RANDOMIZATION, SWEEP_RANDOMIZATION, CURRICULUM,
+    EXPORT, ACTIVATIONS, VIDEO,
+)  # fmt: skip
+
+PASS = "pass"
+NO_MODEL = "refused: no physics model to randomize"
+NO_SWEEP_RANDOMIZATION = "refused: train_many does not support randomization_fn"
+NO_RENDER = "refused: the environment has no render method"
+NO_RENDERER = "refused: cannot render a frame (no OpenGL renderer)"
+
+MATRIX: dict[tuple[str, str], str] = {
+    **{(family, feature): PASS for family in FAMILIES for feature in FEATURES},
+    **{(family, SWEEP_RANDOMIZATION): NO_SWEEP_RANDOMIZATION for family in FAMILIES},
+    (DICT_OBS, RANDOMIZATION): NO_MODEL,
+    (DICT_OBS, VIDEO): NO_RENDER,
+    **{(family, VIDEO): NO_RENDERER for family in PHYSICS},
+}
+"""``(family, feature) -> "pass" | "refused: <reason>"``: what `test_cell` checks and the
+how-to page shows."""
+
+EXTENDED = {
+    (family, feature)
+    for family in PHYSICS
+    for feature in (RESUME, LIGHT, SWEEP, RANDOMIZATION, CURRICULUM, ACTIVATIONS, VIDEO)
+}
+"""The physics families' cells that compile their training program again, or another
+program with the environment in it (10 to 40 s each on 2 CPU cores), or start
+processes: run by ``nox -s extended``."""
+
+DOCS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "how-to" / "feature-matrix.md"
+
+# --------------------------------------------------------------------------- settings
+
+N_ENVS, ROLLOUT_LENGTH, ITERATIONS_PER_CALL = 4, 4, 2
+STEPS_PER_ITERATION = N_ENVS * ROLLOUT_LENGTH  # 16
+HALF = ITERATIONS_PER_CALL * STEPS_PER_ITERATION  # 32: one device call
+TOTAL = 2 * HALF  # 64: four iterations in two device calls
+EPISODE_LENGTH = 20
+LOG = LogLevel.LOSSES | LogLevel.ACTOR | LogLevel.CRITIC | LogLevel.ROLLOUT  # no wall time
+EVAL = EvalConfig(every_steps=HALF, n_envs=2, max_episode_length=EPISODE_LENGTH)
+NO_EVAL = EvalConfig(enabled=False)
+
+
+def train_config(
+    total_steps: int, *, evaluation: EvalConfig = EVAL, log_level: LogLevel = LOG
+) -> TrainConfig:
+    """Every run of the matrix: only ``total_steps``, the evaluation and the log level
+    differ, and the first two do not change the compiled training program."""
+    ppo = PPOConfig(
+        n_envs=N_ENVS,
+        rollout_length=ROLLOUT_LENGTH,
+        n_minibatches=2,
+        n_epochs=2,
+        total_steps=total_steps,
+        learning_rate=3e-3,
+        reset_mode="fresh",
+        iterations_per_call=ITERATIONS_PER_CALL,
+        log_level=log_level,
+    )
+    return TrainConfig(ppo=ppo, eval=evaluation, seed=0)
+
+
+# --------------------------------------------------------------------------- families
+
+
+def randomize_pendulum(sys, rng):
+    """brax-style: the pole's mass (link 1) x U(0.5, 2) and each joint's damping
+    x U(0.5, 3), one draw per key of ``rng``."""
+
+    @jax.vmap
+    def draw(key):
+        mass_key, damping_key = jax.random.split(key)
+        mass = sys.link.inertia.mass.at[1].multiply(
+            jax.random.uniform(mass_key, minval=0.5, maxval=2.0)
+        )
+        damping = sys.dof.damping * jax.random.uniform(
+            damping_key, sys.dof.damping.shape, minval=0.5, maxval=3.0
+        )
+        return mass, damping
+
+    mass, damping = draw(rng)
+    in_axes = jax.tree.map(lambda _: None, sys).tree_replace(
+        {"link.inertia.mass": 0, "dof.damping": 0}
+    )
+    return sys.tree_replace({"link.inertia.mass": mass, "dof.damping": damping}), in_axes
+
+
+def randomize_cartpole(mjx_model, rng):
+    """Playground-style: the pole's mass (body 2) x U(0.5, 2) and every joint's damping
+    + U(0, 0.5)."""
+
+    @jax.vmap
+    def draw(key):
+        mass_key, damping_key = jax.random.split(key)
+        mass = mjx_model.body_mass.at[2].multiply(
+            jax.random.uniform(mass_key, minval=0.5, maxval=2.0)
+        )
+        damping = mjx_model.dof_damping + jax.random.uniform(
+            damping_key, mjx_model.dof_damping.shape, maxval=0.5
+        )
+        return mass, damping
+
+    mass, damping = draw(rng)
+    in_axes = jax.tree.map(lambda _: None, mjx_model).tree_replace(
+        {"body_mass": 0, "dof_damping": 0}
+    )
+    return mjx_model.tree_replace({"body_mass": mass, "dof_damping": damping}), in_axes
+
+
+def dict_obs_network(rngs: nnx.Rngs) -> nnx.Module:
+    """DictObsEnv's network: a normalizer per observation key, one Dense per key
+    concatenated, an MLP actor split into one tanh-normal sampler per action key."""
+    return Sequential(
+        [
+            Normalizer({"goal": 2, "proprio": 3}),
+            Concat(goal=Dense(2, 8, rngs=rngs), proprio=Dense(3, 8, rngs=rngs)),
+            PPOAdapter(
+                action=Sequential(
+                    [
+                        MLP(16, (8,), 6, rngs=rngs),
+                        Splitter(arm=4, gripper=2),
+                        Map(arm=NormalTanhSampler(rngs), gripper=NormalTanhSampler(rngs)),
+                    ]
+                ),
+                value=MLP(16, (8,), 1, rngs=rngs),
+            ),
+        ]
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One environment family: the unwrapped environment, its network factory
+    (``make_network(nnx.Rngs(seed))``, as `train_many` calls it) and its randomizer."""
+
+    name: str
+    env: Any
+    make_network: Callable[[nnx.Rngs], nnx.Module]
+    randomization_fn: Callable[..., Any] | None
+
+    def train_env(self, env: Any = None) -> Any:
+        """``env`` (default: the family's) wrapped for training: staggered starts."""
+        env = self.env if env is None else env
+        return wrap_for_training(env, episode_length=EPISODE_LENGTH, stagger=True)
+
+    def eval_env(self, env: Any = None) -> Any:
+        """``env`` wrapped for evaluation: whole episodes."""
+        env = self.env if env is None else env
+        return wrap_for_training(env, episode_length=EPISODE_LENGTH, stagger=False)
+
+
+def build_family(name: str) -> Family:
+    if name == BRAX:
+        env = brax_envs.get_environment("inverted_pendulum", backend="generalized")
+        randomizer: Callable[..., Any] | None = randomize_pendulum
+    elif name == PLAYGROUND:
+        env = playground_registry.load("CartpoleBalance", config_overrides={"impl": "jax"})
+        randomizer = randomize_cartpole
+    else:
+        return Family(name, DictObsEnv(), dict_obs_network, None)
+    obs_size, action_size = env.observation_size, env.action_size
+
+    def make_network(rngs: nnx.Rngs) -> nnx.Module:
+        return make_mlp_actor_critic(obs_size, action_size, (8,), (8,), rngs=rngs)
+
+    return Family(name, env, make_network, randomizer)
+
+
+class ProgressCurriculum(Wrapper):
+    """A curriculum that reads the training progress: the reward is scaled by
+    ``1 + training_progress``, and the step reports the progress and step count it read
+    as the metrics ``progress`` and ``trained`` (float32)."""
+
+    def reset(self, rng: jax.Array) -> Any:
+        state = self.env.reset(rng)
+        zero = jnp.zeros((), jnp.float32)
+        return state.replace(
+            info={**state.info, **progress_info()},
+            metrics={**state.metrics, "progress": zero, "trained": zero},
+        )
+
+    def step(self, state: Any, action: Any) -> Any:
+        progress = state.info[TRAINING_PROGRESS]
+        trained = state.info[TRAINING_STEP].astype(jnp.float32)
+        state = self.env.step(state, action)
+        return state.replace(
+            reward=state.reward * (1.0 + progress),
+            metrics={**state.metrics, "progress": progress, "trained": trained},
+        )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def host(tree: Any) -> Any:
+    """Host copies, PRNG keys as their raw data (so they compare with array_equal)."""
+
+    def leaf(x: Any) -> np.ndarray:
+        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x = jax.random.key_data(x)
+        return np.array(x)
+
+    return jax.tree.map(leaf, tree)
+
+
+def assert_trees_equal(a: Any, b: Any) -> None:
+    """Bitwise equality of two trees (structure, then every leaf, named on failure)."""
+    a, b = host(a), host(b)
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    leaves = zip(jax.tree_util.tree_flatten_with_path(a)[0], jax.tree.leaves(b), strict=True)
+    for (path, x), y in leaves:
+        np.testing.assert_array_equal(x, y, err_msg=jax.tree_util.keystr(path))
+
+
+def trees_differ(a: Any, b: Any) -> bool:
+    return any(
+        x.shape != y.shape or not np.array_equal(x, y, equal_nan=True)
+        for x, y in zip(jax.tree.leaves(host(a)), jax.tree.leaves(host(b)), strict=True)
+    )
+
+
+def step_dirs(directory: Path) -> list[int]:
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+LOWERING_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+
+
+@contextlib.contextmanager
+def lowered_programs() -> Iterator[list[str]]:
+    """The names of the programs JAX lowers for compilation inside the block (lowering
+    precedes both compiling and a persistent-cache lookup; ``jax.eval_shape`` and
+    tracing lower nothing)."""
+    names: list[str] = []
+
+    def listener(event: str, duration: float, **kwargs: Any) -> None:
+        if event == LOWERING_EVENT:
+            names.append(str(kwargs.get("fun_name")))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield names
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+def refused_before_compiling(call: Callable[[], Any], error: type[Exception], match: str) -> None:
+    """``call()`` raises ``error`` matching ``match``, and compiles nothing first.
+
+    The call runs twice: the first run may compile JAX's one-off eager operations (a
+    PRNG key, a parameter initializer), which are cached for the second; a trainer builds
+    new programs on every call, so any lowering in the second run means the refusal came
+    after compiling (`test_cell`'s resume check shows that a repeated run lowers its
+    training program again)."""
+    with pytest.raises(error, match=match):
+        call()
+    with lowered_programs() as lowered, pytest.raises(error, match=match):
+        call()
+    assert lowered == [], f"compiled {lowered} before refusing"
+
+
+class TeeHook:
+    """A checkpoint hook that resumes from ``full`` and saves every state to ``full``
+    and to ``light`` (a ``Checkpointer(env_state=False)``), keeping host copies of the
+    states ``full`` wrote."""
+
+    def __init__(self, full: Checkpointer, light: Checkpointer) -> None:
+        self.full, self.light = full, light
+        self.saved: dict[int, Any] = {}
+
+    def restore(self, template: Any) -> Any:
+        return self.full.restore(template)
+
+    def save(self, state: Any, step: int, metrics: Mapping[str, float], *, final: bool = False):
+        wrote = self.full.save(state, step, metrics, final=final)
+        self.light.save(state, step, metrics, final=final)
+        if wrote:
+            self.saved[step] = host(state)
+        return wrote
+
+
+class RestoreRecorder:
+    """A checkpoint hook around a `Checkpointer` that keeps a host copy of the state its
+    ``restore`` returned."""
+
+    def __init__(self, inner: Checkpointer) -> None:
+        self.inner = inner
+        self.restored: Any = None
+
+    def restore(self, template: Any) -> Any:
+        state = self.inner.restore(template)
+        self.restored = None if state is None else host(state)
+        return state
+
+    def save(self, state: Any, step: int, metrics: Mapping[str, float], *, final: bool = False):
+        return self.inner.save(state, step, metrics, final=final)
+
+
+@dataclasses.dataclass
+class Trained:
+    """A family's shared run: `TOTAL` steps in one go, evaluated every `HALF` steps,
+    with full checkpoints in ``directory`` and light ones in ``light_directory`` at
+    `HALF` and `TOTAL`."""
+
+    family: Family
+    network: nnx.Module
+    result: TrainResult
+    records: dict[int, dict[str, float]]
+    directory: Path
+    light_directory: Path
+    saved: dict[int, Any]
+
+
+class MatrixRuns:
+    """The module's runs, built on first use and kept (one of each per family). A run
+    that failed is not retried: the cells that use it fail at once, naming it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._built: dict[tuple[str, str], Any] = {}
+
+    def _once(self, what: str, name: str, build: Callable[[], Any]) -> Any:
+        if (what, name) not in self._built:
+            try:
+                self._built[what, name] = build()
+            except Exception as error:
+                self._built[what, name] = error
+                raise
+        built = self._built[what, name]
+        if isinstance(built, Exception):
+            raise RuntimeError(f"the {what} run of {name} failed in an earlier cell") from built
+        return built
+
+    def family(self, name: str) -> Family:
+        return self._once("family", name, lambda: build_family(name))
+
+    def trained(self, name: str) -> Trained:
+        return self._once("shared", name, lambda: self._train(name))
+
+    def sweep(self, name: str) -> SweepResult:
+        return self._once("sweep", name, lambda: self._sweep(name))
+
+    def curriculum(self, name: str) -> tuple[TrainResult, dict[int, dict[str, float]]]:
+        """A run on the family's environment inside `ProgressCurriculum`, logging the
+        environment's metrics; the physics families train it on randomized models (their
+        `RANDOMIZATION` cell checks the same run)."""
+        return self._once("curriculum", name, lambda: self._curriculum(name))
+
+    def _train(self, name: str) -> Trained:
+        family = self.family(name)
+        root = self.root / re.sub(r"\W+", "_", name)
+        config = train_config(TOTAL)
+        network = family.make_network(nnx.Rngs(0))
+        records: dict[int, dict[str, float]] = {}
+        with (
+            Checkpointer(root / "full", config=config, save_every_steps=HALF) as full,
+            Checkpointer(
+                root / "light", config=config, save_every_steps=HALF, env_state=False
+            ) as light,
+        ):
+            hook = TeeHook(full, light)
+            result = train_ppo(
+                family.train_env(), network, config, progress=False,
+                eval_env=family.eval_env(), checkpoint=hook,
+                log_fn=lambda metrics, step: records.__setitem__(step, dict(metrics)),
+            )  # fmt: skip
+        return Trained(family, network, result, records, root / "full", root / "light", hook.saved)
+
+    def _sweep(self, name: str) -> SweepResult:
+        family = self.family(name)
+        return train_many(
+            family.train_env(), family.make_network, train_config(TOTAL),
+            seeds=[0, 1], eval_env=family.eval_env(), progress=False,
+        )  # fmt: skip
+
+    def _curriculum(self, name: str) -> tuple[TrainResult, dict[int, dict[str, float]]]:
+        family = self.family(name)
+        env = ProgressCurriculum(family.env)
+        records: dict[int, dict[str, float]] = {}
+        result = train_ppo(
+            family.train_env(env), family.make_network(nnx.Rngs(0)),
+            train_config(TOTAL, log_level=LOG | LogLevel.ENV_METRICS), progress=False,
+            eval_env=family.eval_env(env), randomization_fn=family.randomization_fn,
+            log_fn=lambda metrics, step: records.__setitem__(step, dict(metrics)),
+        )  # fmt: skip
+        return result, records
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> MatrixRuns:
+    return MatrixRuns(tmp_path_factory.mktemp("matrix"))
+
+
+# --------------------------------------------------------------------------- passing cells
+
+
+def check_evaluation(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    trained = runs.trained(name)
+    result = trained.result
+    assert result.total_steps == TOTAL
+    # A log at the start (the first evaluation) and after every device call.
+    assert sorted(trained.records) == [0, HALF, TOTAL]
+    assert [s for s, m in sorted(trained.records.items()) if "loss/total" in m] == [HALF, TOTAL]
+    # Evaluations before training, every HALF steps and after training.
+    assert [step for step, _ in result.eval_history] == [0, HALF, TOTAL]
+    for _, metrics in result.eval_history:
+        assert np.isfinite(metrics["eval/episode_reward/mean"])
+        length = metrics["eval/episode_length/mean"]
+        if name == BRAX:  # the pole may fall before the time limit
+            assert 1 <= length <= EPISODE_LENGTH
+        else:  # these never terminate: every episode runs to the limit
+            assert length == EPISODE_LENGTH
+    # Training changed the deterministic policy's return.
+    first, last = result.eval_history[0][1], result.eval_history[-1][1]
+    assert first["eval/episode_reward/mean"] != last["eval/episode_reward/mean"]
+
+
+def zero_size_paths(tree: Any) -> list[str]:
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return [jax.tree_util.keystr(path) for path, x in leaves if np.size(x) == 0]
+
+
+def check_round_trip(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    # The checkpoints the shared run wrote restore the states it saved, bitwise, and the
+    # final one's network loads for inference. For the Playground family the
+    # environment state is an MJX Data with zero-size leaves (contact.dist (0,),
+    # site_xpos (0, 3)): a checkpoint must record them (a fixed data-loss bug).
+    trained = runs.trained(name)
+    directory = tmp_path / "checkpoints"
+    shutil.copytree(trained.directory, directory)
+    assert step_dirs(directory) == [HALF, TOTAL]
+    assert_trees_equal(trained.saved[TOTAL], trained.result.state)
+    with Checkpointer(directory) as ckpt:
+        for step in (HALF, TOTAL):
+            restored = ckpt.restore(trained.result.state, step=step)
+            assert_trees_equal(restored, trained.saved[step])
+            assert zero_size_paths(restored) == zero_size_paths(trained.saved[step])
+    assert trees_differ(trained.saved[HALF].params, trained.saved[TOTAL].params)
+    if name == PLAYGROUND:
+        empty = zero_size_paths(trained.saved[TOTAL].env_state)
+        assert any("contact" in path for path in empty), empty
+    network = load_network(directory, trained.family.make_network(nnx.Rngs(1)))
+    assert_trees_equal(nnx.state(network), nnx.state(trained.network))
+
+
+def check_resume(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    # Interrupted after HALF steps (the shared run's later checkpoint removed, as if it
+    # had been stopped there), then resumed in a new train_ppo call with a new
+    # Checkpointer: the whole final state (parameters, optimizer, environment states,
+    # carries, key) and the evaluation at TOTAL equal the uninterrupted run's, bitwise.
+    # The Playground family's (its MJX state has zero-size leaves) is stopped harder:
+    # kill -9 of a training process, resumed in another (`check_resume_after_kill`).
+    if name == PLAYGROUND:
+        check_resume_after_kill(runs, name, tmp_path)
+        return
+    trained = runs.trained(name)
+    family = trained.family
+    directory = tmp_path / "resumed"
+    shutil.copytree(trained.directory, directory)
+    assert step_dirs(directory) == [HALF, TOTAL]
+    shutil.rmtree(directory / str(TOTAL))
+    config = train_config(TOTAL)
+    records: dict[int, dict[str, float]] = {}
+    with (
+        Checkpointer(directory, config=config, save_every_steps=HALF) as ckpt,
+        lowered_programs() as lowered,
+    ):
+        resumed = train_ppo(
+            family.train_env(), family.make_network(nnx.Rngs(1)), config, progress=False,
+            eval_env=family.eval_env(), checkpoint=ckpt,
+            log_fn=lambda metrics, step: records.__setitem__(step, dict(metrics)),
+        )  # fmt: skip
+        assert ckpt.restored_step == HALF
+    assert sorted(records) == [TOTAL]  # it continued from HALF
+    assert records[TOTAL] == trained.records[TOTAL]
+    assert_trees_equal(resumed.state, trained.result.state)
+    assert resumed.eval_history == [e for e in trained.result.eval_history if e[0] > HALF]
+    # The compile detector of the refused cells sees a repeated run's training program.
+    assert any("train_call" in program for program in lowered), lowered
+
+
+def check_light(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    # The shared run also wrote light checkpoints (Checkpointer(env_state=False)). A run
+    # resumed from the one at HALF continues at HALF with the saved parameters,
+    # optimizer state and key, and restarts the environments from fresh resets.
+    trained = runs.trained(name)
+    family = trained.family
+    directory = tmp_path / "light"
+    shutil.copytree(trained.light_directory, directory)
+    shutil.rmtree(directory / str(TOTAL))
+    meta = load_metadata(directory)
+    assert meta["env_state"] is False and meta["step"] == HALF
+    config = train_config(TOTAL, evaluation=NO_EVAL)
+    records: dict[int, dict[str, float]] = {}
+    with Checkpointer(directory, config=config, save_every_steps=HALF, env_state=False) as ckpt:
+        hook = RestoreRecorder(ckpt)
+        result = train_ppo(
+            family.train_env(), family.make_network(nnx.Rngs(1)), config, progress=False,
+            checkpoint=hook, log_fn=lambda metrics, step: records.__setitem__(step, metrics),
+        )  # fmt: skip
+        assert ckpt.restored_step == HALF
+    saved, restored = trained.saved[HALF], hook.restored
+    assert sorted(records) == [TOTAL]
+    assert int(restored.iteration) == HALF // STEPS_PER_ITERATION
+    for field in ("params", "network_state", "opt_state", "rng", "iteration"):
+        assert_trees_equal(getattr(restored, field), getattr(saved, field))
+    assert trees_differ(restored.env_state, saved.env_state)  # fresh resets, not saved ones
+    assert result.total_steps == TOTAL and step_dirs(directory) == [HALF, TOTAL]
+    assert all(np.isfinite(x).all() for x in jax.tree.leaves(host(result.state.params)))
+    assert trees_differ(result.state.params, restored.params)  # it trained on
+
+
+def check_sweep(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    # Two seeds in one program. Run 0 is the shared run (seed 0, network nnx.Rngs(0)),
+    # to float32 rounding (a vmapped program fuses reductions differently); run 1
+    # starts from other parameters.
+    sweep = runs.sweep(name)
+    trained = runs.trained(name)
+    assert sweep.total_steps == TOTAL and sweep.seeds == [0, 1]
+    for history in sweep.eval_histories:
+        assert [step for step, _ in history] == [0, HALF, TOTAL]
+        assert all(np.isfinite(m["eval/episode_reward/mean"]) for _, m in history)
+    ours = host(sweep.run_state(0).params)
+    theirs = host(trained.result.state.params)
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        sweep.eval_histories[0][0][1]["eval/episode_reward/mean"],
+        trained.result.eval_history[0][1]["eval/episode_reward/mean"],
+        rtol=1e-4,
+    )
+    assert trees_differ(sweep.run_state(1).params, sweep.run_state(0).params)
+
+
+def check_randomization(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    # The curriculum run of a physics family trains on randomized models: the run's
+    # models are those drawn from its seed (train_ppo: the first of three splits of
+    # PRNGKey(seed)), one per environment, and the environment's nominal model is back
+    # in place afterwards.
+    family = runs.family(name)
+    holder, attribute = model_holder(family.env)
+    nominal = getattr(holder, attribute)
+    result, _ = runs.curriculum(name)
+    env = family.train_env(ProgressCurriculum(family.env))
+    init_key = jax.random.split(jax.random.PRNGKey(0), 3)[0]
+    drawn = make_randomization(env, family.randomization_fn, N_ENVS).initial(init_key)
+    assert_trees_equal(result.state.models, drawn)
+    # One pole mass per environment (brax: link 1; Playground: body 2).
+    path, pole = ("link/inertia/mass", 1) if name == BRAX else ("body_mass", 2)
+    poles = result.state.models[path][:, pole]
+    assert len(set(np.asarray(poles).tolist())) == N_ENVS
+    assert getattr(holder, attribute) is nominal
+    assert all(np.isfinite(m["eval/episode_reward/mean"]) for _, m in result.eval_history)
+
+
+def check_curriculum(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    # Iteration k steps at rollout steps t = 0..3 with training_step = (4k + t) * 4 envs,
+    # mean 16k + 6 over its rollout; device call c runs iterations 2c and 2c + 1 and
+    # logs their mean, 32c + 14, and the progress (32c + 14) / 64: what the environment
+    # read.
+    _, logged = runs.curriculum(name)
+    records = {step: metrics for step, metrics in logged.items() if "loss/total" in metrics}
+    assert sorted(records) == [HALF, TOTAL]
+    for c, step in enumerate(sorted(records)):
+        assert records[step]["env/trained"] == 32 * c + 14
+        assert records[step]["env/progress"] == pytest.approx((32 * c + 14) / TOTAL, abs=1e-7)
+
+
+def check_export(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    # The trained network's deterministic policy, exported to StableHLO and loaded back,
+    # gives the JAX network's eval() actions on real observations: the environments'
+    # observations at the end of training.
+    trained = runs.trained(name)
+    env, network = trained.family.env, trained.network
+    obs = trained.result.state.env_state.obs
+    reference = nnx.clone(network)
+    reference.eval()
+    expected = reference(reference.initialize_state(N_ENVS), obs).output.actions
+    policy = DeterministicPolicy(network, env.observation_size)
+    assert policy.carry_names == ()  # a feedforward policy
+    _, actions = policy.step({}, obs)  # the pure-JAX step the export serializes
+    loaded = load_stablehlo(export_policy(policy, None, tmp_path / "policy"))
+    exported = loaded.step(dict(zip(policy.observation_names, jax.tree.leaves(obs), strict=True)))
+    leaves = jax.tree.leaves(expected)
+    assert len(leaves) == len(policy.action_names) == (2 if name == DICT_OBS else 1)
+    for want, ours, exported_name in zip(
+        leaves, jax.tree.leaves(actions), policy.action_names, strict=True
+    ):
+        np.testing.assert_allclose(ours, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(exported[exported_name], want, rtol=1e-5, atol=1e-6)
+    assert np.std(np.asarray(leaves[0])) > 0  # the actions depend on the observation
+
+
+def check_activations(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    # T = 8 steps of B = 2 evaluation episodes of the trained network behind an identity
+    # Filter, whose recorded output is the observation each step saw: every activation
+    # is [T, B, ...] and finite, and at every step the network's ones equal a direct
+    # (unjitted) call of a recording copy on that step's observation (the policy is
+    # feedforward and deterministic in eval(): no carry to thread).
+    trained = runs.trained(name)
+    env, network = trained.family.eval_env(), trained.network
+    steps, n_envs = 8, 2
+    observed = Sequential([Filter(lambda obs: obs), network])
+    activations, dones = record_activations_rollout(
+        env, observed, n_envs=n_envs, max_episode_length=steps, key=jax.random.PRNGKey(3)
+    )
+    observations, recorded = activations[0], activations[1]
+    leaves = jax.tree.leaves(recorded)
+    assert len(leaves) >= 5  # normalizer, actor and critic layers, sampler
+    for leaf in jax.tree.leaves(activations):
+        assert leaf.shape[:2] == (steps, n_envs)
+        assert np.isfinite(np.asarray(leaf, np.float32)).all()
+    assert dones.shape == (steps, n_envs) and dones.dtype == jnp.bool_
+    assert not np.asarray(dones[0]).any()
+    first = jax.tree.map(lambda x: x[0], observations)
+    assert trees_differ(first, jax.tree.map(lambda x: x[-1], observations))  # it moved
+    recording = with_recording(nnx.clone(network))
+    recording.eval()
+    carry = recording.initialize_state(n_envs)
+    for t in range(steps):
+        obs = jax.tree.map(lambda x, t=t: x[t], observations)
+        direct = extract_activations(recording(carry, obs).metrics)
+        assert jax.tree.structure(direct) == jax.tree.structure(recorded)
+        for got, want in zip(leaves, jax.tree.leaves(direct), strict=True):
+            np.testing.assert_allclose(got[t], want, rtol=1e-5, atol=1e-6, err_msg=f"t={t}")
+
+
+CHECKS: dict[str, Callable[[MatrixRuns, str, Path], None]] = {
+    EVALUATION: check_evaluation,
+    ROUND_TRIP: check_round_trip,
+    RESUME: check_resume,
+    LIGHT: check_light,
+    SWEEP: check_sweep,
+    RANDOMIZATION: check_randomization,
+    CURRICULUM: check_curriculum,
+    EXPORT: check_export,
+    ACTIVATIONS: check_activations,
+}
+
+# --------------------------------------------------------------------------- refused cells
+
+
+def refuse_randomization(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    family = runs.family(name)
+    network = family.make_network(nnx.Rngs(0))
+
+    def call() -> Any:
+        return train_ppo(
+            family.train_env(), network, train_config(TOTAL), progress=False,
+            eval_env=family.eval_env(), randomization_fn=randomize_pendulum,
+        )  # fmt: skip
+
+    refused_before_compiling(call, TypeError, "has no physics model to randomize")
+
+
+def refuse_sweep_randomization(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    family = runs.family(name)
+
+    def call() -> Any:
+        return train_many(
+            family.train_env(), family.make_network, train_config(TOTAL), seeds=[0, 1],
+            eval_env=family.eval_env(), progress=False,
+            randomization_fn=family.randomization_fn or randomize_pendulum,
+        )  # fmt: skip
+
+    refused_before_compiling(call, ValueError, "train_many does not support randomization_fn")
+
+
+def refuse_video(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    if name in PHYSICS:
+        refuse_video_without_renderer(name, tmp_path)
+        return
+    family = runs.family(name)
+    network = family.make_network(nnx.Rngs(0))
+    config = dataclasses.replace(
+        train_config(TOTAL), video=VideoConfig(enabled=True, directory=str(tmp_path))
+    )
+
+    def call() -> Any:
+        return train_ppo(
+            family.train_env(), network, config, progress=False, eval_env=family.eval_env()
+        )
+
+    refused_before_compiling(call, ValueError, r"eval_env is a EpisodeWrapper, which has none")
+
+
+def refuse_video_without_renderer(name: str, tmp_path: Path) -> None:
+    # brax and Playground environments have a render method; check_video_env renders
+    # one frame before training, which fails without an OpenGL renderer (no display,
+    # MUJOCO_GL unset). It compiles the environment's reset for that frame, but not the
+    # training program, and trains nothing. In a process of its own, one attempt per
+    # process: after a failed attempt MuJoCo aborts the process at the next one.
+    # The process's PATH starts with a folder holding an `ffmpeg` that is never run: the
+    # check for a video writer (mediapy's ffmpeg) comes before the frame, and this
+    # machine may have none.
+    stub = tmp_path / "bin" / "ffmpeg"
+    stub.parent.mkdir()
+    stub.write_text("#!/bin/sh\necho 'the matrix test never writes a video' >&2\nexit 1\n")
+    stub.chmod(0o755)
+    out = run_matrix_process("video", name, tmp_path, gl=False, path=stub.parent)
+    report = json.loads(out.splitlines()[-1])
+    assert report["error"] == "builtins.ValueError", report
+    assert "cannot render a frame on this machine" in report["message"]
+    assert "MUJOCO_GL=egl" in report["message"]  # the fix is named
+    assert report["logged"] == []  # nothing trained
+    assert not [p for p in report["lowered"] if "train_call" in p], report["lowered"]
+
+
+REFUSALS: dict[str, Callable[[MatrixRuns, str, Path], None]] = {
+    RANDOMIZATION: refuse_randomization,
+    SWEEP_RANDOMIZATION: refuse_sweep_randomization,
+    VIDEO: refuse_video,
+}
+
+# --------------------------------------------------------------------------- the cells
+
+
+def _cells() -> list[Any]:
+    cells = []
+    for family in FAMILIES:
+        for feature in FEATURES:
+            marks = [pytest.mark.extended] if (family, feature) in EXTENDED else []
+            cell_id = re.sub(r"\W+", "_", f"{family}-{feature}").strip("_")
+            cells.append(pytest.param(family, feature, marks=marks, id=cell_id))
+    return cells
+
+
+@pytest.mark.parametrize(("family", "feature"), _cells())
+def test_cell(family: str, feature: str, runs: MatrixRuns, tmp_path: Path) -> None:
+    status = MATRIX[family, feature]
+    check = CHECKS[feature] if status == PASS else REFUSALS[feature]
+    check(runs, family, tmp_path)
+
+
+def test_every_cell_has_a_status_and_a_check() -> None:
+    assert set(MATRIX) == {(f, feature) for f in FAMILIES for feature in FEATURES}
+    for (family, feature), status in MATRIX.items():
+        assert status == PASS or status.startswith("refused: "), (family, feature)
+        assert feature in (CHECKS if status == PASS else REFUSALS), (family, feature)
+    assert set(MATRIX) >= EXTENDED
+
+
+def parse_docs_table(text: str) -> dict[tuple[str, str], str]:
+    """The page's table (features as rows, families as columns, cells ``yes`` or
+    ``refused: <reason>``) as `MATRIX` data."""
+    rows = [line.strip() for line in text.splitlines() if line.strip().startswith("|")]
+    assert len(rows) >= 3, "no table on the page"
+
+    def cells(row: str) -> list[str]:
+        return [cell.strip().strip("`") for cell in row.strip("|").split("|")]
+
+    header, table = cells(rows[0]), rows[2:]
+    assert set(cells(rows[1])) <= {"---", ":---", "---:", ":---:"}
+    matrix = {}
+    for row in table:
+        feature, *statuses = cells(row)
+        assert len(statuses) == len(header) - 1, row
+        for family, status in zip(header[1:], statuses, strict=True):
+            matrix[family, feature] = PASS if status == "yes" else status
+    return matrix
+
+
+def test_the_docs_page_shows_this_matrix() -> None:
+    assert parse_docs_table(DOCS_PAGE.read_text()) == MATRIX
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def check_resume_after_kill(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    # A training process (the shared run's program, checkpointing every device call) is
+    # killed with SIGKILL after its first checkpoint and resumed in a new process: its
+    # final checkpoint holds the shared uninterrupted run's final state, bitwise
+    # (environment states, with their zero-size leaves for Playground, included).
+    trained = runs.trained(name)
+    directory = tmp_path / "checkpoints"
+    log = tmp_path / "killed.log"
+    with open(log, "w") as output:
+        proc = subprocess.Popen(
+            _matrix_command("train", name, directory, "slow"),
+            stdout=output, stderr=subprocess.STDOUT, env=_process_env(gl=True),
+        )  # fmt: skip
+    deadline = time.monotonic() + 600
+    while not (directory.exists() and step_dirs(directory)):
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the training process saved nothing"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    killed_at = max(step_dirs(directory))
+    assert killed_at < TOTAL, "killed too late to test anything"
+
+    out = run_matrix_process("train", name, directory, gl=True, extra=["fast"])
+    assert out.splitlines()[-1] == f"DONE {TOTAL} {killed_at}"
+    assert step_dirs(directory)[-1] == TOTAL
+    with Checkpointer(directory) as ckpt:
+        final = ckpt.restore(trained.result.state)
+    assert_trees_equal(final, trained.result.state)
+
+
+def _matrix_command(*args: Any) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), *map(str, args)]
+
+
+def _process_env(*, gl: bool, path: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    if not gl:  # no display and no offscreen OpenGL: MuJoCo cannot create a renderer
+        for name in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"):
+            env.pop(name, None)
+    if path is not None:
+        env["PATH"] = f"{path}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def run_matrix_process(
+    what: str,
+    name: str,
+    directory: Path,
+    *,
+    gl: bool,
+    path: Path | None = None,
+    extra: list[str] | None = None,
+) -> str:
+    """Run this file as a script (`_process_main`); its stdout."""
+    proc = subprocess.run(
+        _matrix_command(what, name, directory, *(extra or [])),
+        capture_output=True, text=True, env=_process_env(gl=gl, path=path), timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _process_main(what: str, name: str, directory: str, *extra: str) -> None:
+    """``train``: the shared run's training program to `TOTAL` steps, checkpointing every
+    device call (``slow``: one second per log, to leave time for a kill), printing
+    ``DONE <steps> <restored step>``. ``video``: a run with a video, printing the steps
+    it logged, the programs it lowered and its error as JSON."""
+    family = build_family(name)
+    network = family.make_network(nnx.Rngs(0))
+    logged: list[int] = []
+
+    def log_fn(metrics: Any, step: int) -> None:
+        logged.append(step)
+        if "slow" in extra:
+            time.sleep(1.0)
+
+    if what == "train":
+        config = train_config(TOTAL, evaluation=NO_EVAL)
+        with Checkpointer(directory, config=config, save_every_steps=HALF) as ckpt:
+            result = train_ppo(
+                family.train_env(), network, config, progress=False, checkpoint=ckpt,
+                log_fn=log_fn,
+            )  # fmt: skip
+            print("DONE", result.total_steps, ckpt.restored_step, flush=True)
+        return
+    video = VideoConfig(enabled=True, directory=directory, episode_length=4, width=32, height=24)
+    config = dataclasses.replace(train_config(HALF, evaluation=NO_EVAL), video=video)
+    report: dict[str, Any] = {"logged": logged, "error": None, "message": ""}
+    with lowered_programs() as lowered:
+        try:
+            train_ppo(family.train_env(), network, config, progress=False, log_fn=log_fn)
+        except Exception as error:  # reported to the test, which checks it
+            report["error"] = f"{type(error).__module__.split('.')[0]}.{type(error).__name__}"
+            report["message"] = str(error)
+    print(json.dumps({**report, "lowered": lowered}), flush=True)
+
+
+if __name__ == "__main__":
+    _process_main(*sys.argv[1:])
