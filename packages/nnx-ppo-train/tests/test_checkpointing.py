@@ -8,7 +8,9 @@ rest).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import random
 import shutil
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import jax
@@ -162,9 +165,12 @@ def test_resume_is_bitwise_exact(kind, nets, mlp_run, tmp_path):
         shutil.rmtree(resumed_dir / "96")  # as if stopped after step 48
         context = warnings.catch_warnings()
     records: dict[int, dict[str, float]] = {}
-    with context:
+    with context, compilations("train_call") as compiled:
         resumed, restored_step = train(build(), config, resumed_dir, records, save_every_steps=48)
 
+    # Once: a restored state is placed like a fresh one (a mix of committed and
+    # uncommitted arrays compiled the training program a second time at its next call).
+    assert len(compiled) == 1
     assert restored_step == 48
     assert list(records) == [64, 80, 96]  # it continued from 48, not from 0
     assert records[96] == reference_records[96]
@@ -176,6 +182,27 @@ def test_resume_is_bitwise_exact(kind, nets, mlp_run, tmp_path):
         nnx.state(load_network(resumed_dir, build(), step=96)),
         nnx.state(load_network(source, build(), step=96)),
     )
+
+
+@contextlib.contextmanager
+def compilations(name: str) -> Iterator[list[str]]:
+    """The XLA compilations of the jitted function ``name`` inside the block (JAX's own
+    compile log, ``jax.log_compiles``)."""
+    found: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if message.startswith(f"Finished XLA compilation of jit({name})"):
+                found.append(message)
+
+    handler, logger = Collect(), logging.getLogger("jax")
+    logger.addHandler(handler)
+    try:
+        with jax.log_compiles(True):
+            yield found
+    finally:
+        logger.removeHandler(handler)
 
 
 def _zero_size_paths(tree) -> list[str]:

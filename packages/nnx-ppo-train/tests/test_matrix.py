@@ -11,10 +11,9 @@ Cost (CI's budget): one short training run per family (`MatrixRuns.trained`: 4 e
 steps, 4 iterations in 2 device calls, 20-step episodes, 8-unit networks) is shared by
 the evaluation, checkpoint, resume, sweep, export and activation cells. A physics
 family's training program takes about 40 s to compile on 2 CPU cores, and a resumed
-run compiles it again (its restored arrays are committed to the device, a fresh
-state's are not, so the program differs), so the physics families' cells that compile
-more than the shared run (`EXTENDED`) run in ``nox -s extended``; so do the cells that
-start processes. The default selection takes about 3 minutes on 2 cores.
+run compiles its own (its state is committed to the device, a fresh state is not), so
+the physics families' cells that compile more than the shared run (`EXTENDED`) run in
+``nox -s extended``; so do the cells that start processes. The default selection takes about 3 minutes on 2 cores.
 """
 
 from __future__ import annotations

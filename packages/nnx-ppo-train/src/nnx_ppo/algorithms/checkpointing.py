@@ -136,8 +136,10 @@ def _without_env(state: Any) -> Any:
 def _n_envs(state: Any) -> int | None:
     """The number of environments of a training state (the last axis of its episode
     statistics: a sweep's have a leading run axis), or ``None``."""
-    episodes = getattr(state, "episodes", None)
-    shape = np.shape(getattr(episodes, "episode_return", None))
+    returns = getattr(getattr(state, "episodes", None), "episode_return", None)
+    if returns is None:
+        return None
+    shape = np.shape(returns)
     return int(shape[-1]) if shape else None
 
 

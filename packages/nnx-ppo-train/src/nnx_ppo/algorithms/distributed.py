@@ -69,6 +69,7 @@ __all__ = [
     "DATA_AXIS",
     "batch_sharding",
     "check_batch_divisible",
+    "commit_like",
     "constrain_batch",
     "gather_state",
     "is_primary",
@@ -488,6 +489,22 @@ def _broadcast(tree: Any) -> Any:
 # --------------------------------------------------------------------------- checkpoints
 
 
+def commit_like(restored: State, template: State) -> State:
+    """``restored`` (a checkpoint's unsharded state) with every array committed to the
+    device of ``template``'s arrays.
+
+    A restored state mixes arrays orbax placed (committed to a device) with leaves taken
+    from the template (uncommitted, like every array of a fresh state). A jitted
+    program is compiled once per pattern of committed inputs, and its outputs are
+    committed when any input is, so a mixed first call would compile the training
+    program a second time at the next call. All committed: one compilation.
+    """
+    arrays = [leaf for leaf in jax.tree.leaves(template) if isinstance(leaf, jax.Array)]
+    if not arrays:
+        return restored
+    return jax.device_put(restored, next(iter(arrays[0].devices())))
+
+
 def restore_checkpoint(
     checkpoint: Any,
     state: State,
@@ -513,7 +530,8 @@ def restore_checkpoint(
         The restored state on ``mesh``, or ``None`` to start afresh.
     """
     if mesh is None:
-        return checkpoint.restore(state)
+        restored = checkpoint.restore(state)
+        return None if restored is None else commit_like(restored, state)
     if jax.process_count() == 1:
         restored = checkpoint.restore(state)
         if restored is None:

@@ -68,7 +68,12 @@ from jax.sharding import Mesh
 from nnx_ppo.algorithms._host_loop import Periodic, split_runs
 from nnx_ppo.algorithms._trees import key_path
 from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
-from nnx_ppo.algorithms.distributed import BATCH_FIELDS, batch_sharding, replicated_sharding
+from nnx_ppo.algorithms.distributed import (
+    BATCH_FIELDS,
+    batch_sharding,
+    commit_like,
+    replicated_sharding,
+)
 from nnx_ppo.algorithms.iteration import (
     TRACEABLE_FIELDS,
     make_optimizer,
@@ -553,7 +558,10 @@ def train_many(
     if settings.checkpoint is not None:  # the checkpoint's state, laid out like this one
         restored = settings.checkpoint.restore(state)
         if restored is not None:
-            state = restored if shardings is None else jax.device_put(restored, shardings)
+            if shardings is None:
+                state = commit_like(restored, state)
+            else:
+                state = jax.device_put(restored, shardings)
 
     def one_iteration(state: TrainState, values: Any) -> tuple[TrainState, Any]:
         optimizer = make_optimizer(ppo, values)
