@@ -41,6 +41,28 @@ def _writer_problem() -> str | None:
     return None
 
 
+_MUJOCO_RENDER_FAILURE: list[str] = []
+"""The message of this process's first failure to render with MuJoCo, if any. MuJoCo's
+OpenGL context is the process's: after a failed attempt to create it, the next attempt
+aborts the whole process, so later checks raise the same error without rendering."""
+
+
+def _render_error(env_name: str, cause: str) -> ValueError:
+    return ValueError(
+        f"VideoConfig(enabled=True): {env_name} cannot render a frame on this machine "
+        f"({cause}). MuJoCo renders with OpenGL: set MUJOCO_GL=egl on a headless GPU "
+        "machine or MUJOCO_GL=osmesa for software rendering (libosmesa), or run with a "
+        "display; or disable the video."
+    )
+
+
+def _renders_with_mujoco(env: Any) -> bool:
+    """Whether ``env`` is a brax or MuJoCo Playground environment (they render with
+    MuJoCo's OpenGL renderer)."""
+    module = type(getattr(env, "unwrapped", env)).__module__.split(".")[0]
+    return module in ("brax", "mujoco_playground")
+
+
 def _uses_pipeline_state(env: Any) -> bool:
     """Whether ``env.render`` takes brax pipeline states rather than env states."""
     return type(getattr(env, "unwrapped", env)).__module__.startswith("brax")
@@ -74,17 +96,19 @@ def check_video_env(
     problem = _writer_problem()
     if problem is not None:
         raise ValueError(f"VideoConfig(enabled=True): {problem}; or disable the video.")
+    mujoco = _renders_with_mujoco(env)
+    if mujoco and _MUJOCO_RENDER_FAILURE:
+        cause = f"{_MUJOCO_RENDER_FAILURE[0]}, at this process's first attempt, not retried"
+        raise _render_error(env_name, cause)
     state = jax.jit(env.reset)(jax.random.PRNGKey(0))
     frame = state.pipeline_state if _uses_pipeline_state(env) else state
     try:
         env.render([frame], height=video.height, width=video.width, camera=video.camera)
     except Exception as error:  # MuJoCo raises its own FatalError without a renderer
-        raise ValueError(
-            f"VideoConfig(enabled=True): {env_name} cannot render a frame on this "
-            f"machine ({type(error).__name__}: {error}). MuJoCo renders with OpenGL: set "
-            "MUJOCO_GL=egl on a headless GPU machine or MUJOCO_GL=osmesa for software "
-            "rendering (libosmesa), or run with a display; or disable the video."
-        ) from error
+        cause = f"{type(error).__name__}: {error}"
+        if mujoco and type(error).__module__.split(".")[0] == "mujoco":
+            _MUJOCO_RENDER_FAILURE.append(cause)
+        raise _render_error(env_name, cause) from error
 
 
 def make_video_recorder(
