@@ -22,6 +22,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from _train_test_helpers import randomize_pendulum
 from flax import nnx
 
 ITERATIONS = 4
@@ -104,27 +105,6 @@ def _pendulum():
             return envs.get_environment("inverted_pendulum", backend="generalized")
     except ImportError:
         return None
-
-
-def randomize_pendulum(sys, rng):
-    """The pole's mass x U(0.5, 2) and each joint's damping x U(0.5, 3), per env."""
-
-    @jax.vmap
-    def draw(key):
-        mass_key, damping_key = jax.random.split(key)
-        mass = sys.link.inertia.mass.at[1].multiply(
-            jax.random.uniform(mass_key, minval=0.5, maxval=2.0)
-        )
-        damping = sys.dof.damping * jax.random.uniform(
-            damping_key, sys.dof.damping.shape, minval=0.5, maxval=3.0
-        )
-        return mass, damping
-
-    mass, damping = draw(rng)
-    in_axes = jax.tree.map(lambda _: None, sys).tree_replace(
-        {"link.inertia.mass": 0, "dof.damping": 0}
-    )
-    return sys.tree_replace({"link.inertia.mass": mass, "dof.damping": damping}), in_axes
 
 
 def _randomized_config():

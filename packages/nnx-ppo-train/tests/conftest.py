@@ -1,12 +1,15 @@
 """Shared fixtures for the trainer tests: builders of small PPO networks.
 
 Test modules are imported with ``--import-mode=importlib``, so they cannot import this
-file; they get the builders through the ``nets`` fixture.
+file; they get the builders through the ``nets`` fixture. This folder is put on
+``sys.path`` for the helpers the test modules share with the scripts they start
+(``_train_test_helpers.py``).
 """
 
 from __future__ import annotations
 
 import doctest
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -22,6 +25,9 @@ from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.recurrent import LSTM
 from nnx_ppo.networks.sampling_layers import NormalTanhSampler
 from nnx_ppo.networks.utils import Map
+
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
 
 
 def mlp_net(obs_size, action_size, *, seed=0, hidden=(16, 16), normalize=True, entropy=1e-2):

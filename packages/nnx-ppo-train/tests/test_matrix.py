@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _train_test_helpers import dict_obs_network, randomize_cartpole, randomize_pendulum
 from flax import nnx
 
 from nnx_ppo.algorithms.activations import record_activations_rollout
@@ -46,15 +47,11 @@ from nnx_ppo.algorithms.progress import TRAINING_PROGRESS, TRAINING_STEP, progre
 from nnx_ppo.algorithms.randomization import make_randomization, model_holder
 from nnx_ppo.algorithms.sweeps import SweepResult, train_many
 from nnx_ppo.envs import DictObsEnv
-from nnx_ppo.networks.adapter import PPOAdapter
-from nnx_ppo.networks.containers import Concat, Sequential, Splitter
+from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.export import DeterministicPolicy, export_policy, load_stablehlo
 from nnx_ppo.networks.factories import make_mlp_actor_critic
-from nnx_ppo.networks.feedforward import MLP, Dense
-from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.recording import extract_activations, with_recording
-from nnx_ppo.networks.sampling_layers import NormalTanhSampler
-from nnx_ppo.networks.utils import Filter, Map
+from nnx_ppo.networks.utils import Filter
 from nnx_ppo.wrappers import Wrapper, wrap_for_training
 
 brax_envs = pytest.importorskip("brax.envs")
@@ -138,71 +135,6 @@ def train_config(
 
 
 # --------------------------------------------------------------------------- families
-
-
-def randomize_pendulum(sys, rng):
-    """brax-style: the pole's mass (link 1) x U(0.5, 2) and each joint's damping
-    x U(0.5, 3), one draw per key of ``rng``."""
-
-    @jax.vmap
-    def draw(key):
-        mass_key, damping_key = jax.random.split(key)
-        mass = sys.link.inertia.mass.at[1].multiply(
-            jax.random.uniform(mass_key, minval=0.5, maxval=2.0)
-        )
-        damping = sys.dof.damping * jax.random.uniform(
-            damping_key, sys.dof.damping.shape, minval=0.5, maxval=3.0
-        )
-        return mass, damping
-
-    mass, damping = draw(rng)
-    in_axes = jax.tree.map(lambda _: None, sys).tree_replace(
-        {"link.inertia.mass": 0, "dof.damping": 0}
-    )
-    return sys.tree_replace({"link.inertia.mass": mass, "dof.damping": damping}), in_axes
-
-
-def randomize_cartpole(mjx_model, rng):
-    """Playground-style: the pole's mass (body 2) x U(0.5, 2) and every joint's damping
-    + U(0, 0.5)."""
-
-    @jax.vmap
-    def draw(key):
-        mass_key, damping_key = jax.random.split(key)
-        mass = mjx_model.body_mass.at[2].multiply(
-            jax.random.uniform(mass_key, minval=0.5, maxval=2.0)
-        )
-        damping = mjx_model.dof_damping + jax.random.uniform(
-            damping_key, mjx_model.dof_damping.shape, maxval=0.5
-        )
-        return mass, damping
-
-    mass, damping = draw(rng)
-    in_axes = jax.tree.map(lambda _: None, mjx_model).tree_replace(
-        {"body_mass": 0, "dof_damping": 0}
-    )
-    return mjx_model.tree_replace({"body_mass": mass, "dof_damping": damping}), in_axes
-
-
-def dict_obs_network(rngs: nnx.Rngs) -> nnx.Module:
-    """DictObsEnv's network: a normalizer per observation key, one Dense per key
-    concatenated, an MLP actor split into one tanh-normal sampler per action key."""
-    return Sequential(
-        [
-            Normalizer({"goal": 2, "proprio": 3}),
-            Concat(goal=Dense(2, 8, rngs=rngs), proprio=Dense(3, 8, rngs=rngs)),
-            PPOAdapter(
-                action=Sequential(
-                    [
-                        MLP(16, (8,), 6, rngs=rngs),
-                        Splitter(arm=4, gripper=2),
-                        Map(arm=NormalTanhSampler(rngs), gripper=NormalTanhSampler(rngs)),
-                    ]
-                ),
-                value=MLP(16, (8,), 1, rngs=rngs),
-            ),
-        ]
-    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,15 +7,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _train_test_helpers import dict_obs_network
 from flax import nnx
 
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
 from nnx_ppo.algorithms.ppo import train_ppo
 from nnx_ppo.envs import DictObsEnv, MemoryTask, PointMass, TwoAgentEnv
 from nnx_ppo.networks.adapter import PPOAdapter
-from nnx_ppo.networks.containers import Concat, Sequential, Splitter
+from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.factories import make_mlp_actor_critic
-from nnx_ppo.networks.feedforward import MLP, Dense
+from nnx_ppo.networks.feedforward import MLP
 from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.sampling_layers import NormalTanhSampler
 from nnx_ppo.networks.utils import Map
@@ -50,26 +51,6 @@ def _two_agent_net():
     )
 
 
-def _dict_obs_net():
-    rngs = nnx.Rngs(0)
-    return Sequential(
-        [
-            Normalizer({"goal": 2, "proprio": 3}),
-            Concat(goal=Dense(2, 8, rngs=rngs), proprio=Dense(3, 8, rngs=rngs)),
-            PPOAdapter(
-                action=Sequential(
-                    [
-                        MLP(16, (8,), 6, rngs=rngs),
-                        Splitter(arm=4, gripper=2),
-                        Map(arm=NormalTanhSampler(rngs), gripper=NormalTanhSampler(rngs)),
-                    ]
-                ),
-                value=MLP(16, (8,), 1, rngs=rngs),
-            ),
-        ]
-    )
-
-
 def _brax_env():
     brax_envs = pytest.importorskip("brax.envs")
     return brax_envs.get_environment("inverted_pendulum", backend="generalized")
@@ -98,7 +79,7 @@ ENV_FAMILIES = {
     # name: (env factory, network factory, PPOConfig overrides)
     "point_mass_fresh_resets": (PointMass, _factory_net, {"reset_mode": "fresh"}),
     "memory_task_refresh": (MemoryTask, lambda e: _lstm_factory_net(e), {"reset_mode": "refresh"}),
-    "dict_obs_and_actions": (DictObsEnv, lambda e: _dict_obs_net(), {}),
+    "dict_obs_and_actions": (DictObsEnv, lambda e: dict_obs_network(nnx.Rngs(0)), {}),
     "dict_rewards_per_key": (
         TwoAgentEnv,
         lambda e: _two_agent_net(),
@@ -153,7 +134,7 @@ def test_per_key_mode_needs_the_action_tree_to_match_the_reward_tree():
     env = EpisodeWrapper(DictObsEnv(), episode_length=3)
     config = PPOConfig(n_envs=2, n_minibatches=1, advantage_mode="per_key")
     with pytest.raises(ValueError, match="advantage_mode='per_key'"):
-        train_ppo(env, _dict_obs_net(), config, progress=False)
+        train_ppo(env, dict_obs_network(nnx.Rngs(0)), config, progress=False)
 
 
 def test_evaluation_reports_dict_rewards_per_key():

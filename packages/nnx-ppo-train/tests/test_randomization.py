@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _train_test_helpers import randomize_cartpole, randomize_pendulum
 from flax import nnx, struct
 
 from nnx_ppo.algorithms.checkpointing import Checkpointer
@@ -43,27 +44,6 @@ NO_EVAL = EvalConfig(enabled=False)
 def _pendulum():
     envs = pytest.importorskip("brax.envs")
     return envs.get_environment("inverted_pendulum", backend="generalized")
-
-
-def randomize_pendulum(sys, rng):
-    """brax-style: the pole's mass (link 1) x U(0.5, 2) and each joint's damping
-    x U(0.5, 3), one draw per key of ``rng``."""
-
-    @jax.vmap
-    def draw(key):
-        mass_key, damping_key = jax.random.split(key)
-        scale = jax.random.uniform(mass_key, minval=0.5, maxval=2.0)
-        mass = sys.link.inertia.mass.at[1].multiply(scale)
-        damping = sys.dof.damping * jax.random.uniform(
-            damping_key, sys.dof.damping.shape, minval=0.5, maxval=3.0
-        )
-        return mass, damping
-
-    mass, damping = draw(rng)
-    in_axes = jax.tree.map(lambda _: None, sys).tree_replace(
-        {"link.inertia.mass": 0, "dof.damping": 0}
-    )
-    return sys.tree_replace({"link.inertia.mass": mass, "dof.damping": damping}), in_axes
 
 
 def identity_randomizer(sys, rng):
@@ -462,28 +442,6 @@ def test_the_identity_randomizer_equals_no_randomizer_bitwise():
 
 
 # --------------------------------------------------------------------------- Playground
-
-
-def randomize_cartpole(mjx_model, rng):
-    """Playground-style: the pole's mass (body 2) x U(0.5, 2) and every joint's damping
-    + U(0, 0.5)."""
-
-    @jax.vmap
-    def draw(key):
-        mass_key, damping_key = jax.random.split(key)
-        mass = mjx_model.body_mass.at[2].multiply(
-            jax.random.uniform(mass_key, minval=0.5, maxval=2.0)
-        )
-        damping = mjx_model.dof_damping + jax.random.uniform(
-            damping_key, mjx_model.dof_damping.shape, maxval=0.5
-        )
-        return mass, damping
-
-    mass, damping = draw(rng)
-    in_axes = jax.tree.map(lambda _: None, mjx_model).tree_replace(
-        {"body_mass": 0, "dof_damping": 0}
-    )
-    return mjx_model.tree_replace({"body_mass": mass, "dof_damping": damping}), in_axes
 
 
 @pytest.mark.extended

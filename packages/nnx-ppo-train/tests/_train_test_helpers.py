@@ -1,0 +1,86 @@
+"""Helpers shared by the trainer's test modules and the scripts they start.
+
+``conftest.py`` puts this folder on ``sys.path`` (test modules are imported with
+``--import-mode=importlib``); a script started from this folder finds it as its own
+sibling. Domain randomizers in the styles of brax and MuJoCo Playground, and the
+network of `nnx_ppo.envs.DictObsEnv`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+from flax import nnx
+
+from nnx_ppo.networks.adapter import PPOAdapter
+from nnx_ppo.networks.containers import Concat, Sequential, Splitter
+from nnx_ppo.networks.feedforward import MLP, Dense
+from nnx_ppo.networks.normalizer import Normalizer
+from nnx_ppo.networks.sampling_layers import NormalTanhSampler
+from nnx_ppo.networks.utils import Map
+
+__all__ = ["dict_obs_network", "randomize_cartpole", "randomize_pendulum"]
+
+
+def randomize_pendulum(sys: Any, rng: jax.Array) -> tuple[Any, Any]:
+    """brax-style, for ``inverted_pendulum``: the pole's mass (link 1) x U(0.5, 2) and
+    each joint's damping x U(0.5, 3), one draw per key of ``rng``."""
+
+    @jax.vmap
+    def draw(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        mass_key, damping_key = jax.random.split(key)
+        scale = jax.random.uniform(mass_key, minval=0.5, maxval=2.0)
+        mass = sys.link.inertia.mass.at[1].multiply(scale)
+        damping = sys.dof.damping * jax.random.uniform(
+            damping_key, sys.dof.damping.shape, minval=0.5, maxval=3.0
+        )
+        return mass, damping
+
+    mass, damping = draw(rng)
+    in_axes = jax.tree.map(lambda _: None, sys).tree_replace(
+        {"link.inertia.mass": 0, "dof.damping": 0}
+    )
+    return sys.tree_replace({"link.inertia.mass": mass, "dof.damping": damping}), in_axes
+
+
+def randomize_cartpole(mjx_model: Any, rng: jax.Array) -> tuple[Any, Any]:
+    """Playground-style, for ``CartpoleBalance``: the pole's mass (body 2) x U(0.5, 2)
+    and every joint's damping + U(0, 0.5), one draw per key of ``rng``."""
+
+    @jax.vmap
+    def draw(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        mass_key, damping_key = jax.random.split(key)
+        scale = jax.random.uniform(mass_key, minval=0.5, maxval=2.0)
+        mass = mjx_model.body_mass.at[2].multiply(scale)
+        damping = mjx_model.dof_damping + jax.random.uniform(
+            damping_key, mjx_model.dof_damping.shape, maxval=0.5
+        )
+        return mass, damping
+
+    mass, damping = draw(rng)
+    in_axes = jax.tree.map(lambda _: None, mjx_model).tree_replace(
+        {"body_mass": 0, "dof_damping": 0}
+    )
+    return mjx_model.tree_replace({"body_mass": mass, "dof_damping": damping}), in_axes
+
+
+def dict_obs_network(rngs: nnx.Rngs) -> nnx.Module:
+    """`DictObsEnv`'s network: a normalizer per observation key, one Dense per key
+    concatenated, an MLP actor split into one tanh-normal sampler per action key."""
+    return Sequential(
+        [
+            Normalizer({"goal": 2, "proprio": 3}),
+            Concat(goal=Dense(2, 8, rngs=rngs), proprio=Dense(3, 8, rngs=rngs)),
+            PPOAdapter(
+                action=Sequential(
+                    [
+                        MLP(16, (8,), 6, rngs=rngs),
+                        Splitter(arm=4, gripper=2),
+                        Map(arm=NormalTanhSampler(rngs), gripper=NormalTanhSampler(rngs)),
+                    ]
+                ),
+                value=MLP(16, (8,), 1, rngs=rngs),
+            ),
+        ]
+    )
