@@ -3,11 +3,14 @@
 ``conftest.py`` puts this folder on ``sys.path`` (test modules are imported with
 ``--import-mode=importlib``); a script started from this folder finds it as its own
 sibling. Domain randomizers in the styles of brax and MuJoCo Playground, and the
-network of `nnx_ppo.envs.DictObsEnv`.
+network of `nnx_ppo.envs.DictObsEnv`, and a counter of XLA compilations.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -20,7 +23,7 @@ from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.sampling_layers import NormalTanhSampler
 from nnx_ppo.networks.utils import Map
 
-__all__ = ["dict_obs_network", "randomize_cartpole", "randomize_pendulum"]
+__all__ = ["compilations", "dict_obs_network", "randomize_cartpole", "randomize_pendulum"]
 
 
 def randomize_pendulum(sys: Any, rng: jax.Array) -> tuple[Any, Any]:
@@ -84,3 +87,24 @@ def dict_obs_network(rngs: nnx.Rngs) -> nnx.Module:
             ),
         ]
     )
+
+
+@contextlib.contextmanager
+def compilations(name: str) -> Iterator[list[str]]:
+    """The XLA compilations of the jitted function ``name`` inside the block (JAX's own
+    compile log, ``jax.log_compiles``)."""
+    found: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if message.startswith(f"Finished XLA compilation of jit({name})"):
+                found.append(message)
+
+    handler, logger = Collect(), logging.getLogger("jax")
+    logger.addHandler(handler)
+    try:
+        with jax.log_compiles(True):
+            yield found
+    finally:
+        logger.removeHandler(handler)

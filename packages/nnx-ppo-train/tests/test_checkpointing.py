@@ -8,9 +8,7 @@ rest).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import os
 import random
 import shutil
@@ -19,7 +17,6 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import jax
@@ -27,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from _train_test_helpers import compilations
 from flax import nnx
 
 from nnx_ppo.algorithms.checkpointing import (
@@ -182,27 +180,6 @@ def test_resume_is_bitwise_exact(kind, nets, mlp_run, tmp_path):
         nnx.state(load_network(resumed_dir, build(), step=96)),
         nnx.state(load_network(source, build(), step=96)),
     )
-
-
-@contextlib.contextmanager
-def compilations(name: str) -> Iterator[list[str]]:
-    """The XLA compilations of the jitted function ``name`` inside the block (JAX's own
-    compile log, ``jax.log_compiles``)."""
-    found: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            message = record.getMessage()
-            if message.startswith(f"Finished XLA compilation of jit({name})"):
-                found.append(message)
-
-    handler, logger = Collect(), logging.getLogger("jax")
-    logger.addHandler(handler)
-    try:
-        with jax.log_compiles(True):
-            yield found
-    finally:
-        logger.removeHandler(handler)
 
 
 def _zero_size_paths(tree) -> list[str]:
