@@ -81,14 +81,13 @@ FEATURES = (
 
 PASS = "pass"
 NO_MODEL = "refused: no physics model to randomize"
-NO_SWEEP_RANDOMIZATION = "refused: train_many does not support randomization_fn"
 NO_RENDER = "refused: the environment has no render method"
 NO_RENDERER = "refused: cannot render a frame (no OpenGL renderer)"
 
 MATRIX: dict[tuple[str, str], str] = {
     **{(family, feature): PASS for family in FAMILIES for feature in FEATURES},
-    **{(family, SWEEP_RANDOMIZATION): NO_SWEEP_RANDOMIZATION for family in FAMILIES},
     (DICT_OBS, RANDOMIZATION): NO_MODEL,
+    (DICT_OBS, SWEEP_RANDOMIZATION): NO_MODEL,
     (DICT_OBS, VIDEO): NO_RENDER,
     **{(family, VIDEO): NO_RENDERER for family in PHYSICS},
 }
@@ -562,6 +561,35 @@ def check_randomization(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     assert all(np.isfinite(m["eval/episode_reward/mean"]) for _, m in result.eval_history)
 
 
+def check_sweep_randomization(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    # Two seeds on randomized models in one program, with the curriculum run's settings:
+    # each run's models are those its own train_ppo run draws from its seed (bitwise:
+    # run 0's are the curriculum run's), and run 0 trains like the curriculum run (seed
+    # 0), to float32 rounding.
+    family = runs.family(name)
+    result, _ = runs.curriculum(name)
+    env = ProgressCurriculum(family.env)
+    sweep = train_many(
+        family.train_env(env), family.make_network,
+        train_config(TOTAL, log_level=LOG | LogLevel.ENV_METRICS), seeds=[0, 1],
+        eval_env=family.eval_env(env), randomization_fn=family.randomization_fn,
+        progress=False,
+    )  # fmt: skip
+    assert_trees_equal(sweep.run_state(0).models, result.state.models)
+    init_key = jax.random.split(jax.random.PRNGKey(1), 3)[0]
+    drawn = make_randomization(family.train_env(env), family.randomization_fn, N_ENVS).initial(
+        init_key
+    )
+    assert_trees_equal(sweep.run_state(1).models, drawn)
+    assert trees_differ(sweep.run_state(1).models, sweep.run_state(0).models)
+    ours, theirs = host(sweep.run_state(0).params), host(result.state.params)
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    for history in sweep.eval_histories:
+        assert [step for step, _ in history] == [0, HALF, TOTAL]
+        assert all(np.isfinite(m["eval/episode_reward/mean"]) for _, m in history)
+
+
 def check_curriculum(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     # Iteration k steps at rollout steps t = 0..3 with training_step = (4k + t) * 4 envs,
     # mean 16k + 6 over its rollout; device call c runs iterations 2c and 2c + 1 and
@@ -641,6 +669,7 @@ CHECKS: dict[str, Callable[[MatrixRuns, str, Path], None]] = {
     LIGHT: check_light,
     SWEEP: check_sweep,
     RANDOMIZATION: check_randomization,
+    SWEEP_RANDOMIZATION: check_sweep_randomization,
     CURRICULUM: check_curriculum,
     EXPORT: check_export,
     ACTIVATIONS: check_activations,
@@ -668,11 +697,10 @@ def refuse_sweep_randomization(runs: MatrixRuns, name: str, tmp_path: Path) -> N
     def call() -> Any:
         return train_many(
             family.train_env(), family.make_network, train_config(TOTAL), seeds=[0, 1],
-            eval_env=family.eval_env(), progress=False,
-            randomization_fn=family.randomization_fn or randomize_pendulum,
+            eval_env=family.eval_env(), progress=False, randomization_fn=randomize_pendulum,
         )  # fmt: skip
 
-    refused_before_compiling(call, ValueError, "train_many does not support randomization_fn")
+    refused_before_compiling(call, TypeError, "has no physics model to randomize")
 
 
 def refuse_video(runs: MatrixRuns, name: str, tmp_path: Path) -> None:

@@ -140,6 +140,7 @@ def init_state(
     mesh: Mesh | None = None,
     state_type: type = TrainState,
     randomization: Randomization | None = None,
+    models: Models | None = None,
     **fields: Any,
 ) -> tuple[nnx.GraphDef, Any]:
     """Split the network and build an algorithm's initial training state.
@@ -163,6 +164,10 @@ def init_state(
         randomization: Domain randomization: one model per environment is drawn from
             ``key`` (`Randomization.initial`) into ``state.models``, and the
             environments reset with their own models. ``None``: ``models`` is ``None``.
+        models: The run's first models, already drawn with
+            ``randomization.initial(key)`` (a sweep draws every run's before its
+            vmapped program, since the draw checks the randomizer eagerly); ``None``:
+            drawn here if ``randomization`` is given.
         **fields: The algorithm's extra fields (e.g. distillation's ``teacher_carry``).
 
     Returns:
@@ -173,7 +178,8 @@ def init_state(
             (`Randomization.initial`).
     """
     graphdef, params, network_state = split_network(network)
-    models = None if randomization is None else randomization.initial(key)
+    if models is None and randomization is not None:
+        models = randomization.initial(key)
     key, reset_key = jax.random.split(key)
     state = state_type(
         params=params,

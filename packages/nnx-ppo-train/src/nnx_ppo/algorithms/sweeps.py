@@ -82,8 +82,9 @@ from nnx_ppo.algorithms.iteration import (
     ppo_state_fields,
 )
 from nnx_ppo.algorithms.logging import RunLogFn
-from nnx_ppo.algorithms.options import RunOptions, RunSettings, resolve_options
-from nnx_ppo.algorithms.phases import init_state
+from nnx_ppo.algorithms.options import RunOptions, resolve_options
+from nnx_ppo.algorithms.phases import init_state, with_redraws
+from nnx_ppo.algorithms.randomization import Randomization, run_randomizations
 from nnx_ppo.algorithms.rollout import split_network
 from nnx_ppo.algorithms.trainer import as_train_config, drive, evaluator_of, set_up
 from nnx_ppo.algorithms.types import TrainState
@@ -485,15 +486,16 @@ def train_many(
         overrides: ``{field: [one value per run]}`` for fields of `TRACEABLE_FIELDS`
             (`grid` builds a product of choices).
         **options: The run options, `RunOptions`, as for `train_ppo` (each documented
-            there with its default), except ``randomization_fn`` and ``redraw_every``.
-            Particular to a sweep: ``log_fn`` is called as ``log_fn(metrics, step,
-            run)`` (`RunLogFn`), once per run per log (`PerRun` gives each run its own
-            sink); ``progress`` shows one bar over the env steps of all runs;
-            ``jsonl_path`` gets one line per run per log, with a ``"run"`` field;
-            ``checkpoint`` saves the stacked state of the whole sweep and resumes it
-            exactly (pass the same ``seeds``, ``overrides`` and factory again); on a
-            ``mesh`` the runs are replicated and the environments sharded (see the
-            module docstring).
+            there with its default). Particular to a sweep: ``log_fn`` is called as
+            ``log_fn(metrics, step, run)`` (`RunLogFn`), once per run per log (`PerRun`
+            gives each run its own sink); ``progress`` shows one bar over the env
+            steps of all runs; ``jsonl_path`` gets one line per run per log, with a
+            ``"run"`` field; ``checkpoint`` saves the stacked state of the whole sweep
+            and resumes it exactly (pass the same ``seeds``, ``overrides`` and factory
+            again); on a ``mesh`` the runs are replicated and the environments sharded
+            (see the module docstring); with ``randomization_fn`` each run draws its
+            environments' models from its own key, as its `train_ppo` run with the
+            same seed does (and redraws them every ``redraw_every`` iterations).
 
     Returns:
         A `SweepResult`.
@@ -501,9 +503,7 @@ def train_many(
     Raises:
         TypeError: If an argument is of the wrong kind, an option is not a run option
             (`resolve_options`), or ``make_network`` does not return a module.
-        ValueError: Before anything is compiled: ``randomization_fn`` or
-            ``redraw_every`` given (domain randomization is not supported in sweeps;
-            train randomized runs with `train_ppo`), no seeds, an invalid or untraceable
+        ValueError: Before anything is compiled: no seeds, an invalid or untraceable
             override (`plan_runs`), a factory building different structures for
             different seeds (naming the variable and the seed), a network that does not
             fit the environment, video recording asked for (record a video of
@@ -524,7 +524,6 @@ def train_many(
 
     # Every argument and the networks, before anything is compiled.
     settings = resolve_options("train_many", options, env=env)
-    _refuse_randomization(settings)
     eval_env = settings.eval_env
     seed_list = [run.seed for run in runs]
     networks, graphdef, params, network_states = _build_networks(make_network, seed_list)
@@ -537,21 +536,35 @@ def train_many(
             f"train_many runs in one process; this is process {jax.process_index()} of "
             f"{jax.process_count()} (jax.distributed). Train the sweep on one host's devices."
         )
+    randomization, eval_randomization = run_randomizations(
+        env, eval_env, settings.randomization_fn, ppo.n_envs, base.eval,
+        redraw_every=settings.redraw_every,
+    )  # fmt: skip
     hyper = _hyperparameters(runs, (overrides or {}).keys())
 
     # Each run's keys as train_ppo splits them from its seed.
     keys = jnp.stack([jax.random.split(jax.random.PRNGKey(seed), 3) for seed in seed_list])
     init_keys, eval_keys = keys[:, 0], keys[:, 1]
+    # Each run's first models, drawn from its key as its train_ppo run draws them, here
+    # rather than in the vmapped program: the draw checks the randomizer eagerly.
+    models = None
+    if randomization is not None:
+        models = _stack([randomization.initial(key) for key in init_keys])
 
-    def init_one(params: nnx.State, network_state: nnx.State, key: jax.Array, values: Any) -> Any:
+    def init_one(
+        params: nnx.State, network_state: nnx.State, key: jax.Array, values: Any, models: Any
+    ) -> Any:
         network = nnx.merge(graphdef, params, network_state)
         _, state = init_state(
             env, network, make_optimizer(ppo, values), key,
-            n_envs=ppo.n_envs, reset_mode=ppo.reset_mode, **ppo_state_fields(env, ppo),
+            n_envs=ppo.n_envs, reset_mode=ppo.reset_mode, randomization=randomization,
+            models=models, **ppo_state_fields(env, ppo),
         )  # fmt: skip
         return state
 
-    state = jax.jit(jax.vmap(init_one))(_stack(params), _stack(network_states), init_keys, hyper)
+    state = jax.jit(jax.vmap(init_one))(
+        _stack(params), _stack(network_states), init_keys, hyper, models
+    )
     shardings = None if sharded is None else sweep_shardings(state, sharded)
     if shardings is not None:
         state = jax.device_put(state, shardings)
@@ -568,13 +581,15 @@ def train_many(
         iteration = make_training_iteration(
             env, graphdef, optimizer, ppo, mesh=sharded, hyperparameters=values
         )
-        return iteration(state)
+        return with_redraws(iteration, env, randomization, ppo.reset_mode, sharded)(state)
 
     call = make_train_call(
         jax.vmap(one_iteration), ppo.iterations_per_call, shardings=shardings, n_args=1
     )
     k = len(runs)
-    evaluation = _evaluation(eval_env, networks[0], graphdef, base, eval_keys, k, sharded)
+    evaluation = _evaluation(
+        eval_env, networks[0], graphdef, base, eval_keys, k, sharded, eval_randomization
+    )
     loop = drive(
         state,
         lambda current: call(current, hyper),
@@ -600,22 +615,6 @@ def train_many(
     )
 
 
-def _refuse_randomization(settings: RunSettings) -> None:
-    """Domain randomization is not supported in a sweep: say so, naming the option."""
-    for name, given in (
-        ("randomization_fn", settings.randomization_fn is not None),
-        ("redraw_every", bool(settings.redraw_every)),
-    ):
-        if given:
-            raise ValueError(
-                f"train_many does not support {name}={getattr(settings, name)!r}: a "
-                "sweep builds all runs' states in one vmapped program, and per-run "
-                "randomized models are not implemented there. Train each randomized run "
-                "with train_ppo(..., randomization_fn=..., redraw_every=...), or leave "
-                f"{name} out of train_many."
-            )
-
-
 def _evaluation(
     eval_env: Any,
     network: nnx.Module,
@@ -624,14 +623,16 @@ def _evaluation(
     eval_keys: jax.Array,
     k: int,
     mesh: Mesh | None,
+    randomization: Randomization | None,
 ) -> Periodic | None:
     """Every run's periodic evaluation at once: the evaluator `train_ppo` would build,
     vmapped over the runs' variables and evaluation keys (each folded with the
-    iteration, as a single run's)."""
+    iteration, as a single run's); with ``randomization``, on models drawn from them."""
     settings = config.eval
     evaluator = evaluator_of(
         eval_env, network, graphdef, settings, mesh,
         run_steps=config.ppo.n_iterations * config.ppo.steps_per_iteration,
+        randomization=randomization,
     )  # fmt: skip
     if evaluator is None:
         return None
