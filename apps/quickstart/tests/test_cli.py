@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from nnx_ppo_quickstart import envs as envs_module
 from nnx_ppo_quickstart.cli import main
 from nnx_ppo_quickstart.networks import make_network
 
@@ -15,7 +16,7 @@ TINY = [
 ]  # fmt: skip
 
 
-def test_tiny_run_writes_every_output(tmp_path, capsys):
+def test_tiny_run_writes_every_output(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     assert main([*TINY, "--output-dir", str(out)]) == 0
     for name in ("metrics.jsonl", "learning_curve.png", "config.json", "summary.json"):
@@ -31,6 +32,17 @@ def test_tiny_run_writes_every_output(tmp_path, capsys):
     # Staggered starts by default, with a fresh reset per episode.
     stored = json.loads((out / "config.json").read_text())
     assert stored["train_config"]["ppo"]["reset_mode"] == "fresh"
+
+    # A resume that does not repeat the run's network fails in one line, before any
+    # environment is built, and leaves every file of the run as it was.
+    files = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    monkeypatch.setattr(envs_module, "make_envs", _no_envs)
+    assert main([*TINY, "--network", "lstm", "--output-dir", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "--network mlp" in err and "--network lstm" in err
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == files
+    monkeypatch.undo()
 
     # Resuming a finished run trains nothing more and keeps the step count and curve.
     assert main([*TINY, "--output-dir", str(out), "--resume"]) == 0
@@ -51,6 +63,33 @@ def test_an_extended_run_plots_its_whole_history(tmp_path):
     assert json.loads((out / "summary.json").read_text())["eval_steps"] == [0, 1200]
     assert main([*TINY, "--output-dir", str(out), "--resume"]) == 0
     assert json.loads((out / "summary.json").read_text())["eval_steps"] == [0, 1200, 2400]
+
+
+def _no_envs(*args, **kwargs):
+    raise AssertionError("an environment was built before the command line was checked")
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        (None, "holds no quickstart run"),
+        ("[1, 2]", "is not a quickstart run's config.json"),
+        ('{"cli": {"network": "mlp", "no_stagger": "True"}}', "trained with --no-stagger"),
+    ],
+)
+def test_a_resume_that_cannot_continue_is_refused_before_anything(
+    config, match, tmp_path, capsys, monkeypatch
+):
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    if config is not None:
+        (out / "config.json").write_text(config)
+    monkeypatch.setattr(envs_module, "make_envs", _no_envs)
+    assert main([*TINY, "--output-dir", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert match in err and len(err.splitlines()) == 1
+    if config is not None:
+        assert (out / "config.json").read_text() == config
 
 
 def test_existing_run_needs_resume(tmp_path, capsys):

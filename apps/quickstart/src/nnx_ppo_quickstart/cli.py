@@ -87,6 +87,48 @@ def eval_history(jsonl_path: Path) -> list[tuple[int, dict[str, float]]]:
     return history
 
 
+RUN_DEFINING = ("env", "brax_backend", "network", "n_envs", "episode_length", "no_stagger")
+"""The options that decide a run's environments, network and training state: a resume
+must repeat them (`resume_problem`)."""
+
+
+def resume_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--resume`` cannot continue the run in ``args.output_dir``, or ``None``.
+
+    Checked before anything is built or written: the run's ``config.json`` must exist
+    and record the same `RUN_DEFINING` options as this command line.
+    """
+    path = args.output_dir / "config.json"
+    try:
+        stored = json.loads(path.read_text())["cli"]
+        if not isinstance(stored, dict):
+            raise TypeError(stored)
+    except FileNotFoundError:
+        return (
+            f"--resume: {args.output_dir} holds no quickstart run (no config.json); "
+            "train one there without --resume first"
+        )
+    except (ValueError, KeyError, TypeError):  # not JSON, or not a quickstart record
+        return f"--resume: {path} is not a quickstart run's config.json (no 'cli' record)"
+    current = arguments_record(args, as_strings=True)
+    for name in RUN_DEFINING:
+        if name not in stored or stored[name] == current[name]:
+            continue
+        option = "--" + name.replace("_", "-")
+        if name == "no_stagger":  # a flag
+            was = option if stored[name] == "True" else f"no {option}"
+            now = option if current[name] == "True" else f"no {option}"
+            fix = f"{'add' if stored[name] == 'True' else 'leave out'} {option}"
+        else:
+            was, now = f"{option} {stored[name]}", f"{option} {current[name]}"
+            fix = f"pass {option} {stored[name]}"
+        return (
+            f"--resume: the run in {args.output_dir} was trained with {was}, this command "
+            f"has {now}; {fix} to continue it"
+        )
+    return None
+
+
 def _reset_mode(args: argparse.Namespace) -> str:
     """``"fresh"`` with staggered starts (a new start per episode), else brax's
     ``"cached"``."""
@@ -96,6 +138,12 @@ def _reset_mode(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = parse_args(argv)
+    if args.resume:  # before anything is built, and before anything is written
+        if args.output_dir is None:
+            return fail(PROG, "--resume needs the --output-dir of the run to continue")
+        problem = resume_problem(args)
+        if problem is not None:
+            return fail(PROG, problem)
     # Heavy imports after argument parsing, so `--help` is instant.
     from nnx_ppo.algorithms.checkpointing import Checkpointer
     from nnx_ppo.algorithms.ppo import train_ppo
@@ -117,8 +165,6 @@ def main(argv: list[str] | None = None) -> int:
         return fail(PROG, str(error))
 
     if args.output_dir is None:
-        if args.resume:
-            return fail(PROG, "--resume needs the --output-dir of the run to continue")
         stamp = time.strftime("%Y%m%d-%H%M%S")
         args.output_dir = Path("outputs/quickstart") / f"{args.env}-{args.network}-{stamp}"
     out = args.output_dir
@@ -131,10 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     # Every value as a string: nnx-ppo-export rebuilds the network from "cli".
     stored = json.loads(json.dumps(dataclasses.asdict(config), default=str))
-    write_json(
-        out / "config.json",
-        {"cli": arguments_record(args, as_strings=True), "train_config": stored},
-    )
+    record = {"cli": arguments_record(args, as_strings=True), "train_config": stored}
+    if not args.resume:  # a resume rewrites it once it has succeeded
+        write_json(out / "config.json", record)
     print(
         f"Training {args.network} on {args.env} [{envs.source}] for {args.steps:,} steps "
         f"with {args.n_envs} envs; outputs in {out}/"
@@ -158,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             checkpoint=checkpointer,
         )
     wall = time.perf_counter() - start
+    if args.resume:
+        write_json(out / "config.json", record)
 
     # The whole run's evaluations, from the log: after --resume, result.eval_history
     # holds only those after the resume step. The summary is written before the plot,
