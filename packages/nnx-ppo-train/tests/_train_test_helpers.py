@@ -2,8 +2,8 @@
 
 ``conftest.py`` puts this folder on ``sys.path`` (test modules are imported with
 ``--import-mode=importlib``); a script started from this folder finds it as its own
-sibling. Domain randomizers in the styles of brax and MuJoCo Playground, and the
-network of `nnx_ppo.envs.DictObsEnv`, and a counter of XLA compilations.
+sibling. Domain randomizers in the styles of brax and MuJoCo Playground, the network of
+`nnx_ppo.envs.DictObsEnv`, and the programs JAX lowers and compiles in a block.
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.sampling_layers import NormalTanhSampler
 from nnx_ppo.networks.utils import Map
 
-__all__ = ["compilations", "dict_obs_network", "randomize_cartpole", "randomize_pendulum"]
+__all__ = [
+    "COMPILED",
+    "LOWERED",
+    "dict_obs_network",
+    "jax_programs",
+    "randomize_cartpole",
+    "randomize_pendulum",
+]
 
 
 def randomize_pendulum(sys: Any, rng: jax.Array) -> tuple[Any, Any]:
@@ -89,22 +96,32 @@ def dict_obs_network(rngs: nnx.Rngs) -> nnx.Module:
     )
 
 
+LOWERED = "Finished jaxpr to MLIR module conversion "
+"""JAX's compile-log message for a program lowered (before compiling it or looking it
+up in the persistent cache; ``jax.eval_shape`` and tracing lower nothing)."""
+COMPILED = "Finished XLA compilation of "
+"""JAX's compile-log message for an executable built (compiled, or loaded from the
+persistent compilation cache)."""
+
+
 @contextlib.contextmanager
-def compilations(name: str) -> Iterator[list[str]]:
-    """The XLA compilations of the jitted function ``name`` inside the block (JAX's own
-    compile log, ``jax.log_compiles``)."""
-    found: list[str] = []
+def jax_programs(stage: str) -> Iterator[list[str]]:
+    """The names (``"jit(f)"``) of the programs JAX lowers (``stage=LOWERED``) or
+    compiles (`COMPILED`) inside the block, from its own compile log
+    (``jax.log_compiles``; the floor JAX has no way to remove a ``jax.monitoring``
+    listener)."""
+    names: list[str] = []
 
     class Collect(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             message = record.getMessage()
-            if message.startswith(f"Finished XLA compilation of jit({name})"):
-                found.append(message)
+            if message.startswith(stage):
+                names.append(message[len(stage) :].rsplit(" in ", 1)[0])
 
     handler, logger = Collect(), logging.getLogger("jax")
     logger.addHandler(handler)
     try:
         with jax.log_compiles(True):
-            yield found
+            yield names
     finally:
         logger.removeHandler(handler)

@@ -18,7 +18,6 @@ cells compile another, so the physics families' cells (`EXTENDED`) run in
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -28,7 +27,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _train_test_helpers import dict_obs_network, randomize_cartpole, randomize_pendulum
+from _train_test_helpers import (
+    LOWERED,
+    dict_obs_network,
+    jax_programs,
+    randomize_cartpole,
+    randomize_pendulum,
+)
 from flax import nnx
 
 from nnx_ppo.algorithms.activations import record_activations_rollout
@@ -231,27 +236,6 @@ def step_dirs(directory: Path) -> list[int]:
     return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
 
 
-LOWERING_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-
-
-@contextlib.contextmanager
-def lowered_programs() -> Iterator[list[str]]:
-    """The names of the programs JAX lowers for compilation inside the block (lowering
-    precedes both compiling and a persistent-cache lookup; ``jax.eval_shape`` and
-    tracing lower nothing)."""
-    names: list[str] = []
-
-    def listener(event: str, duration: float, **kwargs: Any) -> None:
-        if event == LOWERING_EVENT:
-            names.append(str(kwargs.get("fun_name")))
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        yield names
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
-
-
 def refused_before_compiling(call: Callable[[], Any], error: type[Exception], match: str) -> None:
     """``call()`` raises ``error`` matching ``match``, and compiles nothing first.
 
@@ -262,7 +246,7 @@ def refused_before_compiling(call: Callable[[], Any], error: type[Exception], ma
     training program again)."""
     with pytest.raises(error, match=match):
         call()
-    with lowered_programs() as lowered, pytest.raises(error, match=match):
+    with jax_programs(LOWERED) as lowered, pytest.raises(error, match=match):
         call()
     assert lowered == [], f"compiled {lowered} before refusing"
 
@@ -471,7 +455,7 @@ def check_resume(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     records: dict[int, dict[str, float]] = {}
     with (
         Checkpointer(directory, config=config, save_every_steps=HALF) as ckpt,
-        lowered_programs() as lowered,
+        jax_programs(LOWERED) as lowered,
     ):
         resumed = train_ppo(
             family.train_env(), family.make_network(nnx.Rngs(1)), config, progress=False,
@@ -902,7 +886,7 @@ def _process_main(what: str, name: str, directory: str, *extra: str) -> None:
     reports = []
     for _ in range(2):  # a second attempt in the same process is refused the same way
         report: dict[str, Any] = {"error": None, "message": ""}
-        with lowered_programs() as lowered:
+        with jax_programs(LOWERED) as lowered:
             try:
                 train_ppo(family.train_env(), network, config, progress=False, log_fn=log_fn)
             except Exception as error:  # reported to the test, which checks it
