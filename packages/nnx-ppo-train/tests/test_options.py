@@ -93,19 +93,3 @@ def test_every_trainer_rejects_an_unknown_option_before_using_the_environment():
 
     with pytest.raises(TypeError, match=r"^train_many\(\) got an unknown run option 'device'"):
         train_many(NotAnEnv(), never, PPO, seeds=[0, 1], device=1)  # type: ignore[call-arg]
-
-
-@pytest.mark.parametrize(
-    ("option", "value"),
-    [("randomization_fn", lambda model, rng: (model, None)), ("redraw_every", 2)],
-)
-def test_train_many_refuses_domain_randomization_by_name(option, value):
-    def never(rngs):
-        raise AssertionError("make_network was called before the options were checked")
-
-    with pytest.raises(ValueError, match=rf"^train_many does not support {option}=.*train_ppo"):
-        train_many(NotAnEnv(), never, PPO, seeds=[0, 1], **{option: value})
-    # Their "off" values are accepted (and the run then fails at the factory, later).
-    off = {option: None} if option == "randomization_fn" else {option: 0}
-    with pytest.raises(AssertionError, match="make_network was called"):
-        train_many(NotAnEnv(), never, PPO, seeds=[0, 1], **off)

@@ -305,15 +305,17 @@ def read_items(
 
 def write_probe(folder: Path, items: Mapping[str, Mapping[str, np.ndarray]]) -> None:
     """Write ``items`` (``{name: {key: array}}``) as orbax items under ``folder``, as
-    a checkpoint writes them (`Checkpointer.probe`'s test write)."""
-    with ocp.Checkpointer(ocp.CompositeCheckpointHandler(**handlers())) as writer:
-        writer.save(
-            folder,
-            args=ocp.args.Composite(
-                **{name: ocp.args.StandardSave(dict(arrays)) for name, arrays in items.items()}
-            ),
-            force=True,
-        )
+    a checkpoint writes them (`Checkpointer.probe`'s test write). With several processes
+    the writer is private to this one, like `manager`'s: no cross-process barrier."""
+    options = ocp.options.MultiprocessingOptions()
+    if jax.process_count() > 1:
+        me = jax.process_index()
+        options = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, arrays in items.items():
+        handler = ocp.StandardCheckpointHandler(multiprocessing_options=options)
+        with ocp.Checkpointer(handler, multiprocessing_options=options) as writer:
+            writer.save(folder / name, args=ocp.args.StandardSave(dict(arrays)), force=True)
 
 
 def storable(dtype: str) -> bool:
