@@ -652,6 +652,7 @@ def _kill_and_resume(tmp_path: Path, n_kills: int, total: int, seed: int) -> Non
     assert_trees_equal(nnx.state(load_network(directory, mlp(seed=1))), nnx.state(reference))
 
 
+@pytest.mark.heavy  # the default run resumes in new processes (test_resume); CI kills too
 def test_kill_and_resume(tmp_path):
     _kill_and_resume(tmp_path, n_kills=3, total=480, seed=0)
 
