@@ -164,10 +164,9 @@ def init_state(
         randomization: Domain randomization: one model per environment is drawn from
             ``key`` (`Randomization.initial`) into ``state.models``, and the
             environments reset with their own models. ``None``: ``models`` is ``None``.
-        models: The run's first models, already drawn with
-            ``randomization.initial(key)`` (a sweep draws every run's before its
-            vmapped program, since the draw checks the randomizer eagerly); ``None``:
-            drawn here if ``randomization`` is given.
+        models: The run's first models, already drawn (`Randomization.initial`; a
+            sweep draws every run's before its vmapped program, since the draw checks
+            the randomizer eagerly), instead of ``randomization``.
         **fields: The algorithm's extra fields (e.g. distillation's ``teacher_carry``).
 
     Returns:

@@ -557,8 +557,8 @@ def train_many(
         network = nnx.merge(graphdef, params, network_state)
         _, state = init_state(
             env, network, make_optimizer(ppo, values), key,
-            n_envs=ppo.n_envs, reset_mode=ppo.reset_mode, randomization=randomization,
-            models=models, **ppo_state_fields(env, ppo),
+            n_envs=ppo.n_envs, reset_mode=ppo.reset_mode, models=models,
+            **ppo_state_fields(env, ppo),
         )  # fmt: skip
         return state
 
