@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 from nnx_ppo_quickstart import envs as envs_module
@@ -17,6 +22,7 @@ TINY = [
 
 
 def test_tiny_run_writes_every_output(tmp_path, capsys, monkeypatch):
+    os.umask(0o022)
     out = tmp_path / "run"
     assert main([*TINY, "--output-dir", str(out)]) == 0
     for name in ("metrics.jsonl", "learning_curve.png", "config.json", "summary.json"):
@@ -32,6 +38,12 @@ def test_tiny_run_writes_every_output(tmp_path, capsys, monkeypatch):
     # Staggered starts by default, with a fresh reset per episode.
     stored = json.loads((out / "config.json").read_text())
     assert stored["train_config"]["ppo"]["reset_mode"] == "fresh"
+    # Typed values and the run's provenance; files made with the user's umask (0o022).
+    assert stored["cli"]["steps"] == 2400 and stored["cli"]["no_stagger"] is False
+    assert {"jax", "flax", "brax", "nnx-ppo-train"} <= set(stored["provenance"]["versions"])
+    assert "git_commit" in stored["provenance"] and summary["finished"] is True
+    for name in ("config.json", "summary.json", "metrics.jsonl"):
+        assert (out / name).stat().st_mode & 0o777 == 0o644, name
 
     # A resume that does not repeat the run's network fails in one line, before any
     # environment is built, and leaves every file of the run as it was.
@@ -107,11 +119,23 @@ def test_unknown_env_lists_valid_choices(tmp_path, capsys):
     assert "Traceback" not in err
 
 
-def test_impossible_sizes_are_one_line_errors(tmp_path, capsys):
-    assert main(["--n-envs", "100", "--n-minibatches", "8", "--output-dir", str(tmp_path)]) == 2
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--n-envs", "100", "--n-minibatches", "8"], ("100", "8")),
+        (["--learning-rate", "-1"], ("learning_rate", "-1")),
+        (["--discount", "1.5"], ("discounting_factor", "1.5")),
+    ],
+)
+def test_bad_options_are_one_line_errors_before_any_env(
+    tmp_path, capsys, monkeypatch, options, named
+):
+    monkeypatch.setattr(envs_module, "make_envs", _no_envs)
+    assert main([*options, "--output-dir", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
-    assert "100" in err and "8" in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert all(word in err for word in named), err
+    assert not (tmp_path / "run").exists()  # nothing written
 
 
 def test_resume_needs_an_output_dir(capsys):
@@ -158,3 +182,56 @@ def test_training_episodes_are_staggered_unless_asked_not_to(flags, stagger, res
     )  # fmt: skip
     assert (envs.train.stagger, envs.eval.stagger) == (stagger, 0)
     assert _reset_mode(args) == reset_mode
+
+
+@pytest.mark.extended
+def test_sigterm_stops_cleanly_and_the_resumed_run_is_the_uninterrupted_one(tmp_path):
+    # 300 calls of 80 steps, a checkpoint every 4000 steps. SIGTERM once the first is
+    # on disk: the quickstart checkpoints where it is, says how to continue and exits
+    # with 143; --resume then ends with the uninterrupted run's parameters and log.
+    import jax
+
+    from nnx_ppo.algorithms.checkpointing import load_network
+
+    run = [*TINY[:1], "24000", *TINY[2:], "--checkpoint-every", "4000"]
+    full, split = tmp_path / "full", tmp_path / "split"
+    assert main([*run, "--output-dir", str(full)]) == 0  # fills the compilation cache
+
+    command = [sys.executable, "-m", "nnx_ppo_quickstart.cli", *run, "--output-dir", str(split)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    checkpoints = split / "checkpoints"
+    while not (checkpoints.exists() and any(p.name.isdigit() for p in checkpoints.iterdir())):
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 143, output[-3000:]
+    assert "stopped by SIGTERM" in output and "--resume --output-dir" in output
+    summary = json.loads((split / "summary.json").read_text())
+    assert summary["finished"] is False and summary["stopped_by"] == "SIGTERM"
+    assert 4000 <= summary["steps"] < 24000
+
+    assert main([*run, "--output-dir", str(split), "--resume"]) == 0
+    resumed = json.loads((split / "summary.json").read_text())
+    assert resumed["finished"] is True and resumed["resumed_from_step"] == summary["steps"]
+    template = make_network("mlp", obs_size=4, action_size=1, seed=5)
+    ours = nnx_state(load_network(split / "checkpoints", template))
+    theirs = nnx_state(load_network(full / "checkpoints", template))
+    assert jax.tree.structure(ours) == jax.tree.structure(theirs)
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+        assert (a == b).all()
+    assert _training_log(split) == _training_log(full)
+
+
+def nnx_state(network):
+    from flax import nnx
+
+    return nnx.to_pure_dict(nnx.state(network))
+
+
+def _training_log(out):
+    """The run's log without its wall-clock metrics."""
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.startswith("throughput/")} for r in records]

@@ -3,7 +3,8 @@
 ``conftest.py`` puts this folder on ``sys.path`` (test modules are imported with
 ``--import-mode=importlib``); a script started from this folder finds it as its own
 sibling. Domain randomizers in the styles of brax and MuJoCo Playground, the network of
-`nnx_ppo.envs.DictObsEnv`, and the programs JAX lowers and compiles in a block.
+`nnx_ppo.envs.DictObsEnv`, the programs JAX lowers and compiles in a block, and the
+bitwise comparison of state trees.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from nnx_ppo.networks.adapter import PPOAdapter
@@ -26,7 +29,9 @@ from nnx_ppo.networks.utils import Map
 __all__ = [
     "COMPILED",
     "LOWERED",
+    "assert_trees_equal",
     "dict_obs_network",
+    "host",
     "jax_programs",
     "randomize_cartpole",
     "randomize_pendulum",
@@ -125,3 +130,24 @@ def jax_programs(stage: str) -> Iterator[list[str]]:
             yield names
     finally:
         logger.removeHandler(handler)
+
+
+def host(tree: Any) -> Any:
+    """Host copies of a tree's arrays, PRNG keys as their raw data (so that they compare
+    with ``np.testing.assert_array_equal``)."""
+
+    def leaf(x: Any) -> np.ndarray:
+        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x = jax.random.key_data(x)
+        return np.array(x)
+
+    return jax.tree.map(leaf, tree)
+
+
+def assert_trees_equal(a: Any, b: Any) -> None:
+    """Bitwise equality of two trees (structure, then every leaf, named on failure)."""
+    a, b = host(a), host(b)
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    leaves = zip(jax.tree_util.tree_flatten_with_path(a)[0], jax.tree.leaves(b), strict=True)
+    for (path, x), y in leaves:
+        np.testing.assert_array_equal(x, y, err_msg=jax.tree_util.keystr(path))

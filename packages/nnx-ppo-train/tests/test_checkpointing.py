@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from _train_test_helpers import COMPILED, jax_programs
+from _train_test_helpers import COMPILED, assert_trees_equal, host, jax_programs
 from flax import nnx
 
 from nnx_ppo.algorithms.checkpointing import (
@@ -71,25 +71,6 @@ def mlp(seed: int = 0, hidden: int = 8) -> nnx.Module:
 def template_state(network: nnx.Module, config: TrainConfig):
     optimizer = make_optimizer(config.ppo)
     return init_train_state(ENV, network, config.ppo, optimizer, jax.random.PRNGKey(1))[1]
-
-
-def as_numpy(tree):
-    """Host arrays, PRNG keys as their raw data (so they compare with array_equal)."""
-
-    def leaf(x):
-        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-            x = jax.random.key_data(x)
-        return np.asarray(x)
-
-    return jax.tree.map(leaf, tree)
-
-
-def assert_trees_equal(a, b) -> None:
-    a, b = as_numpy(a), as_numpy(b)
-    assert jax.tree.structure(a) == jax.tree.structure(b)
-    pairs = zip(jax.tree_util.tree_flatten_with_path(a)[0], jax.tree.leaves(b), strict=True)
-    for (path, x), y in pairs:
-        np.testing.assert_array_equal(x, y, err_msg=jax.tree_util.keystr(path))
 
 
 def step_dirs(directory: Path) -> list[int]:
@@ -211,7 +192,7 @@ def test_zero_size_leaves_round_trip_exactly(impl, tmp_path):
     assert any("contact" in p for p in empties) and any("keys" in p for p in empties)
     with pytest.raises(AssertionError):  # the second template differs: the test can fail
         assert_trees_equal(saved.env_state, other.env_state)
-    expected = as_numpy(saved)
+    expected = host(saved)
     with Checkpointer(tmp_path / "c") as ckpt:
         assert ckpt.save(saved, 16, {}, final=True)
     with Checkpointer(tmp_path / "c") as ckpt:
@@ -466,7 +447,7 @@ def test_save_copies_the_state_before_returning(async_save, tmp_path):
     # returns. Deleting the buffers right away must not affect what is written.
     config = tiny_config(16)
     state = template_state(mlp(), config)
-    expected = as_numpy(state)
+    expected = host(state)
     with Checkpointer(tmp_path / "c", async_save=async_save) as ckpt:
         assert not ckpt.save(state, 16, {})  # save_every_steps=None: only at the end
         assert ckpt.save(state, 16, {"loss": float("nan")}, final=True)

@@ -37,7 +37,9 @@ import numpy as np
 import pytest
 from _train_test_helpers import (
     LOWERED,
+    assert_trees_equal,
     dict_obs_network,
+    host,
     jax_programs,
     randomize_cartpole,
     randomize_pendulum,
@@ -203,26 +205,6 @@ class ProgressCurriculum(Wrapper):
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def host(tree: Any) -> Any:
-    """Host copies, PRNG keys as their raw data (so they compare with array_equal)."""
-
-    def leaf(x: Any) -> np.ndarray:
-        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-            x = jax.random.key_data(x)
-        return np.array(x)
-
-    return jax.tree.map(leaf, tree)
-
-
-def assert_trees_equal(a: Any, b: Any) -> None:
-    """Bitwise equality of two trees (structure, then every leaf, named on failure)."""
-    a, b = host(a), host(b)
-    assert jax.tree.structure(a) == jax.tree.structure(b)
-    leaves = zip(jax.tree_util.tree_flatten_with_path(a)[0], jax.tree.leaves(b), strict=True)
-    for (path, x), y in leaves:
-        np.testing.assert_array_equal(x, y, err_msg=jax.tree_util.keystr(path))
 
 
 def trees_differ(a: Any, b: Any) -> bool:

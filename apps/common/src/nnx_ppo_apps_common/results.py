@@ -25,6 +25,7 @@ def write_json(path: Path, data: Any) -> None:
     text = json.dumps(data, indent=2) + "\n"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # as open() would create it (mkstemp: 0600)
         with os.fdopen(fd, "w") as file:
             file.write(text)
         os.replace(tmp, path)
@@ -33,18 +34,38 @@ def write_json(path: Path, data: Any) -> None:
         raise
 
 
-def throughput(total_steps: int, wall_time_s: float) -> dict[str, float | int]:
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def throughput(
+    total_steps: int, wall_time_s: float, *, start_step: int = 0
+) -> dict[str, float | int]:
     """``{"steps", "wall_time_s", "steps_per_second"}`` of a run (rounded for reading).
+
+    Args:
+        total_steps: The run's env steps at the end.
+        wall_time_s: This attempt's wall time.
+        start_step: The step this attempt resumed from: the throughput counts the steps
+            trained in ``wall_time_s``, and the record gets ``"resumed_from_step"``.
 
     Examples:
         >>> throughput(150_000, 61.234)
         {'steps': 150000, 'wall_time_s': 61.2, 'steps_per_second': 2449.6}
+        >>> throughput(150_000, 20.0, start_step=100_000)["steps_per_second"]
+        2500.0
     """
-    return {
+    trained = total_steps - start_step
+    record: dict[str, float | int] = {
         "steps": int(total_steps),
         "wall_time_s": round(wall_time_s, 1),
-        "steps_per_second": round(total_steps / wall_time_s, 1) if wall_time_s > 0 else 0.0,
+        "steps_per_second": round(trained / wall_time_s, 1) if wall_time_s > 0 else 0.0,
     }
+    if start_step:
+        record["resumed_from_step"] = int(start_step)
+    return record
 
 
 def done_message(summary: dict[str, Any], final_return: float, out: Path) -> str:
@@ -61,8 +82,10 @@ def done_message(summary: dict[str, Any], final_return: float, out: Path) -> str
         Done: 150,000 steps in 61 s (2,450 steps/s, including compilation and eval);
         final eval return 998.7. Results in out/
     """
+    resumed = summary.get("resumed_from_step")
+    steps = f"{summary['steps']:,} steps" + (f" (resumed at {resumed:,})" if resumed else "")
     return (
-        f"Done: {summary['steps']:,} steps in {summary['wall_time_s']:.0f} s "
+        f"Done: {steps} in {summary['wall_time_s']:.0f} s "
         f"({summary['steps_per_second']:,.0f} steps/s, including compilation and eval); "
         f"final eval return {final_return:.1f}. Results in {out}/"
     )

@@ -12,12 +12,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 
 from nnx_ppo_apps_common.cli import arguments_record, fail, positive_int
 from nnx_ppo_apps_common.plotting import plot_learning_curve
 from nnx_ppo_apps_common.results import done_message, throughput, write_json
+from nnx_ppo_apps_common.runs import (
+    add_run_arguments,
+    provenance,
+    stopped_message,
+    use_compilation_cache,
+)
 from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
 
 __all__ = ["eval_history", "main", "parse_args"]
@@ -72,6 +79,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "need on fixed-length tasks; see wrap_for_training)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_run_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -110,15 +118,17 @@ def resume_problem(args: argparse.Namespace) -> str | None:
         )
     except (ValueError, KeyError, TypeError):  # not JSON, or not a quickstart record
         return f"--resume: {path} is not a quickstart run's config.json (no 'cli' record)"
-    current = arguments_record(args, as_strings=True)
+    current = arguments_record(args)
     for name in RUN_DEFINING:
-        if name not in stored or stored[name] == current[name]:
+        # str(): runs written before config.json held typed values stored strings.
+        if name not in stored or str(stored[name]) == str(current[name]):
             continue
         option = "--" + name.replace("_", "-")
         if name == "no_stagger":  # a flag
-            was = option if stored[name] == "True" else f"no {option}"
-            now = option if current[name] == "True" else f"no {option}"
-            fix = f"{'add' if stored[name] == 'True' else 'leave out'} {option}"
+            had = str(stored[name]) == "True"
+            was = option if had else f"no {option}"
+            now = f"no {option}" if had else option
+            fix = f"{'add' if had else 'leave out'} {option}"
         else:
             was, now = f"{option} {stored[name]}", f"{option} {current[name]}"
             fix = f"pass {option} {stored[name]}"
@@ -147,23 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     # Heavy imports after argument parsing, so `--help` is instant.
     from nnx_ppo.algorithms.checkpointing import Checkpointer
     from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.algorithms.preemption import StopOnSignal
     from nnx_ppo_quickstart.envs import make_envs
     from nnx_ppo_quickstart.networks import make_network
 
-    try:
-        envs = make_envs(
-            args.env,
-            episode_length=args.episode_length,
-            reward_scaling=args.reward_scaling,
-            brax_backend=args.brax_backend,
-            stagger=not args.no_stagger,
-        )
-        network = make_network(args.network, envs.observation_size, envs.action_size, args.seed)
+    try:  # every option before any environment is built
         # Staggered starts need a freshly drawn reset per episode (wrap_for_training).
         config = train_config(args, seed=args.seed, reset_mode=_reset_mode(args))
     except (ValueError, TypeError) as error:
         return fail(PROG, str(error))
-
     if args.output_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         args.output_dir = Path("outputs/quickstart") / f"{args.env}-{args.network}-{stamp}"
@@ -174,10 +176,25 @@ def main(argv: list[str] | None = None) -> int:
             f"--output-dir {out} already holds a run; pass --resume to continue it "
             "or choose another --output-dir",
         )
+    use_compilation_cache(not args.no_compile_cache)
+    try:
+        envs = make_envs(
+            args.env,
+            episode_length=args.episode_length,
+            reward_scaling=args.reward_scaling,
+            brax_backend=args.brax_backend,
+            stagger=not args.no_stagger,
+        )
+        network = make_network(args.network, envs.observation_size, envs.action_size, args.seed)
+    except (ValueError, TypeError) as error:
+        return fail(PROG, str(error))
+
     out.mkdir(parents=True, exist_ok=True)
-    # Every value as a string: nnx-ppo-export rebuilds the network from "cli".
-    stored = json.loads(json.dumps(dataclasses.asdict(config), default=str))
-    record = {"cli": arguments_record(args, as_strings=True), "train_config": stored}
+    record = {
+        "cli": arguments_record(args),  # nnx-ppo-export rebuilds the network from it
+        "train_config": json.loads(json.dumps(dataclasses.asdict(config), default=str)),
+        "provenance": provenance(),
+    }
     if not args.resume:  # a resume rewrites it once it has succeeded
         write_json(out / "config.json", record)
     print(
@@ -186,13 +203,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     start = time.perf_counter()
     # The with-block closes the checkpointer (waiting for its last save) even if
-    # training fails.
-    with Checkpointer(
-        out / "checkpoints",
-        config=config,
-        save_every_steps=args.checkpoint_every,
-        resume=args.resume,
-    ) as checkpointer:
+    # training fails. SIGTERM or Ctrl-C stops after the current call, with a checkpoint.
+    with (
+        Checkpointer(
+            out / "checkpoints",
+            config=config,
+            save_every_steps=args.checkpoint_every,
+            resume=args.resume,
+        ) as checkpointer,
+        StopOnSignal() as stop,
+    ):
         result = train_ppo(
             envs.train,
             network,
@@ -201,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=False if args.no_progress else None,  # None: shown on a terminal
             jsonl_path=out / "metrics.jsonl",
             checkpoint=checkpointer,
+            stop=stop,
         )
     wall = time.perf_counter() - start
     if args.resume:
@@ -214,13 +235,19 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "env": args.env,
         "network": args.network,
-        **throughput(result.total_steps, wall),
+        **throughput(result.total_steps, wall, start_step=checkpointer.restored_step or 0),
         "final_eval_reward": final_reward,
         "eval_steps": [step for step, _ in history],
+        "finished": not result.stopped,
     }
+    if result.stopped:
+        summary["stopped_by"] = stop.reason
     write_json(out / "summary.json", summary)
     if history:
         plot_learning_curve(history, out / "learning_curve.png", f"{args.network} on {args.env}")
+    if result.stopped:
+        print(stopped_message(PROG, stop.reason, result.total_steps, out), file=sys.stderr)
+        return stop.exit_code
     print(done_message(summary, final_reward, out))
     return 0
 

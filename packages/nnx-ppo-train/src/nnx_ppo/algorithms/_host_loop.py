@@ -25,6 +25,11 @@ which go to the sinks with their run index (``log_fn(metrics, step, run)``, one 
 line per run with a ``"run"`` field); the progress bar counts the env steps of all runs
 together; evaluations return one record per run.
 
+**Stopping.** With a ``stop`` request (`nnx_ppo.algorithms.preemption`), the loop asks
+it after every call; once it answers true the loop logs what is pending, writes a
+checkpoint (``final=True``) and returns with ``stopped=True``. The stop adds no log
+record, evaluation or video, so the resumed run's records are the uninterrupted run's.
+
 **Nothing lost late.** When a checkpoint is due after a call, it is written even if
 that call's evaluation, video or logging raises (the error is re-raised after the
 save), so a failure after training never costs the trained state.
@@ -47,6 +52,7 @@ from nnx_ppo.algorithms.config import EvalConfig, LogLevel
 from nnx_ppo.algorithms.distributed import is_primary, save_checkpoint
 from nnx_ppo.algorithms.faults import raise_if_non_finite
 from nnx_ppo.algorithms.logging import EVAL_REWARD, JSONLWriter, LogFn, ProgressBar
+from nnx_ppo.algorithms.preemption import StopFn, agreed_stop
 from nnx_ppo.algorithms.types import Metrics
 
 __all__ = [
@@ -130,13 +136,15 @@ def fires(task: Periodic, step: int, previous: int, call_steps: int) -> bool:
 class LoopResult:
     """What `run_calls` returns: the final state, the evaluation history
     ``[(step, metrics)]`` of ``evaluation``, the latest value of every logged metric and
-    the exact env step count reached. With ``runs=K`` each ``metrics`` (in the history
-    and the latest) is a list of ``K`` dicts, one per run."""
+    the exact env step count reached, and whether a stop request ended the run early
+    (``stopped``). With ``runs=K`` each ``metrics`` (in the history and the latest) is a
+    list of ``K`` dicts, one per run."""
 
     state: Any
     eval_history: list[tuple[int, Any]]
     metrics: Any
     step: int
+    stopped: bool = False
 
 
 Record = list[dict[str, float]]
@@ -284,6 +292,7 @@ def run_calls(
     progress: bool | None = None,
     description: str = "train_ppo",
     runs: int | None = None,
+    stop: StopFn | None = None,
 ) -> LoopResult:
     """Run ``train_call`` until ``n_iterations`` iterations are done.
 
@@ -309,6 +318,8 @@ def run_calls(
         runs: ``K`` for a sweep: the state and metrics have a leading axis of ``K``
             runs, ``log_fn`` is called as ``log_fn(metrics, step, run)`` and JSONL lines
             get a ``"run"`` field (see the module docstring). ``None``: one run.
+        stop: Asked after every call; when it answers true the run stops there, after a
+            checkpoint (see the module docstring).
 
     Returns:
         A `LoopResult`.
@@ -381,6 +392,7 @@ def run_calls(
         return records
 
     pending: tuple[Metrics, Any, int] | None = None
+    stopped = False
     try:
         if evaluation is not None and evaluation.at_start and step == 0:
             emit(run_task(evaluation, state, iteration, step), step)
@@ -404,7 +416,10 @@ def run_calls(
                 checkpoint=checkpoint,
                 primary=primary,
             )
-            if plan.defer_read:
+            stopped = not plan.last and agreed_stop(stop)
+            if stopped:  # the checkpoint a resume continues from, and nothing else added
+                plan = dataclasses.replace(plan, save=checkpoint is not None, last=True)
+            elif plan.defer_read:
                 pending = (metrics, jax.tree.map(jnp.copy, state.non_finite), step)
                 continue
             records = (
@@ -424,6 +439,8 @@ def run_calls(
                 # after training never costs the trained state. (A NaN/inf record
                 # raised in read() above, and such a state is never saved.)
                 if plan.save:
+                    if stopped and not plan.log:  # unread: a NaN/inf state is never saved
+                        raise_if_non_finite(state.non_finite, step)
                     save_checkpoint(
                         checkpoint,
                         state,
@@ -432,6 +449,8 @@ def run_calls(
                         final=plan.last,
                         mesh=mesh,
                     )
+            if stopped:
+                break
 
         # Nothing to train (total_steps=0): evaluate once. A resumed finished run does
         # not: its evaluations are the interrupted attempt's.
@@ -447,5 +466,8 @@ def run_calls(
             eval_history=[(at, records[0]) for at, records in eval_history],
             metrics=latest[0],
             step=step,
+            stopped=stopped,
         )
-    return LoopResult(state=state, eval_history=eval_history, metrics=latest, step=step)
+    return LoopResult(
+        state=state, eval_history=eval_history, metrics=latest, step=step, stopped=stopped
+    )

@@ -154,6 +154,7 @@ def check_run_arguments(
     progress: Any,
     jsonl_path: Any,
     checkpoint: Any,
+    stop: Any = None,
 ) -> None:
     """Check the host-side arguments of `train_ppo` / `train_distillation`.
 
@@ -163,6 +164,7 @@ def check_run_arguments(
         jsonl_path: ``None`` or a path (``str`` / ``os.PathLike``).
         checkpoint: ``None`` or a `CheckpointHook` (e.g. a
             `Checkpointer`).
+        stop: ``None`` or a callable without arguments (a stop request).
 
     Raises:
         TypeError: Naming the argument, its value and what to pass instead (a path
@@ -184,6 +186,11 @@ def check_run_arguments(
         raise TypeError(f"progress={progress!r} must be True, False or None (on a terminal).")
     if jsonl_path is not None and not isinstance(jsonl_path, str | os.PathLike):
         raise TypeError(f"jsonl_path={jsonl_path!r} must be a path (str or os.PathLike) or None.")
+    if stop is not None and not callable(stop):
+        raise TypeError(
+            f"stop={stop!r} is not callable; pass a stop request asked as stop() after "
+            "every device call, e.g. StopOnSignal() (nnx_ppo.algorithms.preemption), or None."
+        )
     if checkpoint is None or isinstance(checkpoint, CheckpointHook):
         return
     if isinstance(checkpoint, str | os.PathLike):

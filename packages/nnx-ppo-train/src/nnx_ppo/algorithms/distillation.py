@@ -375,4 +375,4 @@ def train_distillation(
         description="train_distillation",
     )  # fmt: skip
     trainer.write_back(student, loop.state, sharded)
-    return DistillationResult(loop.state, loop.eval_history, loop.metrics, loop.step)
+    return DistillationResult(loop.state, loop.eval_history, loop.metrics, loop.step, loop.stopped)

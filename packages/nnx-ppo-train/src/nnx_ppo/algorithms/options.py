@@ -37,6 +37,7 @@ from jax.sharding import Mesh
 
 from nnx_ppo.algorithms.checks import check_run_arguments
 from nnx_ppo.algorithms.hooks import CheckpointHook
+from nnx_ppo.algorithms.preemption import StopFn
 from nnx_ppo.algorithms.randomization import RandomizationFn
 
 __all__ = ["Host", "RunOptions", "RunSettings", "resolve_options"]
@@ -87,10 +88,13 @@ class RunOptions(TypedDict, Generic[LogFnT], total=False):
             ``seed`` and kept in the state's ``models`` (checkpointed, resumed, sharded
             with the environments). Evaluation runs the nominal model unless
             ``EvalConfig(randomized=True)``. See `nnx_ppo.algorithms.randomization`.
-            Not supported by `train_many`.
         redraw_every: (``None``: keep the models) Draw new models every this many
             iterations (inside the jitted iteration, from the state's key); ``0`` also
-            keeps them. Not supported by `train_many`.
+            keeps them.
+        stop: (``None``) A stop request, asked after every device call (e.g.
+            `StopOnSignal` for a clean stop on ``SIGTERM``): once it answers true the run
+            writes a checkpoint and returns with ``result.stopped`` set; resuming
+            continues it exactly (see `nnx_ppo.algorithms.preemption`).
     """
 
     log_fn: LogFnT | None
@@ -102,6 +106,7 @@ class RunOptions(TypedDict, Generic[LogFnT], total=False):
     mesh: Mesh | None
     randomization_fn: RandomizationFn | None
     redraw_every: int | None
+    stop: StopFn | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +119,7 @@ class Host:
         progress: Show a progress bar (``None``: on a terminal).
         jsonl_path: Also write every record to this JSONL file.
         checkpoint: A `CheckpointHook` or ``None``.
+        stop: A stop request (`nnx_ppo.algorithms.preemption`) or ``None``.
 
     Raises:
         TypeError: If an option is of the wrong kind (`check_run_arguments`).
@@ -123,6 +129,7 @@ class Host:
     progress: bool | None = None
     jsonl_path: str | os.PathLike[str] | None = None
     checkpoint: Any = None
+    stop: StopFn | None = None
 
     def __post_init__(self) -> None:
         check_run_arguments(
@@ -130,6 +137,7 @@ class Host:
             progress=self.progress,
             jsonl_path=self.jsonl_path,
             checkpoint=self.checkpoint,
+            stop=self.stop,
         )
 
 

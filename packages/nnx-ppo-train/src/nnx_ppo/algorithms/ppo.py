@@ -193,4 +193,4 @@ def train_ppo(
         evaluation=evaluation, video=video, mesh=sharded, description="train_ppo",
     )  # fmt: skip
     write_back(networks, loop.state, sharded)
-    return TrainResult(loop.state, loop.eval_history, loop.metrics, loop.step)
+    return TrainResult(loop.state, loop.eval_history, loop.metrics, loop.step, loop.stopped)

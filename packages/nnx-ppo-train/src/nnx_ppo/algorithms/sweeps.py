@@ -413,6 +413,8 @@ class SweepResult:
         metrics: Per run, the last logged training metrics (and evaluation's), floats.
         total_steps: Env steps trained by each run, an exact ``int`` (all runs together
             trained ``n_runs * total_steps``).
+        stopped: Whether the ``stop`` request ended the sweep early (after a checkpoint;
+            resume to continue).
     """
 
     state: TrainState
@@ -421,6 +423,7 @@ class SweepResult:
     eval_histories: list[list[tuple[int, dict[str, float]]]]
     metrics: list[dict[str, float]]
     total_steps: int
+    stopped: bool = False
 
     @property
     def n_runs(self) -> int:
@@ -612,6 +615,7 @@ def train_many(
         eval_histories=histories,
         metrics=list(loop.metrics),
         total_steps=loop.step,
+        stopped=loop.stopped,
     )
 
 

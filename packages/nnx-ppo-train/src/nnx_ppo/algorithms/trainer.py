@@ -94,12 +94,15 @@ class RunResult:
             are the uninterrupted run's history.
         metrics: The last logged training metrics (and the last evaluation's), floats.
         total_steps: Env steps trained, an exact ``int``.
+        stopped: Whether the run's ``stop`` request ended it before ``total_steps`` of
+            the config (a checkpoint of this state was written; resume to continue).
     """
 
     state: Any
     eval_history: list[tuple[int, dict[str, float]]]
     metrics: dict[str, float]
     total_steps: int
+    stopped: bool = False
 
 
 def as_train_config(config: TrainConfig | PPOConfig) -> TrainConfig:
@@ -205,6 +208,7 @@ def drive(
         progress=host.progress,
         description=description,
         runs=runs,
+        stop=host.stop,
     )
 
 
