@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import jax
@@ -166,7 +167,7 @@ class _MemoryCheckpoint:
             self.finals.append(step)
 
 
-def _lstm_run(hook=None, log_fn=None):
+def _lstm_run(hook=None, log_fn=None, **options):
     """An LSTM student (with normalizer) learning from an MLP teacher, values too."""
     env = EpisodeWrapper(PointMass(), episode_length=6)
     teacher = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
@@ -185,8 +186,9 @@ def _lstm_run(hook=None, log_fn=None):
         log_level=LogLevel.LOSSES | LogLevel.CRITIC | LogLevel.ROLLOUT,
     )
     result = train_distillation(
-        env, teacher, student, config, progress=False, checkpoint=hook, log_fn=log_fn
-    )
+        env, teacher, student, config, progress=False, checkpoint=hook, log_fn=log_fn,
+        **options,
+    )  # fmt: skip
     return teacher, student, result
 
 
@@ -272,26 +274,12 @@ def test_resume_with_the_checkpointer_is_exact(lstm_run, tmp_path):
     from nnx_ppo.algorithms import checkpointing
 
     _, _, full, _, _, _ = lstm_run
-    # Stop after 20 iterations (a run of 400 steps), then resume to 600 from disk.
+    # Stopped by a stop request after 10 calls (400 steps), then resumed to 600 from disk.
     directory = tmp_path / "ckpt"
-    with checkpointing.Checkpointer(directory, save_every_steps=200) as ckpt:
-        env = EpisodeWrapper(PointMass(), episode_length=6)
-        teacher = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
-        student = make_lstm_actor_critic(2, 2, 8, (8,), (8,), rngs=nnx.Rngs(1))
-        config = DistillationConfig(
-            n_envs=4,
-            rollout_length=5,
-            n_epochs=2,
-            n_minibatches=2,
-            learning_rate=1e-2,
-            total_steps=400,
-            value_loss_weight=0.5,
-            reset_mode="refresh",
-            iterations_per_call=2,
-            eval=NO_EVAL,
-            log_level=LogLevel.LOSSES | LogLevel.CRITIC | LogLevel.ROLLOUT,
-        )
-        train_distillation(env, teacher, student, config, progress=False, checkpoint=ckpt)
+    asked = itertools.count(1)
+    with checkpointing.Checkpointer(directory, save_every_steps=300) as ckpt:
+        _, _, stopped = _lstm_run(ckpt, stop=lambda: next(asked) == 10)
+        assert stopped.stopped and stopped.total_steps == 400 and ckpt.steps == [320, 400]
     with checkpointing.Checkpointer(directory, save_every_steps=200) as ckpt:
         _, _, resumed = _lstm_run(ckpt)
         assert ckpt.restored_step == 400

@@ -44,17 +44,16 @@ class Recorder:
 
 
 def _run(rec: Recorder, n: int = 4, **kwargs):
+    options = {"log_every_calls": 1, "progress": False, **kwargs}
     return run_calls(
         State(jnp.asarray(0), healthy()),
         rec.call,
         steps_per_iteration=10,
         iterations_per_call=1,
         n_iterations=n,
-        log_every_calls=1,
         log_level=LogLevel.DEFAULT,
         log_fn=rec.log,
-        progress=False,
-        **kwargs,
+        **options,
     )
 
 
@@ -256,3 +255,36 @@ def test_a_due_checkpoint_is_written_even_if_the_calls_tasks_fail(fails):
         )
     # The final checkpoint is written although the end of the run failed.
     assert rec.events[-1] == "save 40"
+
+
+def test_a_stop_request_ends_the_run_after_the_call_with_a_final_save():
+    # Asked after every call: true after the 3rd (step 30). Logs every 2 calls (due at
+    # 20, 40), evaluations every 20 steps (at 10, 30, 50), checkpoints every 20: the stop
+    # runs what is due at 30 (the evaluation), adds no log, and saves (final).
+    rec = Recorder()
+    asked = []
+
+    def stop() -> bool:
+        asked.append(len(asked) + 1)
+        return len(asked) == 3
+
+    class Final(Hook):
+        def save(self, state, step, metrics, *, final=False):
+            self.rec.events.append(f"save {step}{' final' if final else ''}")
+
+    result = _run(
+        rec, n=6, stop=stop, checkpoint=Final(rec, every=20), log_every_calls=2,
+        evaluation=Periodic(lambda *_: {"eval/x": 1.0}, every_steps=20),
+    )  # fmt: skip
+    assert result.stopped and result.step == 30
+    assert rec.events == [
+        "call 1", "eval 10", "call 2", "log 20", "save 20", "call 3", "eval 30", "save 30 final"
+    ]  # fmt: skip
+    last = _run(Recorder(), n=1, stop=lambda: True)  # not asked after the last call
+    assert not last.stopped and last.step == 10
+
+
+def test_the_progress_bar_shows_the_first_call_compiling(capsys):
+    _run(Recorder(), n=2, progress=True)
+    err = capsys.readouterr().err
+    assert "train_ppo (compiling)" in err and "train_ppo: 100%" in err

@@ -79,13 +79,6 @@ def test_a_stopped_run_checkpoints_and_resumes_bitwise(tmp_path):
     assert (tmp_path / "split.jsonl").read_text() == (tmp_path / "full.jsonl").read_text()
 
 
-def test_a_stop_before_the_last_call_is_the_end_of_the_run(tmp_path):
-    # Asked after every call but the last: the run ends normally, nothing stops it.
-    config = _config(60)
-    result = train_ppo(ENV, _mlp(), config, progress=False, stop=_stop_after(3))
-    assert not result.stopped and result.total_steps == 60
-
-
 def test_the_stop_option_must_be_callable():
     with pytest.raises(TypeError, match=r"stop=True is not callable.*StopOnSignal"):
         train_ppo(ENV, _mlp(), _config(60), stop=True)

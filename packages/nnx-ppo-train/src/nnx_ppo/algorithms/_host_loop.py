@@ -398,7 +398,11 @@ def run_calls(
             emit(run_task(evaluation, state, iteration, step), step)
 
         for call in range(n_calls):
+            if call == 0:  # the first call compiles (synchronously) before it runs
+                bar.compiling()
             state, metrics = train_call(state)
+            if call == 0:
+                bar.compiled()
             if pending is not None:  # the previous call's metrics, read while this one runs
                 emit(read(*pending), pending[2])
                 pending = None

@@ -80,6 +80,9 @@ EVAL_REWARD = "eval/episode_reward/mean"
 class ProgressBar:
     """A tqdm progress bar over env steps: SPS, latest eval reward, ETA.
 
+    The trainers mark the first call's compilation (`compiling`, `compiled`): the label
+    says "(compiling)" until it is done, and the ETA leaves the compilation out.
+
     Args:
         total_steps: The run's env steps (the bar's total).
         initial_step: Steps already done (when resuming).
@@ -90,6 +93,7 @@ class ProgressBar:
 
     Examples:
         >>> bar = ProgressBar(1000, disable=True)
+        >>> bar.compiling(); bar.compiled()
         >>> bar({"throughput/sps": 500.0, "eval/episode_reward/mean": 3.0}, 500)
         >>> bar.close()
     """
@@ -117,6 +121,17 @@ class ProgressBar:
         )
         self._step = initial_step
         self._eval: float | None = None
+        self._description = description
+
+    def compiling(self) -> None:
+        """Show that the first call is being compiled (the bar stands still meanwhile)."""
+        self._bar.set_description(f"{self._description} (compiling)")
+
+    def compiled(self) -> None:
+        """The compilation is over: restore the label and restart the clock, so the rate
+        and the ETA count training time only."""
+        self._bar.set_description(self._description, refresh=False)
+        self._bar.unpause()
 
     def __call__(self, metrics: Mapping[str, float], step: int) -> None:
         """Advance to ``step`` and show SPS and the latest eval reward."""
