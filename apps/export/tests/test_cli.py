@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,9 @@ def test_stablehlo_export_of_a_quickstart_run(run_dir: Path, tmp_path: Path, cap
     manifest = json.loads((out / "policy.json").read_text())
     assert manifest["observation"] == ["obs"] and manifest["action"] == ["action"]
     assert len(manifest["carry"]) == 2  # the actor's LSTM (h, c); the critic's is dropped
+    # The artefact names the run and the checkpoint it came from.
+    assert manifest["source"]["run"] == str(run_dir.absolute())
+    assert manifest["source"]["step"] == 800 and "git_commit" in manifest["source"]
 
     # The artefact equals the trained network (rebuilt independently) over 30 steps.
     trained = rebuild(run_dir)
@@ -84,6 +88,20 @@ def test_not_a_run_folder(tmp_path: Path, capsys: Any) -> None:
     (tmp_path / "empty").mkdir()
     assert main([str(tmp_path / "empty"), "--format", "onnx", "--out", str(tmp_path / "o")]) == 2
     assert "holds no finished checkpoint" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_config_that_is_not_a_quickstart_record(
+    run_dir: Path, tmp_path: Path, capsys: Any
+) -> None:
+    # A run folder whose config.json is a JSON list (or no JSON at all): one line.
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir / "checkpoints", folder / "checkpoints")
+    for text in ("[1, 2]", "{not json"):
+        (folder / "config.json").write_text(text)
+        assert main([str(folder), "--format", "stablehlo", "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert not (tmp_path / "o").exists()
 
 

@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             overwrite=args.overwrite,
             opset=args.opset,
             platforms=platforms,
+            source=rebuilt.source,
         )
     except (FileNotFoundError, FileExistsError, ValueError, TypeError, ImportError) as error:
         return fail(PROG, str(error))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,16 @@ class RebuiltPolicy:
         observation_spec: One environment's observation shape (``observation_size``).
         step: The env step of the checkpoint that was loaded.
         description: One line for the user (env, preset, checkpoint).
+        source: Where it came from, for the artefact's manifest: the run folder (``None``
+            for a bare checkpoint folder), the checkpoint folder, the step and the git
+            commit the run recorded (if any).
     """
 
     network: Any
     observation_spec: Any
     step: int
     description: str
+    source: dict[str, Any] = field(default_factory=dict)
 
 
 def find_checkpoints(path: Path) -> tuple[Path, Path | None]:
@@ -84,8 +88,8 @@ def _quickstart_template(run_dir: Path) -> tuple[Any, Any, str]:
     from nnx_ppo_quickstart.envs import make_envs
     from nnx_ppo_quickstart.networks import make_network
 
-    stored = json.loads((run_dir / "config.json").read_text())
-    cli = stored.get("cli")
+    stored = json.loads((run_dir / "config.json").read_text())  # a ValueError if not JSON
+    cli = stored.get("cli") if isinstance(stored, dict) else None
     needed = ("env", "network", "seed", "episode_length", "brax_backend")
     if not isinstance(cli, dict) or any(k not in cli for k in needed):
         raise ValueError(
@@ -148,4 +152,20 @@ def rebuild(path: Path, *, factory: str | None = None, step: int | None = None) 
         observation_spec=observation_spec,
         step=int(metadata["step"]),
         description=f"{what}, checkpoint at step {metadata['step']} in {checkpoints}",
+        source={
+            "run": None if run_dir is None else str(run_dir.absolute()),
+            "checkpoints": str(checkpoints.absolute()),
+            "step": int(metadata["step"]),
+            "git_commit": None if run_dir is None else _recorded_commit(run_dir),
+        },
     )
+
+
+def _recorded_commit(run_dir: Path) -> str | None:
+    """The git commit a quickstart run recorded in its ``config.json`` (``None`` if it
+    recorded none, or the file is not a quickstart record)."""
+    try:
+        stored = json.loads((run_dir / "config.json").read_text())
+        return stored["provenance"]["git_commit"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -82,6 +82,23 @@ def _check_args(format: Any, opset: Any, out_dir: Any) -> Path:
     return Path(out_dir).expanduser().absolute()
 
 
+def _source_record(source: Any) -> dict[str, Any] | None:
+    """``source`` as a JSON-able dict (checked before the slow conversion)."""
+    if source is None:
+        return None
+    if not isinstance(source, Mapping):
+        raise TypeError(
+            f"export_policy: source={source!r} must be a mapping (e.g. {{'run': ..., "
+            "'step': ...}}) or None."
+        )
+    try:
+        return json.loads(json.dumps(dict(source)))
+    except (TypeError, ValueError) as error:
+        raise TypeError(
+            f"export_policy: source={source!r} must hold JSON values only ({error})."
+        ) from None
+
+
 def _as_policy(network: Any, observation_spec: Any, include_value: bool) -> DeterministicPolicy:
     if isinstance(network, DeterministicPolicy):
         if observation_spec is not None:
@@ -175,6 +192,7 @@ def export_policy(
     overwrite: bool = False,
     opset: int = MIN_OPSET,
     platforms: tuple[str, ...] | None = None,
+    source: Mapping[str, Any] | None = None,
 ) -> Path:
     """Export a trained network's deterministic policy to an artefact folder.
 
@@ -193,6 +211,9 @@ def export_policy(
         opset: The ONNX opset, ``>= 17``.
         platforms: StableHLO only: the platforms to lower for (e.g. ``("cpu", "cuda")``);
             default: the current JAX backend.
+        source: Where the policy came from (e.g. ``{"run": "runs/a", "step": 150000}``),
+            stored as the manifest's ``"source"`` so a deployed artefact names its run
+            and checkpoint; JSON values only.
 
     Returns:
         The artefact folder (absolute).
@@ -206,6 +227,7 @@ def export_policy(
         ExportError: If the converter cannot express an operation of the policy.
     """
     out = _check_args(format, opset, out_dir)
+    source_record = _source_record(source)
     policy = _as_policy(network, observation_spec, include_value)
     if out.exists() and not overwrite:  # fail before the (slow) conversion
         _write_atomically(out, overwrite, lambda _: None)
@@ -228,6 +250,8 @@ def export_policy(
     producer = info.pop("producer", {})
     manifest.update(info)
     manifest["producer"].update(producer)
+    if source_record is not None:
+        manifest["source"] = source_record
 
     def fill(tmp: Path) -> None:
         for name, blob in blobs.items():
