@@ -96,8 +96,9 @@ def use_compilation_cache(enabled: bool = True) -> Path | None:
     path = Path(directory) if directory else cache_directory()
     path.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(path))
-    # Every program a training run compiles costs seconds on a CPU: keep them all.
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    # Every program, the hundreds of small ones too (model building, environment set-up,
+    # eager operations): together they cost as much as the training step on a CPU.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return path
 
 

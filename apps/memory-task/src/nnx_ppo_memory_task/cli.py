@@ -16,6 +16,7 @@ from typing import Any
 
 from nnx_ppo_apps_common.cli import arguments_record, fail, non_negative_int, positive_int
 from nnx_ppo_apps_common.results import write_json
+from nnx_ppo_apps_common.runs import add_run_arguments, provenance, use_compilation_cache
 from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
 
 __all__ = ["main", "parse_args"]
@@ -75,6 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/memory-task"))
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    add_run_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -94,15 +96,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"--delay {args.delay} must be smaller than --episode-length "
                 f"{args.episode_length}, or no cue is ever scored"
             )
-        env = EpisodeWrapper(MemoryTask(args.delay, args.cue_size), args.episode_length)
         configs = {seed: train_config(args, seed=seed) for seed in args.seeds}
+        env = EpisodeWrapper(MemoryTask(args.delay, args.cue_size), args.episode_length)
     except (ValueError, TypeError) as error:
         return fail(PROG, str(error))
+    use_compilation_cache(not args.no_compile_cache)
 
     out: Path = args.output_dir
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
         "settings": arguments_record(args),
+        "provenance": provenance(),
         "optimum": float(args.episode_length - args.delay),
         "runs": {},
     }

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from nnx_ppo_apps_common.cli import arguments_record, fail, positive_int
 from nnx_ppo_apps_common.plotting import plot_learning_curve
 from nnx_ppo_apps_common.results import done_message, throughput, write_json
+from nnx_ppo_apps_common.runs import add_run_arguments, provenance, use_compilation_cache
 from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/modular-controller"))
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_run_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -129,22 +131,23 @@ def main(argv: list[str] | None = None) -> int:
     from nnx_ppo.algorithms.ppo import train_ppo
     from nnx_ppo_modular_controller.envs import make_envs
 
-    try:
+    try:  # the options before the environment is built
+        # Also log the ant's own metrics (env/reward_forward, env/x_velocity, ...).
+        config = train_config(
+            args, seed=args.seed, log_level=LogLevel.DEFAULT | LogLevel.ENV_METRICS
+        )
+        use_compilation_cache(not args.no_compile_cache)
         envs = make_envs(
             backend=args.backend,
             episode_length=args.episode_length,
             reward_scaling=args.reward_scaling,
-        )
-        # Also log the ant's own metrics (env/reward_forward, env/x_velocity, ...).
-        config = train_config(
-            args, seed=args.seed, log_level=LogLevel.DEFAULT | LogLevel.ENV_METRICS
         )
     except (ValueError, TypeError) as error:
         return fail(PROG, str(error))
 
     out: Path = args.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "config.json", arguments_record(args, as_strings=True))
+    write_json(out / "config.json", {"cli": arguments_record(args), "provenance": provenance()})
     draw_topology(graph, out / "topology.png", positions=body_positions(), title=title)
     print(
         f"Training the modular controller on brax ant ({args.backend}) for "

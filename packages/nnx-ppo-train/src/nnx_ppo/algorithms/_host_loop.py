@@ -26,9 +26,10 @@ line per run with a ``"run"`` field); the progress bar counts the env steps of a
 together; evaluations return one record per run.
 
 **Stopping.** With a ``stop`` request (`nnx_ppo.algorithms.preemption`), the loop asks
-it after every call; once it answers true the loop logs what is pending, writes a
-checkpoint (``final=True``) and returns with ``stopped=True``. The stop adds no log
-record, evaluation or video, so the resumed run's records are the uninterrupted run's.
+it after every call; once it answers true the loop logs what is pending, runs what is
+due at that step anyway, writes a checkpoint (``final=True``) and returns with
+``stopped=True``. The stop adds no log record, evaluation or video of its own, so the
+resumed run's records are the uninterrupted run's.
 
 **Nothing lost late.** When a checkpoint is due after a call, it is written even if
 that call's evaluation, video or logging raises (the error is re-raised after the

@@ -3,11 +3,12 @@
 Cluster schedulers (SLURM, Kubernetes) preempt a job with ``SIGTERM`` and a grace
 period before ``SIGKILL``. A trainer given ``stop=`` (a run option of `train_ppo`,
 `train_distillation` and `train_many`) asks it after every device call; once it answers
-true, the run stops there: the pending metrics are logged, a checkpoint is written
-(``final=True``: whatever the hook's cadence, and waited for) and the trainer returns
-with ``result.stopped`` set. Resuming from that checkpoint continues the run exactly:
-the resumed run logs, evaluates and saves at the steps the uninterrupted run does and
-ends with the same state, bit for bit. No evaluation or video is added at the stop.
+true, the run stops there: the pending metrics are logged, what was due at that step
+anyway runs, a checkpoint is written (``final=True``: whatever the hook's cadence, and
+waited for) and the trainer returns with ``result.stopped`` set. The stop adds no log
+record, evaluation or video of its own, so resuming from that checkpoint continues the
+run exactly: the resumed run logs, evaluates and saves at the steps the uninterrupted
+run does and ends with the same state, bit for bit.
 
 `StopOnSignal` turns ``SIGTERM`` and ``SIGINT`` (Ctrl-C) into such a request for the
 duration of a ``with`` block; a second ``SIGINT`` interrupts at once, as usual::
