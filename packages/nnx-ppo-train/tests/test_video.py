@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import types
+
 import numpy as np
 import pytest
 from flax import nnx
 
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
 from nnx_ppo.algorithms.ppo import train_ppo
+from nnx_ppo.algorithms.video import choose_mujoco_gl
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper
@@ -97,3 +103,42 @@ def test_videos_need_mediapy_and_ffmpeg(mediapy, ffmpeg, match, monkeypatch, tmp
     env = EpisodeWrapper(_RenderablePointMass(), episode_length=4)
     with pytest.raises(ValueError, match=match):
         train_ppo(env, net, _video_config(tmp_path), progress=False)
+
+
+def test_choose_mujoco_gl_keeps_a_choice_and_refuses_after_mujoco_is_imported(monkeypatch):
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    assert choose_mujoco_gl() == "osmesa"
+    monkeypatch.delenv("MUJOCO_GL")
+    monkeypatch.setenv("DISPLAY", ":0")
+    assert choose_mujoco_gl() == "glfw"  # MuJoCo's default works with a display
+    monkeypatch.delenv("DISPLAY")
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.setitem(sys.modules, "mujoco", types.ModuleType("mujoco"))
+    with pytest.raises(RuntimeError, match="before mujoco is imported"):
+        choose_mujoco_gl()
+
+
+CHOOSE = """
+import os
+from nnx_ppo.algorithms.video import choose_mujoco_gl
+backend = choose_mujoco_gl()
+print("CHOSEN", backend, os.environ.get("MUJOCO_GL"))
+if backend is not None:  # what it chose renders in this process
+    import mujoco
+    context = mujoco.GLContext(8, 8)
+    context.make_current()
+    print("RENDERS")
+"""
+
+
+def test_choose_mujoco_gl_picks_a_backend_that_renders_or_none():
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY")}
+    env.pop("WAYLAND_DISPLAY", None)
+    env.pop("PYOPENGL_PLATFORM", None)
+    done = subprocess.run(
+        [sys.executable, "-c", CHOOSE], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    chosen = done.stdout.split("CHOSEN")[1].split()
+    assert chosen[0] == chosen[1]  # returned what MUJOCO_GL now says (None: unset)
+    assert (chosen[0] == "None") != ("RENDERS" in done.stdout)

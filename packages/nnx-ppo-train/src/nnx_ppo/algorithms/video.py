@@ -1,10 +1,24 @@
 """Videos of the policy during training (`VideoConfig`): one deterministic episode,
-rendered with the environment's own ``render`` and written as MP4 with ``mediapy``."""
+rendered with the environment's own ``render`` and written as MP4 with ``mediapy``.
+
+**What a video needs.** ``mediapy`` (``pip install 'nnx-ppo-train[video]'``) and an
+``ffmpeg`` binary on ``PATH`` to write MP4; for brax and MuJoCo Playground environments,
+an OpenGL context for MuJoCo's renderer. MuJoCo picks its OpenGL backend from
+``MUJOCO_GL`` once, when it is imported: ``glfw`` (the default) needs a display,
+``egl`` a GPU driver (a headless GPU machine), ``osmesa`` the OSMesa library (software
+rendering, any machine). On a machine without a display, call `choose_mujoco_gl` first
+thing in the script, before brax or Playground is imported: it tries ``egl`` then
+``osmesa`` in a subprocess and sets ``MUJOCO_GL`` to the first that renders. Either way
+`check_video_env` (which the trainers call before compiling) renders one frame and
+checks the encoder, so a missing piece is an error before training, not after it.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +28,7 @@ from flax import nnx
 from nnx_ppo.algorithms.config import VideoConfig
 from nnx_ppo.algorithms.rollout import network_step, ppo_output, reset_envs
 
-__all__ = ["check_video_env", "make_video_recorder"]
+__all__ = ["check_video_env", "choose_mujoco_gl", "make_video_recorder"]
 
 
 def _write_video(path: str, frames: Any, fps: float) -> None:
@@ -47,12 +61,61 @@ OpenGL context is the process's: after a failed attempt to create it, the next a
 aborts the whole process, so later checks raise the same error without rendering."""
 
 
+_GL_PROBE = "import mujoco; c = mujoco.GLContext(8, 8); c.make_current(); c.free()"
+
+
+def choose_mujoco_gl(candidates: tuple[str, ...] = ("egl", "osmesa")) -> str | None:
+    """Pick MuJoCo's OpenGL backend for headless rendering, before MuJoCo is imported.
+
+    With ``MUJOCO_GL`` already set, or a display (``DISPLAY`` / ``WAYLAND_DISPLAY``),
+    nothing changes. Otherwise each candidate is tried in a fresh Python process (a
+    failed OpenGL context can abort the process that tries it), and ``MUJOCO_GL`` (and
+    ``PYOPENGL_PLATFORM``) are set to the first that creates one.
+
+    Args:
+        candidates: The backends to try, in order.
+
+    Returns:
+        The backend MuJoCo will use (``MUJOCO_GL``), ``"glfw"`` with a display, or
+        ``None`` when none works here (`check_video_env` then says what to install).
+
+    Raises:
+        RuntimeError: If MuJoCo was imported already with ``MUJOCO_GL`` unset and no
+            display: its backend is fixed; call this before importing brax or
+            Playground.
+    """
+    chosen = os.environ.get("MUJOCO_GL")
+    if chosen:
+        return chosen
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return "glfw"
+    if "mujoco" in sys.modules:
+        raise RuntimeError(
+            "choose_mujoco_gl() must run before mujoco is imported (brax and MuJoCo "
+            "Playground import it): MuJoCo fixes its OpenGL backend at import. Call it "
+            "first thing in the script, or set MUJOCO_GL=egl / osmesa in the environment."
+        )
+    for backend in candidates:
+        env = {**os.environ, "MUJOCO_GL": backend, "PYOPENGL_PLATFORM": backend}
+        try:
+            probe = subprocess.run(
+                [sys.executable, "-c", _GL_PROBE], env=env, capture_output=True, timeout=120
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if probe.returncode == 0:
+            os.environ["MUJOCO_GL"] = os.environ["PYOPENGL_PLATFORM"] = backend
+            return backend
+    return None
+
+
 def _render_error(env_name: str, cause: str) -> ValueError:
     return ValueError(
         f"VideoConfig(enabled=True): {env_name} cannot render a frame on this machine "
         f"({cause}). MuJoCo renders with OpenGL: set MUJOCO_GL=egl on a headless GPU "
-        "machine or MUJOCO_GL=osmesa for software rendering (libosmesa), or run with a "
-        "display; or disable the video."
+        "machine or MUJOCO_GL=osmesa for software rendering (libosmesa), call "
+        "nnx_ppo.algorithms.video.choose_mujoco_gl() before importing brax or Playground, "
+        "or run with a display; or disable the video."
     )
 
 
