@@ -22,7 +22,7 @@ ENV = EpisodeWrapper(PointMass(), episode_length=6)
 PPO = PPOConfig(n_envs=4, rollout_length=5, n_minibatches=2, total_steps=40)
 KEYS = (
     "log_fn", "eval_env", "progress", "jsonl_path", "checkpoint", "devices", "mesh",
-    "randomization_fn", "redraw_every",
+    "randomization_fn", "redraw_every", "stop",
 )  # fmt: skip
 
 
