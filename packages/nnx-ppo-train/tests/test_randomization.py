@@ -98,7 +98,7 @@ def test_each_environment_resets_and_steps_with_its_own_model():
     np.testing.assert_array_equal(models["link/inertia/mass"][:, 0], nominal.link.inertia.mass[0])
 
     # The same start and action in every environment: only the model differs.
-    start = env.reset(jax.random.PRNGKey(1))
+    start = jax.jit(env.reset)(jax.random.PRNGKey(1))
     states = jax.tree.map(lambda x: jnp.stack([x] * 3), start)
     action = jnp.full((3, 1), 0.5)
     stepped = jax.jit(lambda s, m: batched(env, "step", m)(s, action))(states, models)

@@ -465,7 +465,7 @@ def test_brax_inverted_pendulum():
     env = envs.get_environment("inverted_pendulum", backend="generalized")
     wrapped, s0, s1 = _one_wrapped_step(env)
     _check_one_step(wrapped, s0, s1)
-    assert type(s1) is type(env.reset(jax.random.PRNGKey(0)))  # brax's own State class
+    assert type(s1) is type(jax.eval_shape(env.reset, jax.random.PRNGKey(0)))  # brax's State
     # inverted_pendulum pays 1 per step alive.
     np.testing.assert_allclose(s1.info["raw_reward"], 1.0)
     # The dynamics state is reset too.
