@@ -366,8 +366,13 @@ def test_manifest_names_shapes_and_carry_pairs(tmp_path: Path) -> None:
     ]
     assert [t["name"] for t in manifest["step"]["outputs"]] == ["action/arm", "action/gripper"]
     assert [t["shape"] for t in manifest["step"]["outputs"]] == [["B", 2], ["B", 1]]
-    out = export_policy(_gru(), 4, tmp_path / "g", format="stablehlo", include_value=True)
+    assert "source" not in manifest  # only when given
+    source = {"run": "runs/a", "step": 1200}
+    out = export_policy(
+        _gru(), 4, tmp_path / "g", format="stablehlo", include_value=True, source=source
+    )
     manifest = read_manifest(out)
+    assert manifest["source"] == source
     assert manifest["carry"] == [{"input": "carry/1/h", "output": "next_carry/1/h"}]
     assert [t["name"] for t in manifest["step"]["outputs"]] == [
         "action",
@@ -488,6 +493,14 @@ def test_error_inexpressible_module_leaves_nothing(tmp_path: Path, format: str) 
     ):
         export_policy(_callback_network(), 4, out, format=format)
     assert list(tmp_path.iterdir()) == []  # nothing half-written
+
+
+def test_error_source_is_not_json(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"source=.*JSON values only"):
+        export_policy(_gru(), 4, tmp_path / "s", source={"run": Path("runs/a")})
+    with pytest.raises(TypeError, match="must be a mapping"):
+        export_policy(_gru(), 4, tmp_path / "s", source=["runs/a"])
+    assert not (tmp_path / "s").exists()
 
 
 def test_error_carry_of_wrong_keys() -> None:
