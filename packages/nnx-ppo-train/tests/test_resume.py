@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from nnx_ppo.algorithms import ppo as ppo_module
 from nnx_ppo.algorithms.checkpointing import Checkpointer, load_metadata, load_network
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
 from nnx_ppo.algorithms.distillation import DistillationConfig, train_distillation
@@ -303,7 +302,7 @@ def test_a_run_whose_final_evaluation_raises_still_writes_its_final_checkpoint(
 
         return type(task)(run, task.every_steps, at_start=task.at_start)
 
-    monkeypatch.setattr(ppo_module, "evaluation_of", failing_at_the_end)
+    monkeypatch.setattr(trainer_module, "evaluation_of", failing_at_the_end)
     config = TrainConfig(
         ppo=_tiny(64, 3e-3).ppo, eval=EvalConfig(at_start=False, n_envs=4, max_episode_length=8)
     )
@@ -331,10 +330,9 @@ def _never_compiled(monkeypatch):
     def unreachable(*args, **kwargs):
         raise AssertionError("compiled before checking the arguments")
 
-    monkeypatch.setattr(ppo_module, "init_state", unreachable)
-    from nnx_ppo.algorithms import distillation as distillation_module
+    from nnx_ppo.algorithms import trainer as trainer_module
 
-    monkeypatch.setattr(distillation_module, "init_state", unreachable)
+    monkeypatch.setattr(trainer_module, "init_state", unreachable)  # both trainers' run
 
 
 BAD_EVAL_ENV = EpisodeWrapper(MemoryTask(cue_size=3), episode_length=8)  # [3] observations

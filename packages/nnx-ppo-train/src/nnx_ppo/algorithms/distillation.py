@@ -86,19 +86,15 @@ from jax.sharding import Mesh
 from nnx_ppo.algorithms import trainer
 from nnx_ppo.algorithms.config import DistillationConfig
 from nnx_ppo.algorithms.distributed import constrain_batch, replicate
-from nnx_ppo.algorithms.iteration import make_optimizer
 from nnx_ppo.algorithms.logging import LogFn
 from nnx_ppo.algorithms.losses import distillation_loss
 from nnx_ppo.algorithms.options import RunOptions, resolve_options
 from nnx_ppo.algorithms.pairing import SamplerSlots, check_distillation_pair, match_samplers
 from nnx_ppo.algorithms.phases import (
-    init_state,
     replay_minibatch,
     rollout_phase,
     update_phase,
-    with_redraws,
 )
-from nnx_ppo.algorithms.randomization import run_randomizations
 from nnx_ppo.algorithms.rollout import eval_copy, network_step, ppo_output, split_network
 from nnx_ppo.algorithms.types import DistillationState, Metrics
 from nnx_ppo.networks.types import reset_where
@@ -321,58 +317,36 @@ def train_distillation(
             "DistillationConfig(n_envs=256, total_steps=1_000_000)."
         )
 
-    # Every argument, the placement, the networks and the samplers' slots, before
-    # anything is compiled.
-    run = resolve_options("train_distillation", options, env=env)
-    eval_env = run.eval_env
-    sharded = trainer.set_up(
-        env, eval_env, student, config, config.eval, devices=run.devices, mesh=run.mesh
-    )
-    teacher_slots, student_slots = match_samplers(
-        env, teacher, student, config.n_envs, value_distillation=config.value_loss_weight > 0
-    )
-    randomization, eval_randomization = run_randomizations(
-        env, eval_env, run.randomization_fn, config.n_envs, config.eval,
-        redraw_every=run.redraw_every,
-    )  # fmt: skip
+    settings = resolve_options("train_distillation", options, env=env)
 
-    # Split once; the jitted iteration works on (graphdef, state) from here on.
-    key = jax.random.PRNGKey(config.seed)
-    init_key, eval_key = jax.random.split(key)
-    teacher_graphdef, *teacher_vars = split_network(eval_copy(teacher))
-    teacher_arrays = tuple(teacher_vars)
-    if sharded is not None:
-        teacher_arrays = replicate(teacher_arrays, sharded)
-    optimizer = make_optimizer(config)
-    graphdef, state = init_state(
-        env,
-        student,
-        optimizer,
-        init_key,
-        n_envs=config.n_envs,
-        reset_mode=config.reset_mode,
-        mesh=sharded,
-        state_type=DistillationState,
-        randomization=randomization,
-        teacher_carry=teacher.initialize_state(config.n_envs),
-    )
-    state = trainer.resume(run.checkpoint, state, sharded)
-    iteration = _make_iteration(
-        env, graphdef, teacher_graphdef, optimizer, config, teacher_slots, student_slots,
-        mesh=sharded,
-    )  # fmt: skip
-    iteration = with_redraws(iteration, env, randomization, config.reset_mode, sharded)
-    train_call = trainer.compile_call(iteration, state, config, sharded, n_args=1)
+    def prepare(env: Any, mesh: Mesh | None) -> trainer.Prepared:
+        # The samplers' slots, before anything is compiled.
+        teacher_slots, student_slots = match_samplers(
+            env, teacher, student, config.n_envs,
+            value_distillation=config.value_loss_weight > 0,
+        )  # fmt: skip
+        teacher_graphdef, *teacher_vars = split_network(eval_copy(teacher))
+        teacher_arrays = tuple(teacher_vars)
+        if mesh is not None:
+            teacher_arrays = replicate(teacher_arrays, mesh)
 
-    evaluation = trainer.evaluation_of(
-        eval_env, student, graphdef, config.eval, eval_key, sharded,
-        run_steps=config.n_iterations * config.steps_per_iteration,
-        randomization=eval_randomization,
+        def iteration(graphdef: nnx.GraphDef, optimizer: Any, mesh: Mesh | None) -> Any:
+            return _make_iteration(
+                env, graphdef, teacher_graphdef, optimizer, config, teacher_slots,
+                student_slots, mesh=mesh,
+            )  # fmt: skip
+
+        return trainer.Prepared(
+            fields={"teacher_carry": teacher.initialize_state(config.n_envs)},
+            iteration=iteration,
+            call_args=(teacher_arrays,),
+        )
+
+    algorithm = trainer.Algorithm(
+        "train_distillation", config, prepare, state_type=DistillationState
+    )
+    loop = trainer.run(
+        algorithm, env, student, settings, eval_config=config.eval, seed=config.seed,
+        log_every_calls=config.log_every_calls,
     )  # fmt: skip
-    loop = trainer.drive(
-        state, lambda current: train_call(current, teacher_arrays), config, run,
-        log_every_calls=config.log_every_calls, evaluation=evaluation, mesh=sharded,
-        description="train_distillation",
-    )  # fmt: skip
-    trainer.write_back(student, loop.state, sharded)
     return DistillationResult(loop.state, loop.eval_history, loop.metrics, loop.step, loop.stopped)

@@ -29,36 +29,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Unpack
 
-import jax
 from flax import nnx
 
-from nnx_ppo.algorithms._host_loop import Periodic
 from nnx_ppo.algorithms.checks import check_env_network
 from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
-from nnx_ppo.algorithms.distributed import gather_state
 from nnx_ppo.algorithms.hooks import CheckpointHook
-from nnx_ppo.algorithms.iteration import (
-    make_optimizer,
-    make_training_iteration,
-    ppo_state_fields,
-)
+from nnx_ppo.algorithms.iteration import make_training_iteration, ppo_state_fields
 from nnx_ppo.algorithms.logging import LogFn
 from nnx_ppo.algorithms.options import RunOptions, resolve_options
-from nnx_ppo.algorithms.phases import init_state, with_redraws
-from nnx_ppo.algorithms.randomization import run_randomizations
-from nnx_ppo.algorithms.rollout import eval_graphdef
-from nnx_ppo.algorithms.trainer import (
-    RunResult,
-    as_train_config,
-    compile_call,
-    drive,
-    evaluation_of,
-    resume,
-    set_up,
-    write_back,
-)
+from nnx_ppo.algorithms.trainer import Algorithm, Prepared, RunResult, as_train_config, run
 from nnx_ppo.algorithms.types import TrainState
-from nnx_ppo.algorithms.video import check_video_env, make_video_recorder
 
 # CheckpointHook and check_env_network live in their own modules (hooks, checks) and
 # are re-exported here, where they have always been importable from.
@@ -143,54 +123,19 @@ def train_ppo(
     """
     config = as_train_config(config)
     ppo = config.ppo
+    settings = resolve_options("train_ppo", options, env=env)
 
-    # Every argument, the placement and the networks, before anything is compiled.
-    run = resolve_options("train_ppo", options, env=env)
-    eval_env = run.eval_env
-    sharded = set_up(
-        env, eval_env, networks, ppo, config.eval,
-        devices=run.devices, mesh=run.mesh, advantage_mode=ppo.advantage_mode,
-    )  # fmt: skip
-    if config.video.enabled:
-        check_video_env(eval_env, video=config.video)
-    randomization, eval_randomization = run_randomizations(
-        env, eval_env, run.randomization_fn, ppo.n_envs, config.eval,
-        redraw_every=run.redraw_every,
-    )  # fmt: skip
+    def prepare(env: Any, mesh: Any) -> Prepared:
+        def iteration(graphdef: nnx.GraphDef, optimizer: Any, mesh: Any) -> Any:
+            return make_training_iteration(env, graphdef, optimizer, ppo, mesh=mesh)
 
-    # Split once; the jitted iteration works on (graphdef, state) from here on.
-    key = jax.random.PRNGKey(config.seed)
-    init_key, eval_key, video_key = jax.random.split(key, 3)
-    optimizer = make_optimizer(ppo)
-    graphdef, state = init_state(
-        env, networks, optimizer, init_key,
-        n_envs=ppo.n_envs, reset_mode=ppo.reset_mode, mesh=sharded,
-        randomization=randomization, **ppo_state_fields(env, ppo),
-    )  # fmt: skip
-    state = resume(run.checkpoint, state, sharded)
-    iteration = make_training_iteration(env, graphdef, optimizer, ppo, mesh=sharded)
-    iteration = with_redraws(iteration, env, randomization, ppo.reset_mode, sharded)
-    train_call = compile_call(iteration, state, ppo, sharded)
-    video = None
-    if config.video.enabled:
-        recorder = make_video_recorder(eval_env, eval_graphdef(networks), config.video)
+        return Prepared(fields=ppo_state_fields(env, ppo), iteration=iteration)
 
-        def record_video(current: TrainState, at_iteration: int, at_step: int) -> None:
-            params, network_state = current.params, current.network_state
-            if sharded is not None and jax.process_count() > 1:
-                # Process 0 alone records: on local copies of the replicated variables.
-                params, network_state = gather_state((params, network_state))
-            recorder(params, network_state, jax.random.fold_in(video_key, at_iteration), at_step)
-
-        video = Periodic(record_video, config.video.every_steps, primary_only=True)
-
-    evaluation = evaluation_of(
-        eval_env, networks, graphdef, config.eval, eval_key, sharded,
-        run_steps=ppo.n_iterations * ppo.steps_per_iteration, randomization=eval_randomization,
+    algorithm = Algorithm(
+        "train_ppo", ppo, prepare, state_type=TrainState, advantage_mode=ppo.advantage_mode
+    )
+    loop = run(
+        algorithm, env, networks, settings, eval_config=config.eval, seed=config.seed,
+        log_every_calls=config.log_every_calls, video=config.video,
     )  # fmt: skip
-    loop = drive(
-        state, train_call, ppo, run, log_every_calls=config.log_every_calls,
-        evaluation=evaluation, video=video, mesh=sharded, description="train_ppo",
-    )  # fmt: skip
-    write_back(networks, loop.state, sharded)
     return TrainResult(loop.state, loop.eval_history, loop.metrics, loop.step, loop.stopped)

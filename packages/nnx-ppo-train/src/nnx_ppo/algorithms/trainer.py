@@ -1,19 +1,24 @@
 """The run around the jitted iteration, shared by `train_ppo` and `train_distillation`.
 
-Every trainer's entry point has the same shape::
+A trainer describes its algorithm as an `Algorithm`, a small frozen record of what is
+particular to it (its config, its state type, and a ``prepare`` function giving the
+state's extra fields, the iteration factory and the call's extra arguments), and hands
+it to `run`, which does the rest the same way for every algorithm::
 
     run = resolve_options("train_ppo", options, env=env)   # the run options, checked
     mesh = set_up(env, run.eval_env, network, config, ...)  # placement (once) and the
                                                             # networks vs the envs
+    prepared = algorithm.prepare(env, mesh)                 # the algorithm's checks
     graphdef, state = init_state(...)                       # the algorithm's state
     state = resume(run.checkpoint, state, mesh)             # the checkpoint's, if any
     call = compile_call(iteration, state, config, mesh)     # jitted, donated
-    loop = drive(state, call, config, run, ...)             # the host loop
+    loop = drive(state, call, config, run, ...)             # the host loop: evaluation,
+                                                            # video, checkpoints, stop
     write_back(network, loop.state, mesh)                   # into the network
 
-with the algorithm's own state constructor and iteration in between (see
-`nnx_ppo.algorithms.phases`). These functions are those steps; the run options and
-their resolution are `nnx_ppo.algorithms.options` (`Host` is re-exported here).
+The steps are public functions of this module, for a trainer that needs another shape
+(`train_many` runs ``K`` of them in one program); the run options and their resolution
+are `nnx_ppo.algorithms.options` (`Host` is re-exported here).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from jax.sharding import Mesh
 
 from nnx_ppo.algorithms._host_loop import LoopResult, Periodic, evaluation_task, run_calls
 from nnx_ppo.algorithms.checks import check_env_network
-from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
+from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig, VideoConfig
 from nnx_ppo.algorithms.distributed import (
     check_batch_divisible,
     gather_state,
@@ -39,14 +44,18 @@ from nnx_ppo.algorithms.distributed import (
     uses_mesh,
 )
 from nnx_ppo.algorithms.evaluation import make_evaluator
-from nnx_ppo.algorithms.iteration import make_train_call
-from nnx_ppo.algorithms.options import Host
-from nnx_ppo.algorithms.phases import OnPolicyConfig
-from nnx_ppo.algorithms.randomization import Randomization
+from nnx_ppo.algorithms.iteration import make_optimizer, make_train_call
+from nnx_ppo.algorithms.options import Host, RunSettings
+from nnx_ppo.algorithms.phases import OnPolicyConfig, init_state, with_redraws
+from nnx_ppo.algorithms.randomization import Randomization, run_randomizations
 from nnx_ppo.algorithms.rollout import eval_graphdef
+from nnx_ppo.algorithms.types import TrainState
+from nnx_ppo.algorithms.video import check_video_env, make_video_recorder
 
 __all__ = [
+    "Algorithm",
     "Host",
+    "Prepared",
     "RunResult",
     "as_train_config",
     "compile_call",
@@ -55,6 +64,7 @@ __all__ = [
     "evaluator_of",
     "place_run",
     "resume",
+    "run",
     "set_up",
     "write_back",
 ]
@@ -283,3 +293,135 @@ def write_back(network: nnx.Module, state: Any, mesh: Mesh | None) -> None:
         variables = jax.tree.map(jnp.asarray, gather_state(variables))
     nnx.update(network, *jax.tree.map(jnp.copy, variables))
     network.train()
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """What an algorithm adds to a run once it is placed (`Algorithm.prepare`).
+
+    Attributes:
+        fields: The training state's fields beyond the shared ones (keyword arguments
+            of `init_state`, e.g. the value normalizer's statistics).
+        iteration: ``iteration(graphdef, optimizer, mesh)`` builds the jitted body,
+            ``(state, *call_args) -> (state, metrics)``.
+        call_args: Arguments every device call takes after the state (placed on the
+            mesh), e.g. a teacher's variables.
+    """
+
+    fields: dict[str, Any]
+    iteration: Callable[[nnx.GraphDef, Any, Mesh | None], Callable[..., tuple[Any, Any]]]
+    call_args: tuple[Any, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+    """An on-policy algorithm as `run` takes it: a frozen record, not a class to extend.
+
+    Attributes:
+        name: The trainer's name (the progress bar's label).
+        config: Its `OnPolicyConfig` (sizes, optimizer, reset mode).
+        prepare: ``prepare(env, mesh) -> Prepared``, called after the shared checks and
+            the placement and before anything is built: the algorithm's own checks
+            (raise there) and what it adds to the run.
+        state_type: The training state's class.
+        advantage_mode: What `check_env_network` checks the network's value heads for.
+    """
+
+    name: str
+    config: OnPolicyConfig
+    prepare: Callable[[Any, Mesh | None], Prepared]
+    state_type: type = TrainState
+    advantage_mode: str = "combined"
+
+
+def run(
+    algorithm: Algorithm,
+    env: Any,
+    network: nnx.Module,
+    settings: RunSettings,
+    *,
+    eval_config: EvalConfig,
+    seed: int,
+    log_every_calls: int,
+    video: VideoConfig | None = None,
+) -> LoopResult:
+    """Train ``network`` with ``algorithm`` on ``env``: set up, place, build the state,
+    resume, compile, drive the host loop (evaluation, video, checkpoints, stop
+    requests) and write the trained variables back into ``network``.
+
+    Args:
+        algorithm: The `Algorithm`.
+        env: The training environment.
+        network: The network to train (updated in place at the end).
+        settings: The resolved run options (`resolve_options`).
+        eval_config: The periodic evaluation.
+        seed: The run's seed: split into the keys of the initial state, the
+            evaluations and (with ``video``) the videos.
+        log_every_calls: Log every this many device calls.
+        video: The videos of the run (``None``: the algorithm records none).
+
+    Returns:
+        The host loop's `LoopResult`.
+    """
+    config = algorithm.config
+    eval_env = settings.eval_env
+    # Every argument, the placement and the networks, before anything is compiled.
+    sharded = set_up(
+        env, eval_env, network, config, eval_config,
+        devices=settings.devices, mesh=settings.mesh, advantage_mode=algorithm.advantage_mode,
+    )  # fmt: skip
+    prepared = algorithm.prepare(env, sharded)
+    if video is not None and video.enabled:
+        check_video_env(eval_env, video=video)
+    randomization, eval_randomization = run_randomizations(
+        env, eval_env, settings.randomization_fn, config.n_envs, eval_config,
+        redraw_every=settings.redraw_every,
+    )  # fmt: skip
+
+    # Split once; the jitted iteration works on (graphdef, state) from here on.
+    init_key, eval_key, *video_key = jax.random.split(
+        jax.random.PRNGKey(seed), 2 if video is None else 3
+    )
+    optimizer = make_optimizer(config)
+    graphdef, state = init_state(
+        env, network, optimizer, init_key,
+        n_envs=config.n_envs, reset_mode=config.reset_mode, mesh=sharded,
+        state_type=algorithm.state_type, randomization=randomization, **prepared.fields,
+    )  # fmt: skip
+    state = resume(settings.checkpoint, state, sharded)
+    iteration = prepared.iteration(graphdef, optimizer, sharded)
+    iteration = with_redraws(iteration, env, randomization, config.reset_mode, sharded)
+    call_args = prepared.call_args
+    train_call = compile_call(iteration, state, config, sharded, n_args=len(call_args))
+    recording = None
+    if video is not None and video.enabled:
+        recording = _video_task(eval_env, network, video, video_key[0], sharded)
+    evaluation = evaluation_of(
+        eval_env, network, graphdef, eval_config, eval_key, sharded,
+        run_steps=config.n_iterations * config.steps_per_iteration,
+        randomization=eval_randomization,
+    )  # fmt: skip
+    loop = drive(
+        state, lambda current: train_call(current, *call_args), config, settings,
+        log_every_calls=log_every_calls, evaluation=evaluation, video=recording,
+        mesh=sharded, description=algorithm.name,
+    )  # fmt: skip
+    write_back(network, loop.state, sharded)
+    return loop
+
+
+def _video_task(
+    eval_env: Any, network: nnx.Module, video: VideoConfig, key: jax.Array, mesh: Mesh | None
+) -> Periodic:
+    """The run's videos as a `Periodic` (process 0): one episode of the state's
+    variables, with ``key`` folded with the iteration."""
+    recorder = make_video_recorder(eval_env, eval_graphdef(network), video)
+
+    def record(current: Any, at_iteration: int, at_step: int) -> None:
+        params, network_state = current.params, current.network_state
+        if mesh is not None and jax.process_count() > 1:
+            # Process 0 alone records: on local copies of the replicated variables.
+            params, network_state = gather_state((params, network_state))
+        recorder(params, network_state, jax.random.fold_in(key, at_iteration), at_step)
+
+    return Periodic(record, video.every_steps, primary_only=True)
