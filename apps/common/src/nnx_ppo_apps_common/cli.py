@@ -70,25 +70,16 @@ def fail(prog: str, message: str) -> int:
     return 2
 
 
-def arguments_record(args: argparse.Namespace, *, as_strings: bool = False) -> dict[str, Any]:
-    """The parsed command line as a JSON-able dict, to store next to a run's results.
-
-    Args:
-        args: What ``parse_args`` returned.
-        as_strings: Store every value as its ``str`` (what ``nnx-ppo-quickstart``'s
-            ``config.json`` holds, which ``nnx-ppo-export`` reads back). Otherwise
-            paths become strings and every other value is kept as it is (numbers,
-            lists of numbers or names, ``None``).
+def arguments_record(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed command line as a JSON-able dict, to store next to a run's results:
+    paths become strings and every other value is kept as it is (numbers, flags, lists
+    of numbers or names, ``None``), so ``config.json`` holds typed values.
 
     Examples:
         >>> args = argparse.Namespace(steps=100, output_dir=Path("out"), seeds=[0, 1])
         >>> arguments_record(args)
         {'steps': 100, 'output_dir': 'out', 'seeds': [0, 1]}
-        >>> arguments_record(args, as_strings=True)["steps"]
-        '100'
     """
-    if as_strings:
-        return {name: str(value) for name, value in vars(args).items()}
     return {
         name: str(value) if isinstance(value, Path) else value for name, value in vars(args).items()
     }
