@@ -14,8 +14,9 @@ repository (and whether it had uncommitted changes) and the command line.
 
 **Stopping.** The apps train inside `nnx_ppo.algorithms.preemption.StopOnSignal`: a
 ``SIGTERM`` (a cluster's preemption) or Ctrl-C stops the run after the current device
-call with a checkpoint, and the app exits with `STOPPED_EXIT` naming the signal
-(143 for ``SIGTERM``, 130 for ``SIGINT``). ``--resume`` continues it exactly.
+call with a checkpoint, and the app exits with the shell's status for the signal
+(``StopOnSignal.exit_code``: 143 for ``SIGTERM``, 130 for ``SIGINT``); `stopped_message`
+says how to continue. ``--resume`` continues it exactly.
 """
 
 from __future__ import annotations

@@ -444,8 +444,6 @@ def run_calls(
                 # after training never costs the trained state. (A NaN/inf record
                 # raised in read() above, and such a state is never saved.)
                 if plan.save:
-                    if stopped and not plan.log:  # unread: a NaN/inf state is never saved
-                        raise_if_non_finite(state.non_finite, step)
                     save_checkpoint(
                         checkpoint,
                         state,
