@@ -39,7 +39,8 @@ e.g. the trainer's distillation pairing). `record_sampler_calls` is a context ma
 while it is active, every `ActionSampler` call appends a `SamplerCall` (the sampler and
 its `StatefulModuleOutput`) to the list it yields; the samplers report themselves, so
 it works on the original network and on a recording copy alike. Use it while tracing a
-network once (e.g. under ``jax.eval_shape``).
+network once (e.g. under ``jax.eval_shape``). The samplers own this record (it is
+defined in `nnx_ppo.networks.sampling_layers`, and re-exported here).
 
 Examples:
     >>> import jax, jax.numpy as jnp
@@ -62,27 +63,29 @@ Examples:
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import dataclasses
 import functools
 import warnings
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from nnx_ppo.networks._routing import NamedContainer
+from nnx_ppo.networks.containers import Sequential
+from nnx_ppo.networks.feedforward import MLP
+from nnx_ppo.networks.sampling_layers import (
+    SamplerCall,
+    record_sampler_call,
+    record_sampler_calls,
+)
 from nnx_ppo.networks.types import (
     ACTIVATION_KEY,
     ModuleState,
     StatefulModule,
     StatefulModuleOutput,
 )
-
-if TYPE_CHECKING:
-    from nnx_ppo.networks.sampling_layers import ActionSampler
 
 __all__ = [
     "ACTIVATION_KEY",
@@ -95,53 +98,6 @@ __all__ = [
     "record_sampler_calls",
     "with_recording",
 ]
-
-
-_ACTIVE: contextvars.ContextVar[list[SamplerCall] | None] = contextvars.ContextVar(
-    "nnx_ppo_sampler_calls", default=None
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class SamplerCall:
-    """One recorded sampler call.
-
-    Attributes:
-        sampler: The `ActionSampler` module that was called.
-        output: What it returned: ``output.output["action"]`` is the action,
-            ``output.rollout_extras`` the raw action it emitted for replay.
-    """
-
-    sampler: ActionSampler
-    output: StatefulModuleOutput
-
-
-@contextlib.contextmanager
-def record_sampler_calls() -> Iterator[list[SamplerCall]]:
-    """Record every sampler call made inside the block, in call order.
-
-    Blocks nest: an inner block records its calls, and the outer one gets them too.
-
-    Yields:
-        The list the calls are appended to.
-    """
-    calls: list[SamplerCall] = []
-    outer = _ACTIVE.get()
-    token = _ACTIVE.set(calls)
-    try:
-        yield calls
-    finally:
-        _ACTIVE.reset(token)
-        if outer is not None:
-            outer.extend(calls)
-
-
-def record_sampler_call(sampler: ActionSampler, output: StatefulModuleOutput) -> None:
-    """Record one call if a `record_sampler_calls` block is active (called by
-    `ActionSampler.__call__`; a no-op otherwise)."""
-    calls = _ACTIVE.get()
-    if calls is not None:
-        calls.append(SamplerCall(sampler, output))
 
 
 # --------------------------------------------------------------------------------------
@@ -248,8 +204,6 @@ class Recorder(StatefulModule):
 
 
 def _is_mlp(module: Any) -> bool:
-    from nnx_ppo.networks.feedforward import MLP
-
     return (
         isinstance(module, MLP)
         and type(module).forward is MLP.forward
@@ -281,9 +235,6 @@ def _routed_children(module: Any) -> list[tuple[Any, Callable[[Any], None]]] | N
     """``[(child, set_child), ...]`` of a container whose routing nests its children's
     metrics under their keys, or ``None`` for a leaf. A subclass that replaces a
     container's ``__call__`` may route differently, so it counts as a leaf."""
-    from nnx_ppo.networks._routing import NamedContainer
-    from nnx_ppo.networks.containers import Sequential
-
     if isinstance(module, Sequential):
         if type(module).__call__ is not Sequential.__call__:
             return None

@@ -25,18 +25,26 @@ The stream's counter is module state that sampling advances. In pure JAX code (a
 step and return ``nnx.state(model)`` with the carry; a module closed over from outside
 the scan raises flax's ``TraceContextError`` when it samples. Replay and ``eval()``
 calls draw nothing and leave the counter alone.
+
+Every sampler call reports itself: inside a `record_sampler_calls` block, each call
+appends a `SamplerCall` (the sampler and its output) to the block's list, so a tool can
+find where each sampler's action ends up in a network's output (also importable from
+`nnx_ppo.networks.recording`, with the other recording tools).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from nnx_ppo.networks.recording import record_sampler_call
 from nnx_ppo.networks.types import ModuleState, StatefulModule, StatefulModuleOutput
 
 __all__ = [
@@ -44,6 +52,9 @@ __all__ = [
     "CategoricalSampler",
     "NormalSampler",
     "NormalTanhSampler",
+    "SamplerCall",
+    "record_sampler_call",
+    "record_sampler_calls",
 ]
 
 _LOG_2 = math.log(2.0)
@@ -91,6 +102,62 @@ def _one_rngs(owner: str, rngs: Any, rng: Any) -> Any:
     if rngs is None and rng is None:
         raise TypeError(f"{owner}: rngs is required; pass e.g. {owner}(nnx.Rngs(0)).")
     return rngs if rngs is not None else rng
+
+
+# --------------------------------------------------------------------------------------
+# Sampler calls, recorded on request
+# --------------------------------------------------------------------------------------
+
+_ACTIVE: contextvars.ContextVar[list[SamplerCall] | None] = contextvars.ContextVar(
+    "nnx_ppo_sampler_calls", default=None
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerCall:
+    """One recorded sampler call.
+
+    Attributes:
+        sampler: The `ActionSampler` module that was called.
+        output: What it returned: ``output.output["action"]`` is the action,
+            ``output.rollout_extras`` the raw action it emitted for replay.
+    """
+
+    sampler: ActionSampler
+    output: StatefulModuleOutput
+
+
+@contextlib.contextmanager
+def record_sampler_calls() -> Iterator[list[SamplerCall]]:
+    """Record every sampler call made inside the block, in call order.
+
+    Blocks nest: an inner block records its calls, and the outer one gets them too.
+
+    Yields:
+        The list the calls are appended to.
+    """
+    calls: list[SamplerCall] = []
+    outer = _ACTIVE.get()
+    token = _ACTIVE.set(calls)
+    try:
+        yield calls
+    finally:
+        _ACTIVE.reset(token)
+        if outer is not None:
+            outer.extend(calls)
+
+
+def record_sampler_call(sampler: ActionSampler, output: StatefulModuleOutput) -> None:
+    """Record one call if a `record_sampler_calls` block is active (called by
+    `ActionSampler.__call__`; a no-op otherwise)."""
+    calls = _ACTIVE.get()
+    if calls is not None:
+        calls.append(SamplerCall(sampler, output))
+
+
+# --------------------------------------------------------------------------------------
+# Samplers
+# --------------------------------------------------------------------------------------
 
 
 class ActionSampler(StatefulModule):
@@ -210,7 +277,7 @@ class ActionSampler(StatefulModule):
             metrics={"entropy": jnp.mean(entropy)},
             rollout_extras=raw,
         )
-        record_sampler_call(self, out)  # nnx_ppo.networks.recording; a no-op by default
+        record_sampler_call(self, out)  # a no-op outside record_sampler_calls
         return out
 
 

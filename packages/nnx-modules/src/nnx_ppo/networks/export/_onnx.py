@@ -17,7 +17,7 @@ from jax import export as jax_export  # a submodule jax < 0.8 does not import
 
 from nnx_ppo.networks._helpers import installed_version
 from nnx_ppo.networks.export import _jaxpr
-from nnx_ppo.networks.export.artefact import ExportError
+from nnx_ppo.networks.export._errors import ExportError
 from nnx_ppo.networks.export.policy import BATCH, DeterministicPolicy, TensorSpec
 
 __all__: list[str] = []

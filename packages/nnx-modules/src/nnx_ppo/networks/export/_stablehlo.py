@@ -8,7 +8,7 @@ import jax
 from jax import export as jax_export  # a submodule jax < 0.8 does not import
 
 from nnx_ppo.networks.export import _jaxpr
-from nnx_ppo.networks.export.artefact import ExportError
+from nnx_ppo.networks.export._errors import ExportError
 from nnx_ppo.networks.export.policy import BATCH, DeterministicPolicy
 
 __all__: list[str] = []

@@ -41,6 +41,8 @@ import numpy as np
 from jax import export as jax_export  # a submodule jax < 0.8 does not import
 
 from nnx_ppo.networks._helpers import installed_version
+from nnx_ppo.networks.export import _onnx, _stablehlo
+from nnx_ppo.networks.export._errors import ExportError
 from nnx_ppo.networks.export.policy import DeterministicPolicy
 from nnx_ppo.networks.types import StatefulModule
 
@@ -59,11 +61,6 @@ FORMATS = ("stablehlo", "onnx")
 FORMAT_VERSION = 1
 MANIFEST = "policy.json"
 MIN_OPSET = 17
-
-
-class ExportError(RuntimeError):
-    """A policy could not be converted to the requested format (the message names
-    the operation or module and what to do)."""
 
 
 def _check_args(format: Any, opset: Any, out_dir: Any) -> Path:
@@ -233,8 +230,6 @@ def export_policy(
         _write_atomically(out, overwrite, lambda _: None)
     # Each converter returns {file name: bytes} and what it adds to the manifest.
     if format == "stablehlo":
-        from nnx_ppo.networks.export import _stablehlo
-
         blobs, info = _stablehlo.convert(policy, platforms)
     else:
         if platforms is not None:
@@ -242,8 +237,6 @@ def export_policy(
                 f"export_policy: platforms={platforms!r} applies to format='stablehlo' "
                 "only; ONNX runtimes choose their execution provider at load time."
             )
-        from nnx_ppo.networks.export import _onnx
-
         blobs, info = _onnx.convert(policy, opset)
     files = {fn: f"{fn}.{format}" for fn in ("step", "reset") if f"{fn}.{format}" in blobs}
     manifest = _manifest(policy, format, files)
