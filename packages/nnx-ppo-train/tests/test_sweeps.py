@@ -16,7 +16,7 @@ import pytest
 from _train_test_helpers import COMPILED, jax_programs
 from flax import nnx
 
-from nnx_ppo.algorithms import sweeps as sweeps_module
+from nnx_ppo.algorithms import _run_axis
 from nnx_ppo.algorithms.checkpointing import Checkpointer, load_metadata, load_network
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig, VideoConfig
 from nnx_ppo.algorithms.evaluation import evaluate
@@ -219,7 +219,7 @@ def test_bad_input_fails_before_anything_is_compiled(monkeypatch):
     def compiled(*args, **kwargs):
         raise AssertionError("the sweep got as far as building its state")
 
-    monkeypatch.setattr(sweeps_module, "init_state", compiled)
+    monkeypatch.setattr(_run_axis, "init_state", compiled)
 
     def fails(error, match, make_network=mlp, config=CONFIG, **kwargs):
         kwargs.setdefault("seeds", [0, 1])
@@ -305,8 +305,9 @@ def test_bad_input_fails_before_anything_is_compiled(monkeypatch):
             seeds=[0, 1],
             progress=False,
         )
+    # A sweep records videos like its runs: an environment without a renderer is named.
     video = TrainConfig(ppo=PPO, video=VideoConfig(enabled=True, directory="videos"))
-    fails(ValueError, r"does not record videos", config=video)
+    fails(ValueError, r"needs an environment with render.*EpisodeWrapper", config=video)
 
 
 def test_plan_runs_grid_and_per_run_sinks():

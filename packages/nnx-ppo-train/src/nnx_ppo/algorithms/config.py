@@ -26,6 +26,19 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from nnx_ppo.algorithms._config_base import (
+    CODE,
+    HOST,
+    KL,
+    LOOP,
+    SIZES,
+    OnPolicyRun,
+    fixed,
+    host,
+    sweep_fields,
+    swept,
+    why_fixed,
+)
 from nnx_ppo.algorithms._validation import check_bool, check_choice, check_float, check_int
 
 __all__ = [
@@ -38,6 +51,8 @@ __all__ = [
     "config_from_dict",
     "config_to_dict",
     "config_to_json",
+    "sweep_fields",
+    "why_fixed",
 ]
 
 Schedule = Callable[[Any], Any]
@@ -79,77 +94,16 @@ class LogLevel(enum.Flag):
     )  # fmt: skip
 
 
-# --------------------------------------------------------------------------- configs
-
-
-class _OnPolicyRun:
-    """Validation and step accounting shared by `PPOConfig` and
-    `DistillationConfig` (each declares the fields itself)."""
-
-    n_envs: int
-    rollout_length: int
-    total_steps: int
-    n_epochs: int
-    n_minibatches: int
-    learning_rate: float | Schedule
-    max_grad_norm: float | None
-    weight_decay: float
-    reset_mode: str
-    iterations_per_call: int
-    log_level: LogLevel
-
-    def _check_run(self) -> None:
-        check_int("n_envs", self.n_envs, minimum=1)
-        check_int("rollout_length", self.rollout_length, minimum=1)
-        check_int("total_steps", self.total_steps, minimum=0)
-        check_int("n_epochs", self.n_epochs, minimum=1)
-        check_int("n_minibatches", self.n_minibatches, minimum=1)
-        check_int("iterations_per_call", self.iterations_per_call, minimum=1)
-        if self.n_envs % self.n_minibatches:
-            up = -(-self.n_envs // self.n_minibatches) * self.n_minibatches
-            divisors = [d for d in range(self.n_minibatches, 0, -1) if self.n_envs % d == 0]
-            raise ValueError(
-                f"n_envs={self.n_envs} is not divisible by "
-                f"n_minibatches={self.n_minibatches}: each minibatch is a set of whole "
-                "environment sequences, so n_envs must be a multiple of n_minibatches "
-                f"(e.g. n_envs={up} or n_minibatches={divisors[0]})."
-            )
-        if not callable(self.learning_rate):
-            check_float("learning_rate", self.learning_rate, low=0.0, low_open=True)
-        check_float("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True, optional=True)
-        check_float("weight_decay", self.weight_decay, low=0.0)
-        check_choice("reset_mode", self.reset_mode, ("cached", "refresh", "fresh"))
-        if not isinstance(self.log_level, LogLevel):
-            raise TypeError(
-                f"log_level={self.log_level!r} must be a LogLevel flag, e.g. "
-                "LogLevel.DEFAULT or LogLevel.LOSSES | LogLevel.ROLLOUT."
-            )
-
-    @property
-    def steps_per_iteration(self) -> int:
-        """Env steps collected per iteration: ``n_envs * rollout_length``."""
-        return self.n_envs * self.rollout_length
-
-    @property
-    def minibatch_envs(self) -> int:
-        """Environment sequences per minibatch: ``n_envs // n_minibatches``."""
-        return self.n_envs // self.n_minibatches
-
-    @property
-    def n_iterations(self) -> int:
-        """Iterations in the run: enough to reach ``total_steps``, a multiple of
-        ``iterations_per_call``."""
-        per_call = self.steps_per_iteration * self.iterations_per_call
-        return -(-self.total_steps // per_call) * self.iterations_per_call
-
-    @property
-    def updates_per_iteration(self) -> int:
-        """Optimizer updates per iteration: ``n_epochs * n_minibatches``."""
-        return self.n_epochs * self.n_minibatches
+def _check_log_level(value: Any) -> None:
+    if not isinstance(value, LogLevel):
+        raise TypeError(
+            f"log_level={value!r} must be a LogLevel flag, e.g. "
+            "LogLevel.DEFAULT or LogLevel.LOSSES | LogLevel.ROLLOUT."
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PPOConfig(_OnPolicyRun):
+class PPOConfig(OnPolicyRun):
     """The PPO algorithm: sizes, optimisation, advantages, losses and logging.
 
     Attributes:
@@ -217,34 +171,35 @@ class PPOConfig(_OnPolicyRun):
         log_level: Which metric groups to compute (see `LogLevel`).
     """
 
-    n_envs: int = 256
-    rollout_length: int = 20
-    total_steps: int = 1_000_000
-    n_epochs: int = 4
-    n_minibatches: int = 8
-    learning_rate: float | Schedule = 3e-4
-    desired_kl: float | None = None
-    learning_rate_factor: float = 1.5
-    min_learning_rate: float = 1e-5
-    max_learning_rate: float = 1e-2
-    gae_lambda: float = 0.95
-    discounting_factor: float = 0.99
-    clip_range: float = 0.2
-    normalize_advantages: bool = True
-    critic_loss_weight: float = 0.5
-    normalize_values: bool = False
-    value_clip_range: float | None = None
-    max_grad_norm: float | None = None
-    weight_decay: float = 0.0
-    advantage_mode: Literal["combined", "per_key"] = "combined"
-    advantage_estimation: Literal["rollout", "minibatch"] = "rollout"
-    bootstrap_on_truncation: bool = True
-    reset_mode: Literal["cached", "refresh", "fresh"] = "cached"
-    iterations_per_call: int = 1
-    log_level: LogLevel = LogLevel.DEFAULT
+    n_envs: int = fixed(256, SIZES)
+    rollout_length: int = fixed(20, SIZES)
+    total_steps: int = fixed(1_000_000, LOOP)
+    n_epochs: int = fixed(4, SIZES)
+    n_minibatches: int = fixed(8, SIZES)
+    learning_rate: float | Schedule = swept(3e-4)
+    desired_kl: float | None = fixed(None, KL)
+    learning_rate_factor: float = fixed(1.5, KL)
+    min_learning_rate: float = fixed(1e-5, KL)
+    max_learning_rate: float = fixed(1e-2, KL)
+    gae_lambda: float = swept(0.95)
+    discounting_factor: float = swept(0.99)
+    clip_range: float = swept(0.2)
+    normalize_advantages: bool = fixed(True, CODE)
+    critic_loss_weight: float = swept(0.5)
+    normalize_values: bool = fixed(False, CODE)
+    value_clip_range: float | None = swept(None)
+    max_grad_norm: float | None = swept(None)
+    weight_decay: float = swept(0.0)
+    advantage_mode: Literal["combined", "per_key"] = fixed("combined", CODE)
+    advantage_estimation: Literal["rollout", "minibatch"] = fixed("rollout", CODE)
+    bootstrap_on_truncation: bool = fixed(True, CODE)
+    reset_mode: Literal["cached", "refresh", "fresh"] = fixed("cached", CODE)
+    iterations_per_call: int = fixed(1, SIZES)
+    log_level: LogLevel = fixed(LogLevel.DEFAULT, CODE)
 
     def __post_init__(self) -> None:
         self._check_run()
+        _check_log_level(self.log_level)
         self._check_adaptive_kl()
         check_float("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
         check_float("discounting_factor", self.discounting_factor, low=0.0, high=1.0)
@@ -415,10 +370,10 @@ class TrainConfig:
     """
 
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
-    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
-    video: VideoConfig = dataclasses.field(default_factory=VideoConfig)
-    seed: int = 0
-    log_every_calls: int = 1
+    eval: EvalConfig = host(EvalConfig)
+    video: VideoConfig = host(VideoConfig)
+    seed: int = fixed(0, "each run has its own: pass them as seeds=[...]")
+    log_every_calls: int = fixed(1, HOST)
 
     def __post_init__(self) -> None:
         for name, cls in (("ppo", PPOConfig), ("eval", EvalConfig), ("video", VideoConfig)):
@@ -432,7 +387,7 @@ class TrainConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DistillationConfig(_OnPolicyRun):
+class DistillationConfig(OnPolicyRun):
     """A distillation run: sizes, optimisation, loss weights, evaluation and logging.
 
     Sizes and step accounting are those of `PPOConfig`
@@ -478,25 +433,28 @@ class DistillationConfig(_OnPolicyRun):
         ValueError: n_envs=10 is not divisible by n_minibatches=4: ...
     """
 
-    n_envs: int = 256
-    rollout_length: int = 20
-    total_steps: int = 1_000_000
-    n_epochs: int = 4
-    n_minibatches: int = 8
-    learning_rate: float | Schedule = 1e-3
-    max_grad_norm: float | None = None
-    weight_decay: float = 0.0
-    value_loss_weight: float = 0.0
-    regularization_weight: float = 1.0
-    reset_mode: Literal["cached", "refresh", "fresh"] = "cached"
-    iterations_per_call: int = 1
-    log_level: LogLevel = LogLevel.DEFAULT
-    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
-    seed: int = 0
-    log_every_calls: int = 1
+    n_envs: int = fixed(256, SIZES)
+    rollout_length: int = fixed(20, SIZES)
+    total_steps: int = fixed(1_000_000, LOOP)
+    n_epochs: int = fixed(4, SIZES)
+    n_minibatches: int = fixed(8, SIZES)
+    learning_rate: float | Schedule = swept(1e-3)
+    max_grad_norm: float | None = swept(None)
+    weight_decay: float = swept(0.0)
+    value_loss_weight: float = fixed(
+        0.0, "whether it is 0 selects whether the teacher's values are computed"
+    )
+    regularization_weight: float = swept(1.0)
+    reset_mode: Literal["cached", "refresh", "fresh"] = fixed("cached", CODE)
+    iterations_per_call: int = fixed(1, SIZES)
+    log_level: LogLevel = fixed(LogLevel.DEFAULT, CODE)
+    eval: EvalConfig = host(EvalConfig)
+    seed: int = fixed(0, "each run has its own: pass them as seeds=[...]")
+    log_every_calls: int = fixed(1, HOST)
 
     def __post_init__(self) -> None:
         self._check_run()
+        _check_log_level(self.log_level)
         check_float("value_loss_weight", self.value_loss_weight, low=0.0)
         check_float("regularization_weight", self.regularization_weight, low=0.0)
         if not isinstance(self.eval, EvalConfig):

@@ -79,7 +79,6 @@ from collections.abc import Callable
 from typing import Any, Unpack
 
 import jax
-import optax
 from flax import nnx, struct
 from jax.sharding import Mesh
 
@@ -96,6 +95,7 @@ from nnx_ppo.algorithms.phases import (
     update_phase,
 )
 from nnx_ppo.algorithms.rollout import eval_copy, network_step, ppo_output, split_network
+from nnx_ppo.algorithms.schedules import Optimization
 from nnx_ppo.algorithms.types import DistillationState, Metrics
 from nnx_ppo.networks.types import reset_where
 
@@ -106,6 +106,7 @@ __all__ = [
     "DistillationResult",
     "DistillationState",
     "check_distillation_pair",
+    "distillation_algorithm",
     "distillation_loss",
     "train_distillation",
 ]
@@ -170,14 +171,17 @@ def _make_iteration(
     env: Any,
     graphdef: nnx.GraphDef,
     teacher_graphdef: nnx.GraphDef,
-    optimizer: optax.GradientTransformation,
+    own: Optimization,
     config: DistillationConfig,
     teacher_slots: SamplerSlots,
     student_slots: SamplerSlots,
     *,
     mesh: Mesh | None = None,
 ) -> Callable[[DistillationState, Any], tuple[DistillationState, Metrics]]:
-    """Build ``iteration(state, (teacher_params, teacher_state)) -> (state, metrics)``.
+    """Build ``iteration(state, (teacher_params, teacher_state)) -> (state, metrics)``
+    with the run's `Optimization` ``own`` (its optimizer, learning-rate rule and, in a
+    sweep, its own ``learning_rate``, ``weight_decay``, ``max_grad_norm`` or
+    ``regularization_weight``).
 
     With a ``mesh`` the environment axis of the rollout, the labels and every
     minibatch is kept sharded along its ``"data"`` axis (as in
@@ -185,6 +189,9 @@ def _make_iteration(
     """
     level = config.log_level
     distill_value = config.value_loss_weight > 0
+    regularization_weight = own.hyperparameters.get(
+        "regularization_weight", config.regularization_weight
+    )
 
     def with_teacher_actions(extras: Any, raw_action: tuple[jax.Array, ...]) -> Any:
         """The student's stored extras with the teacher's raw actions in its slots."""
@@ -207,7 +214,7 @@ def _make_iteration(
             out.value,
             labels.value,
             value_loss_weight=config.value_loss_weight,
-            regularization_weight=config.regularization_weight,
+            regularization_weight=regularization_weight,
         )
         return loss, {**metrics, **network_metrics}
 
@@ -236,9 +243,9 @@ def _make_iteration(
         # 3. Gradient phase: n_epochs passes of n_minibatches replayed minibatches;
         # 4. the student's statistics (from its own rollout), NaN/inf check, metrics.
         new_state, metrics = update_phase(
-            minibatch_loss, optimizer, graphdef, state, phase, (transitions, labels),
+            minibatch_loss, own.optimizer, graphdef, state, phase, (transitions, labels),
             phase.rollout.initial_carry, shuffle_key, rng, config, mesh=mesh,
-            teacher_carry=teacher_carry,
+            learning_rate=own.learning_rate, teacher_carry=teacher_carry,
         )  # fmt: skip
         return new_state, metrics
 
@@ -318,6 +325,20 @@ def train_distillation(
         )
 
     settings = resolve_options("train_distillation", options, env=env)
+    loop = trainer.run(
+        distillation_algorithm(config, teacher, student), env, student, settings,
+        eval_config=config.eval, seed=config.seed, log_every_calls=config.log_every_calls,
+    )  # fmt: skip
+    return DistillationResult(loop.state, loop.eval_history, loop.metrics, loop.step, loop.stopped)
+
+
+def distillation_algorithm(
+    config: DistillationConfig, teacher: nnx.Module, student: nnx.Module
+) -> trainer.Algorithm:
+    """Distillation of ``teacher`` as `trainer.run` takes it: the `DistillationState`
+    (with the teacher's carry), the samplers' slots matched before anything is
+    compiled (``student`` is the template of the students: its action tree and
+    samplers), and the teacher's variables as an input of every call."""
 
     def prepare(env: Any, mesh: Mesh | None) -> trainer.Prepared:
         # The samplers' slots, before anything is compiled.
@@ -330,10 +351,10 @@ def train_distillation(
         if mesh is not None:
             teacher_arrays = replicate(teacher_arrays, mesh)
 
-        def iteration(graphdef: nnx.GraphDef, optimizer: Any, mesh: Mesh | None) -> Any:
+        def iteration(graphdef: nnx.GraphDef, own: Optimization, mesh: Mesh | None) -> Any:
             return _make_iteration(
-                env, graphdef, teacher_graphdef, optimizer, config, teacher_slots,
-                student_slots, mesh=mesh,
+                env, graphdef, teacher_graphdef, own, config, teacher_slots, student_slots,
+                mesh=mesh,
             )  # fmt: skip
 
         return trainer.Prepared(
@@ -342,11 +363,4 @@ def train_distillation(
             call_args=(teacher_arrays,),
         )
 
-    algorithm = trainer.Algorithm(
-        "train_distillation", config, prepare, state_type=DistillationState
-    )
-    loop = trainer.run(
-        algorithm, env, student, settings, eval_config=config.eval, seed=config.seed,
-        log_every_calls=config.log_every_calls,
-    )  # fmt: skip
-    return DistillationResult(loop.state, loop.eval_history, loop.metrics, loop.step, loop.stopped)
+    return trainer.Algorithm("train_distillation", config, prepare, state_type=DistillationState)

@@ -26,7 +26,7 @@ XLA inserts the all-reduces (gradients, normalizer statistics, metrics).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -35,7 +35,7 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh
 
-from nnx_ppo.algorithms.config import DistillationConfig, PPOConfig
+from nnx_ppo.algorithms.config import PPOConfig, sweep_fields
 from nnx_ppo.algorithms.distributed import check_batch_divisible, replicated_sharding
 from nnx_ppo.algorithms.gae import gae
 from nnx_ppo.algorithms.losses import ppo_loss
@@ -48,7 +48,12 @@ from nnx_ppo.algorithms.phases import (
     update_phase,
 )
 from nnx_ppo.algorithms.rollout import split_network, value_estimates
-from nnx_ppo.algorithms.schedules import adaptive_kl_of, wrap_optimizer
+from nnx_ppo.algorithms.schedules import (
+    Hyperparameters,
+    LearningRate,
+    learning_rate_rule,
+    make_optimizer,
+)
 from nnx_ppo.algorithms.types import Metrics, TrainState
 from nnx_ppo.algorithms.value_normalization import (
     denormalize,
@@ -70,67 +75,11 @@ __all__ = [
 ]
 
 
-TRACEABLE_FIELDS = (
-    "learning_rate",
-    "weight_decay",
-    "max_grad_norm",
-    "clip_range",
-    "critic_loss_weight",
-    "value_clip_range",
-    "gae_lambda",
-    "discounting_factor",
-)
+TRACEABLE_FIELDS = sweep_fields(PPOConfig)
 """The `PPOConfig` fields whose values may be traced arrays (``hyperparameters`` of
 `make_optimizer` and `make_training_iteration`): each enters the program only as a
-number in arithmetic. Every other field sizes an array or a loop, or selects code."""
-
-Hyperparameters = Mapping[str, Any]
-"""``{field: value}`` for fields of `TRACEABLE_FIELDS`: values (scalars, possibly
-traced) used instead of the config's."""
-
-
-def make_optimizer(
-    config: PPOConfig | DistillationConfig, hyperparameters: Hyperparameters | None = None
-) -> optax.GradientTransformation:
-    """Adam (AdamW if ``weight_decay > 0``), after global-norm clipping if configured.
-
-    With ``desired_kl`` (`PPOConfig`) Adam is wrapped in ``optax.inject_hyperparams``,
-    so that its learning rate is part of the optimizer state, where the adaptive-KL rule
-    (`nnx_ppo.algorithms.schedules`) changes it; otherwise the state has the plain
-    Adam layout.
-
-    Args:
-        config: Reads ``learning_rate`` (float or schedule), ``weight_decay``,
-            ``max_grad_norm`` and (PPO) ``desired_kl``.
-        hyperparameters: ``learning_rate``, ``weight_decay`` or ``max_grad_norm`` to
-            use instead of the config's, e.g. traced ``[]`` arrays (one run of a sweep,
-            `nnx_ppo.algorithms.sweeps`). A ``weight_decay`` given here always selects
-            AdamW (AdamW with a decay of 0 is Adam). The state's layout does not depend
-            on the values.
-
-    Returns:
-        An optax ``GradientTransformation``.
-    """
-    values = dict(hyperparameters or {})
-    weight_decay = values.get("weight_decay", config.weight_decay)
-    learning_rate = values.get("learning_rate", config.learning_rate)
-    max_grad_norm = values.get("max_grad_norm", config.max_grad_norm)
-    decays = "weight_decay" in values or weight_decay > 0
-
-    def adam(learning_rate: Any) -> optax.GradientTransformation:
-        if decays:
-            return optax.adamw(learning_rate, weight_decay=weight_decay)
-        return optax.adam(learning_rate)
-
-    if adaptive_kl_of(config) is None:
-        base = adam(learning_rate)
-    else:  # the rate lives in the state, where the adaptive rule changes it
-        if "learning_rate" not in values:
-            learning_rate = float(learning_rate)
-        base = wrap_optimizer(adam, learning_rate)
-    if max_grad_norm is None:
-        return base
-    return optax.chain(optax.clip_by_global_norm(max_grad_norm), base)
+number in arithmetic. Every other field sizes an array or a loop, or selects code
+(each field declares which, `why_fixed`)."""
 
 
 def init_train_state(
@@ -198,6 +147,7 @@ def make_training_iteration(
     *,
     mesh: Mesh | None = None,
     hyperparameters: Hyperparameters | None = None,
+    learning_rate: LearningRate | None = None,
 ) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
     """Build the pure function that runs one PPO iteration.
 
@@ -213,8 +163,10 @@ def make_training_iteration(
             e.g. traced ``[]`` arrays when the iteration is vmapped over the runs of a
             sweep (`nnx_ppo.algorithms.sweeps`). The optimizer's own (learning rate,
             weight decay, clipping norm) must have gone into ``optimizer``
-            (`make_optimizer`); here the learning rate is only reported as
-            ``train/learning_rate``.
+            (`make_optimizer`).
+        learning_rate: The `LearningRate` rule ``optimizer`` was built with (``None``:
+            the one of ``config`` and ``hyperparameters``); the gradient phase adapts
+            and reports the rate through it.
 
     Returns:
         ``training_iteration(state) -> (state, metrics)``: pure and jit-able; metrics
@@ -223,6 +175,8 @@ def make_training_iteration(
     level = config.log_level
     per_minibatch = config.advantage_estimation == "minibatch"
     values = dict(hyperparameters or {})
+    if learning_rate is None:
+        learning_rate = learning_rate_rule(config, values)
 
     def value(name: str) -> Any:
         return values[name] if name in values else getattr(config, name)
@@ -318,11 +272,9 @@ def make_training_iteration(
         new_state, metrics = update_phase(
             minibatch_loss, optimizer, graphdef, state, phase,
             (transitions, advantages, targets), (rollout.initial_carry, last_obs),
-            shuffle_key, rng, config, mesh=mesh, value_stats=value_stats,
+            shuffle_key, rng, config, mesh=mesh, learning_rate=learning_rate,
+            value_stats=value_stats,
         )  # fmt: skip
-        fixed_rate = adaptive_kl_of(config) is None  # else the rate is in opt_state
-        if fixed_rate and "learning_rate" in values and "train/learning_rate" in metrics:
-            metrics["train/learning_rate"] = jnp.asarray(values["learning_rate"], jnp.float32)
         return new_state, metrics
 
     return training_iteration

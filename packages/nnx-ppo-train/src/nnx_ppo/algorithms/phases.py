@@ -63,13 +63,7 @@ from nnx_ppo.algorithms.rollout import (
     split_network,
     unroll,
 )
-from nnx_ppo.algorithms.schedules import (
-    adapt_learning_rate,
-    adaptive_kl_of,
-    iteration_learning_rate,
-    learning_rate_state,
-    with_learning_rate,
-)
+from nnx_ppo.algorithms.schedules import LearningRate, learning_rate_rule
 from nnx_ppo.algorithms.types import EpisodeStats, Metrics, TrainState, Transition
 
 __all__ = [
@@ -462,6 +456,7 @@ def gradient_phase(
     config: OnPolicyConfig,
     *,
     mesh: Mesh | None = None,
+    learning_rate: LearningRate | None = None,
 ) -> tuple[tuple[nnx.State, Any], Metrics]:
     """Phase 3: ``config.n_epochs`` passes of ``config.n_minibatches`` optimizer steps on
     ``loss``, from ``state.params`` and ``state.opt_state``.
@@ -472,10 +467,11 @@ def gradient_phase(
     ``[B/M, ...]``). The non-parameter network state stays as in the rollout
     throughout.
 
-    With ``config.desired_kl`` (PPO) the learning rate in ``opt_state`` is adapted
-    before every step to the ``actor/approx_kl`` the loss measured on that step's
-    minibatch (`nnx_ppo.algorithms.schedules`; on a mesh that mean covers every
-    device's share, so the rate is the same everywhere).
+    Before every step the run's `LearningRate` rule (``learning_rate``, the one its
+    optimizer was built with; ``None``: the config's) sees the metrics the loss
+    measured on that step's minibatch: with adaptive KL it adapts the rate in
+    ``opt_state`` to the KL (`nnx_ppo.algorithms.schedules`; on a mesh that mean covers
+    every device's share, so the rate is the same everywhere).
 
     Returns:
         ``((params, opt_state), metrics)``: the metrics averaged over every step
@@ -484,16 +480,13 @@ def gradient_phase(
     """
 
     level, n_envs, n_minibatches = config.log_level, config.n_envs, config.n_minibatches
-    rule = adaptive_kl_of(config)
+    rule = learning_rate_rule(config) if learning_rate is None else learning_rate
 
     def minibatch_update(carry, minibatch):
         params, opt_state = carry
         grad_fn = jax.value_and_grad(loss, has_aux=True)
         (_, metrics), grads = grad_fn(params, network_state, minibatch)
-        if rule is not None:
-            rate = learning_rate_state(opt_state).hyperparams["learning_rate"]
-            rate = adapt_learning_rate(rate, metrics["actor/approx_kl"], rule)
-            opt_state = with_learning_rate(opt_state, rate)
+        opt_state = rule.before_step(opt_state, metrics)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         if LogLevel.GRAD_NORM in level:
@@ -512,7 +505,7 @@ def gradient_phase(
     reduced = {
         k: jnp.max(v) if k.endswith("max_deviation") else jnp.mean(v) for k, v in metrics.items()
     }
-    reduced["train/learning_rate"] = iteration_learning_rate(config, opt_state, state.iteration)
+    reduced["train/learning_rate"] = rule.last_rate(opt_state, state.iteration)
     return (params, opt_state), reduced
 
 
@@ -592,6 +585,7 @@ def update_phase(
     config: OnPolicyConfig,
     *,
     mesh: Mesh | None = None,
+    learning_rate: LearningRate | None = None,
     **fields: Any,
 ) -> tuple[Any, Metrics]:
     """Phases 3 and 4, the end of every on-policy iteration after its labels: the
@@ -611,6 +605,7 @@ def update_phase(
         rng: The state's key for the next iteration.
         config: The sizes (``n_epochs``, ``n_minibatches``, ...) and ``log_level``.
         mesh: The run's mesh (`gradient_phase`), or ``None``.
+        learning_rate: The run's `LearningRate` rule (`gradient_phase`).
         **fields: The algorithm's own fields of the next state (e.g. PPO's
             ``value_stats``, distillation's ``teacher_carry``).
 
@@ -619,7 +614,7 @@ def update_phase(
     """
     (params, opt_state), metrics = gradient_phase(
         loss, optimizer, state, phase.network_state, time_major, batch_major, key, config,
-        mesh=mesh,
+        mesh=mesh, learning_rate=learning_rate,
     )  # fmt: skip
     network_state, non_finite, metrics = finish_phase(
         graphdef, params, phase, state, metrics, config.log_level

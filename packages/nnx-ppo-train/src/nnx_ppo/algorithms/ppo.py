@@ -37,12 +37,13 @@ from nnx_ppo.algorithms.hooks import CheckpointHook
 from nnx_ppo.algorithms.iteration import make_training_iteration, ppo_state_fields
 from nnx_ppo.algorithms.logging import LogFn
 from nnx_ppo.algorithms.options import RunOptions, resolve_options
+from nnx_ppo.algorithms.schedules import Optimization
 from nnx_ppo.algorithms.trainer import Algorithm, Prepared, RunResult, as_train_config, run
 from nnx_ppo.algorithms.types import TrainState
 
 # CheckpointHook and check_env_network live in their own modules (hooks, checks) and
 # are re-exported here, where they have always been importable from.
-__all__ = ["CheckpointHook", "TrainResult", "check_env_network", "train_ppo"]
+__all__ = ["CheckpointHook", "TrainResult", "check_env_network", "ppo_algorithm", "train_ppo"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,20 +123,32 @@ def train_ppo(
             ``TypeError``).
     """
     config = as_train_config(config)
-    ppo = config.ppo
     settings = resolve_options("train_ppo", options, env=env)
+    loop = run(
+        ppo_algorithm(config.ppo), env, networks, settings, eval_config=config.eval,
+        seed=config.seed, log_every_calls=config.log_every_calls, video=config.video,
+    )  # fmt: skip
+    return TrainResult(loop.state, loop.eval_history, loop.metrics, loop.step, loop.stopped)
+
+
+def ppo_algorithm(ppo: PPOConfig) -> Algorithm:
+    """PPO as `trainer.run` takes it: the `TrainState` with ``value_stats`` if the values
+    are normalized, and `make_training_iteration` with the run's `Optimization`.
+
+    Examples:
+        >>> ppo_algorithm(PPOConfig(n_envs=8, n_minibatches=2)).name
+        'train_ppo'
+    """
 
     def prepare(env: Any, mesh: Any) -> Prepared:
-        def iteration(graphdef: nnx.GraphDef, optimizer: Any, mesh: Any) -> Any:
-            return make_training_iteration(env, graphdef, optimizer, ppo, mesh=mesh)
+        def iteration(graphdef: nnx.GraphDef, own: Optimization, mesh: Any) -> Any:
+            return make_training_iteration(
+                env, graphdef, own.optimizer, ppo, mesh=mesh,
+                hyperparameters=own.hyperparameters, learning_rate=own.learning_rate,
+            )  # fmt: skip
 
         return Prepared(fields=ppo_state_fields(env, ppo), iteration=iteration)
 
-    algorithm = Algorithm(
+    return Algorithm(
         "train_ppo", ppo, prepare, state_type=TrainState, advantage_mode=ppo.advantage_mode
     )
-    loop = run(
-        algorithm, env, networks, settings, eval_config=config.eval, seed=config.seed,
-        log_every_calls=config.log_every_calls, video=config.video,
-    )  # fmt: skip
-    return TrainResult(loop.state, loop.eval_history, loop.metrics, loop.step, loop.stopped)

@@ -1,4 +1,11 @@
-"""The learning rate of a run: fixed, an optax schedule, or adapted to the policy's KL.
+"""The learning rate of a run and its optimizer: fixed, an optax schedule, or adapted to
+the policy's KL.
+
+A run's rate is one `LearningRate` rule, built once from its config (and, in a sweep,
+the run's own traced value) by `learning_rate_rule`; `make_optimizer` builds the optax
+optimizer around it and the gradient phase asks the same object what to do before each
+step (`LearningRate.before_step`) and which rate an iteration ended with
+(`LearningRate.last_rate`). Nothing else reads ``learning_rate`` or ``desired_kl``.
 
 **Adaptive KL** (``PPOConfig(desired_kl=...)``) is the rule rsl_rl uses by default
 (``PPO(schedule="adaptive", desired_kl=0.01)``, ``rsl_rl/algorithms/ppo.py``) and brax
@@ -13,7 +20,8 @@ as rsl_rl all-reduces and brax ``pmean``\\ s it); then, with ``f = learning_rate
 - otherwise ``lr`` is unchanged (so the first step of an iteration, where the policy
   has not moved yet and ``kl == 0``, never raises it);
 
-and the step is taken with the new ``lr``. The defaults are rsl_rl's and brax's:
+and the step is taken with the new ``lr``. The KL is the one the loss reports as
+``actor/approx_kl`` (`AdaptiveKL.kl_metric`). The defaults are rsl_rl's and brax's:
 ``f = 1.5``, bounds ``1e-5`` and ``1e-2`` (rsl_rl's ``desired_kl`` default is
 ``0.01``; here ``desired_kl=None`` turns the rule off). One difference: both measure
 the closed-form KL of their diagonal Gaussians, we use the sample estimate that
@@ -29,6 +37,7 @@ checkpoints keep the layout they always had.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -37,13 +46,20 @@ import optax
 
 __all__ = [
     "AdaptiveKL",
+    "Hyperparameters",
+    "LearningRate",
+    "Optimization",
     "adapt_learning_rate",
-    "adaptive_kl_of",
-    "iteration_learning_rate",
+    "learning_rate_rule",
     "learning_rate_state",
+    "make_optimizer",
+    "optimization",
     "with_learning_rate",
-    "wrap_optimizer",
 ]
+
+Hyperparameters = Mapping[str, Any]
+"""``{field: value}`` for config fields that may differ between the runs of a sweep
+(`sweep_fields`): values (scalars, possibly traced) used instead of the config's."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,25 +71,14 @@ class AdaptiveKL:
         factor: ``learning_rate_factor`` (> 1): the rate is divided or multiplied by it.
         min_learning_rate: The lower bound (> 0).
         max_learning_rate: The upper bound (>= ``min_learning_rate``).
+        kl_metric: The metric of the loss the rule reads the KL from.
     """
 
     desired_kl: float
     factor: float = 1.5
     min_learning_rate: float = 1e-5
     max_learning_rate: float = 1e-2
-
-
-def adaptive_kl_of(config: Any) -> AdaptiveKL | None:
-    """The rule a config asks for, or ``None`` (no ``desired_kl``, e.g. distillation)."""
-    desired = getattr(config, "desired_kl", None)
-    if desired is None:
-        return None
-    return AdaptiveKL(
-        desired_kl=float(desired),
-        factor=float(config.learning_rate_factor),
-        min_learning_rate=float(config.min_learning_rate),
-        max_learning_rate=float(config.max_learning_rate),
-    )
+    kl_metric: str = "actor/approx_kl"
 
 
 def adapt_learning_rate(learning_rate: jax.Array, kl: jax.Array, rule: AdaptiveKL) -> jax.Array:
@@ -99,6 +104,153 @@ def adapt_learning_rate(learning_rate: jax.Array, kl: jax.Array, rule: AdaptiveK
     learning_rate = jnp.where(kl > 2.0 * rule.desired_kl, lower, learning_rate)
     raise_it = (kl < rule.desired_kl / 2.0) & (kl > 0.0)
     return jnp.where(raise_it, higher, learning_rate).astype(jnp.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class LearningRate:
+    """A run's learning-rate rule, built once (`learning_rate_rule`) and used by its
+    optimizer (`make_optimizer`) and its gradient phase.
+
+    Attributes:
+        rate: The fixed rate (a float, or a traced ``[]`` array in a sweep), the optax
+            schedule ``count -> rate``, or with ``adaptive`` the initial rate.
+        adaptive: The adaptive-KL rule, or ``None``.
+        updates_per_iteration: Optimizer steps per iteration (a schedule's count).
+    """
+
+    rate: Any
+    adaptive: AdaptiveKL | None = None
+    updates_per_iteration: int = 1
+
+    def transformation(
+        self, adam: Callable[[Any], optax.GradientTransformation]
+    ) -> optax.GradientTransformation:
+        """``adam(rate)``; with adaptive KL wrapped in ``optax.inject_hyperparams``, so
+        that the rate lives in the optimizer state (checkpointed with it), where
+        `before_step` changes it."""
+        if self.adaptive is None:
+            return adam(self.rate)
+
+        def factory(learning_rate: Any) -> optax.GradientTransformation:
+            return adam(learning_rate)
+
+        return optax.inject_hyperparams(factory)(learning_rate=self.rate)
+
+    def before_step(self, opt_state: Any, metrics: Mapping[str, jax.Array]) -> Any:
+        """The optimizer state to step with, given the loss's ``metrics`` on this step's
+        minibatch: the rate adapted to ``metrics[kl_metric]`` (adaptive KL), else
+        ``opt_state`` unchanged."""
+        if self.adaptive is None:
+            return opt_state
+        rate = learning_rate_state(opt_state).hyperparams["learning_rate"]
+        rate = adapt_learning_rate(rate, metrics[self.adaptive.kl_metric], self.adaptive)
+        return with_learning_rate(opt_state, rate)
+
+    def last_rate(self, opt_state: Any, iteration: jax.Array) -> jax.Array:
+        """float32 ``[]``: the rate of iteration ``iteration``'s last optimizer step (the
+        ``train/learning_rate`` metric). Adaptive KL: the rate in ``opt_state`` after
+        the iteration. A schedule: its value at that step's count, ``(iteration + 1) *
+        updates_per_iteration - 1``. A fixed rate: itself."""
+        if self.adaptive is not None:
+            return learning_rate_state(opt_state).hyperparams["learning_rate"]
+        if callable(self.rate):
+            count = (iteration + 1) * self.updates_per_iteration - 1
+            return jnp.asarray(self.rate(count), jnp.float32)
+        return jnp.asarray(self.rate, jnp.float32)
+
+
+def learning_rate_rule(config: Any, hyperparameters: Hyperparameters | None = None) -> LearningRate:
+    """The `LearningRate` a config asks for: ``config.learning_rate`` (or the one in
+    ``hyperparameters``), adapted to the KL if the config has a ``desired_kl``.
+
+    Examples:
+        >>> from nnx_ppo.algorithms.config import PPOConfig
+        >>> learning_rate_rule(PPOConfig(desired_kl=0.01)).adaptive.desired_kl
+        0.01
+    """
+    values = dict(hyperparameters or {})
+    rate = values.get("learning_rate", config.learning_rate)
+    desired = getattr(config, "desired_kl", None)
+    adaptive = None
+    if desired is not None:
+        adaptive = AdaptiveKL(
+            desired_kl=float(desired),
+            factor=float(config.learning_rate_factor),
+            min_learning_rate=float(config.min_learning_rate),
+            max_learning_rate=float(config.max_learning_rate),
+        )
+        if "learning_rate" not in values:
+            rate = float(rate)
+    return LearningRate(rate, adaptive, config.updates_per_iteration)
+
+
+def make_optimizer(
+    config: Any,
+    hyperparameters: Hyperparameters | None = None,
+    *,
+    learning_rate: LearningRate | None = None,
+) -> optax.GradientTransformation:
+    """Adam (AdamW if ``weight_decay > 0``), after global-norm clipping if configured,
+    at the rate of the config's `LearningRate` rule.
+
+    With ``desired_kl`` (`PPOConfig`) Adam is wrapped in ``optax.inject_hyperparams``,
+    so that its learning rate is part of the optimizer state, where the adaptive-KL rule
+    changes it; otherwise the state has the plain Adam layout.
+
+    Args:
+        config: A `PPOConfig` or `DistillationConfig`: reads ``weight_decay``,
+            ``max_grad_norm`` and (through `learning_rate_rule`) the learning rate.
+        hyperparameters: ``learning_rate``, ``weight_decay`` or ``max_grad_norm`` to
+            use instead of the config's, e.g. traced ``[]`` arrays (one run of a sweep,
+            `nnx_ppo.algorithms.sweeps`). A ``weight_decay`` given here always selects
+            AdamW (AdamW with a decay of 0 is Adam). The state's layout does not depend
+            on the values.
+        learning_rate: The run's rule, if already built (else built here).
+
+    Returns:
+        An optax ``GradientTransformation``.
+    """
+    values = dict(hyperparameters or {})
+    if learning_rate is None:
+        learning_rate = learning_rate_rule(config, values)
+    weight_decay = values.get("weight_decay", config.weight_decay)
+    max_grad_norm = values.get("max_grad_norm", config.max_grad_norm)
+    decays = "weight_decay" in values or weight_decay > 0
+
+    def adam(rate: Any) -> optax.GradientTransformation:
+        if decays:
+            return optax.adamw(rate, weight_decay=weight_decay)
+        return optax.adam(rate)
+
+    base = learning_rate.transformation(adam)
+    if max_grad_norm is None:
+        return base
+    return optax.chain(optax.clip_by_global_norm(max_grad_norm), base)
+
+
+@dataclasses.dataclass(frozen=True)
+class Optimization:
+    """A run's optimization, built once (`optimization`) and handed to its iteration.
+
+    Attributes:
+        optimizer: The optax optimizer (`make_optimizer`).
+        learning_rate: The `LearningRate` rule it was built with, which the gradient
+            phase applies before each step and reports.
+        hyperparameters: The run's own values of swept config fields (``{}`` for a run
+            of its own; a sweep's run gets traced ``[]`` values).
+    """
+
+    optimizer: optax.GradientTransformation
+    learning_rate: LearningRate
+    hyperparameters: Mapping[str, Any]
+
+
+def optimization(config: Any, hyperparameters: Hyperparameters | None = None) -> Optimization:
+    """The `Optimization` of a run of ``config`` (with a sweep run's ``hyperparameters``
+    used instead of the config's values)."""
+    values = dict(hyperparameters or {})
+    rule = learning_rate_rule(config, values)
+    return Optimization(make_optimizer(config, values, learning_rate=rule), rule, values)
 
 
 def learning_rate_state(opt_state: Any) -> Any:
@@ -129,30 +281,3 @@ def with_learning_rate(opt_state: Any, learning_rate: jax.Array) -> Any:
     if inner is opt_state:
         return replaced
     return (*opt_state[:-1], replaced)
-
-
-def iteration_learning_rate(config: Any, opt_state: Any, iteration: jax.Array) -> jax.Array:
-    """float32 ``[]``: the learning rate of iteration ``iteration``'s last optimizer step
-    (the ``train/learning_rate`` metric).
-
-    Adaptive KL: the injected rate after the iteration (what the last step used). An
-    optax schedule: its value at that step's count, ``(iteration + 1) *
-    updates_per_iteration - 1``. A float: itself.
-    """
-    if adaptive_kl_of(config) is not None:
-        return learning_rate_state(opt_state).hyperparams["learning_rate"]
-    rate = config.learning_rate
-    if callable(rate):
-        count = (iteration + 1) * config.updates_per_iteration - 1
-        return jnp.asarray(rate(count), jnp.float32)
-    return jnp.asarray(rate, jnp.float32)
-
-
-def wrap_optimizer(base: Any, learning_rate: float) -> optax.GradientTransformation:
-    """``base(learning_rate)`` with the rate kept in its state
-    (``optax.inject_hyperparams``), so that `with_learning_rate` can change it."""
-
-    def factory(learning_rate: float) -> optax.GradientTransformation:
-        return base(learning_rate)
-
-    return optax.inject_hyperparams(factory)(learning_rate=learning_rate)

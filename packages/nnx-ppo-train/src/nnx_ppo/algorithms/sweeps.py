@@ -1,4 +1,5 @@
-"""Many PPO runs in one program: seeds and hyperparameter sweeps (`train_many`).
+"""Many runs in one program: seeds and hyperparameter sweeps (`train_many`), of PPO or
+of distillation.
 
 ``train_many(env, make_network, config, seeds=[0, 1, 2, 3])`` trains one run per seed,
 all in **one** jitted XLA program: the network factory is called once per seed
@@ -11,27 +12,30 @@ the program as traced ``[K]`` arrays instead of constants.
 Run ``i`` is the run ``train_ppo(env, make_network(nnx.Rngs(seeds[i])), config_i)``
 would train, with ``config_i`` the base config with ``seed=seeds[i]`` and run ``i``'s
 overrides (`SweepResult.configs`): the same initial state, the same keys, the same
-updates. Its numbers agree with that run's to float32 rounding, not bit for bit:
+updates, the same models under domain randomization, the same videos. With a
+`DistillationConfig` and ``teacher=``, run ``i`` is ``train_distillation(env, teacher,
+make_network(nnx.Rngs(seeds[i])), config_i)`` (one teacher, shared by every run). Both
+are `trainer.run` with ``runs=K``: the single-run path, vmapped. Its numbers agree
+with that run's to float32 rounding, not bit for bit:
 vmapping changes how XLA fuses and orders some reductions, and traced hyperparameters
 are not folded into the program as constants.
 
-**What can differ between runs.** The fields in `TRACEABLE_FIELDS` (learning rate,
-weight decay, gradient-clipping norm, clip range, critic weight, value clip range, GAE
-lambda, discount). Every other `PPOConfig` field is the same in every run, because it
-sizes an array or a loop of the one program (``n_envs``, ``rollout_length``,
-``n_minibatches``, ``n_epochs``, ``iterations_per_call``, and ``total_steps``, since
-all runs share the loop), selects which code is compiled (the booleans and choices:
-``normalize_advantages``, ``normalize_values``, ``advantage_mode``,
-``advantage_estimation``, ``bootstrap_on_truncation``, ``reset_mode``, ``log_level``),
-or is compiled in as the adaptive-KL rule's constants (``desired_kl``,
-``learning_rate_factor`` and the bounds). A learning-rate *schedule* is Python code and
-cannot vary either (a float rate can), nor can ``None`` versus a number for
-``max_grad_norm`` / ``value_clip_range`` (it removes a transform or a term). Two
-quantities often swept are not config fields: the **entropy weight** is an attribute of
-the network's sampler and the **reward scale** a constant of the environment's
-`RewardScalingWrapper`; both are static parts of the one network or environment the
-runs share, so a factory that builds different entropy weights per seed is rejected as
-a network of another structure. Sweep those with one `train_many` per value.
+**What can differ between runs.** The fields each config declares sweepable
+(`sweep_fields`; for PPO `TRACEABLE_FIELDS`: learning rate, weight decay,
+gradient-clipping norm, clip range, critic weight, value clip range, GAE lambda,
+discount; for distillation the first three and the regularization weight). Every other
+field says why it cannot (`why_fixed`): it sizes an array or a loop of the one program
+(``n_envs``, ``rollout_length``, ``n_minibatches``, ``n_epochs``,
+``iterations_per_call``, and ``total_steps``, since all runs share the loop), selects
+which code is compiled (the booleans and choices), or is compiled in as the adaptive-KL
+rule's constants. A learning-rate *schedule* is Python code and cannot vary either (a
+float rate can), nor can ``None`` versus a number for ``max_grad_norm`` /
+``value_clip_range`` (it removes a transform or a term). Two quantities often swept are
+not config fields: the **entropy weight** is an attribute of the network's sampler and
+the **reward scale** a constant of the environment's `RewardScalingWrapper`; both are
+static parts of the one network or environment the runs share, so a factory that builds
+different entropy weights per seed is rejected as a network of another structure. Sweep
+those with one `train_many` per value.
 
 **Results per run.** `SweepResult` holds each run's evaluation history and final
 metrics; ``result.network(i)`` is run ``i``'s trained network as an ordinary module
@@ -40,7 +44,8 @@ metrics; ``result.network(i)`` is run ``i``'s trained network as an ordinary mod
 TensorBoard or W&B sink), JSONL lines carry a ``"run"`` field, and one progress bar
 counts the env steps of all runs. A `Checkpointer` saves the whole sweep (the stacked
 state) and resumes it exactly; ``load_network(directory, template, run=i)`` reads one
-run's network from it.
+run's network from it. Videos (``config.video``) are every run's, in
+``<directory>/run_<i>/``.
 
 **Devices.** As for `train_ppo`, ``devices=None`` uses every device. On a mesh the
 runs are *replicated* and the environments *sharded*: every device holds all ``K``
@@ -63,30 +68,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.sharding import Mesh
 
-from nnx_ppo.algorithms._host_loop import Periodic, split_runs
+from nnx_ppo.algorithms._run_axis import Runs, sweep_shardings
 from nnx_ppo.algorithms._trees import key_path
-from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
-from nnx_ppo.algorithms.distributed import (
-    BATCH_FIELDS,
-    batch_sharding,
-    commit_like,
-    replicated_sharding,
+from nnx_ppo.algorithms.config import (
+    DistillationConfig,
+    PPOConfig,
+    TrainConfig,
+    sweep_fields,
+    why_fixed,
 )
-from nnx_ppo.algorithms.iteration import (
-    TRACEABLE_FIELDS,
-    make_optimizer,
-    make_train_call,
-    make_training_iteration,
-    ppo_state_fields,
-)
+from nnx_ppo.algorithms.distillation import distillation_algorithm
+from nnx_ppo.algorithms.iteration import TRACEABLE_FIELDS
 from nnx_ppo.algorithms.logging import RunLogFn
 from nnx_ppo.algorithms.options import RunOptions, resolve_options
-from nnx_ppo.algorithms.phases import init_state, with_redraws
-from nnx_ppo.algorithms.randomization import Randomization, run_randomizations
+from nnx_ppo.algorithms.ppo import ppo_algorithm
 from nnx_ppo.algorithms.rollout import split_network
-from nnx_ppo.algorithms.trainer import as_train_config, drive, evaluator_of, set_up
+from nnx_ppo.algorithms.trainer import as_train_config, run
 from nnx_ppo.algorithms.types import TrainState
 
 __all__ = [
@@ -98,30 +96,9 @@ __all__ = [
     "train_many",
 ]
 
-_NOT_TRACEABLE = {
-    **dict.fromkeys(
-        ("n_envs", "rollout_length", "n_epochs", "n_minibatches", "iterations_per_call"),
-        "it sizes an array or a loop of the one program all runs share",
-    ),
-    "total_steps": "all runs share one training loop, so they train for the same steps",
-    **dict.fromkeys(
-        (
-            "normalize_advantages",
-            "normalize_values",
-            "advantage_mode",
-            "advantage_estimation",
-            "bootstrap_on_truncation",
-            "reset_mode",
-            "log_level",
-        ),
-        "it selects which code is compiled into the one program all runs share",
-    ),
-    **dict.fromkeys(
-        ("desired_kl", "learning_rate_factor", "min_learning_rate", "max_learning_rate"),
-        "the adaptive-KL rule is compiled in with constant values",
-    ),
-}
-_HOST_FIELDS = ("eval", "video", "log_every_calls")
+SweepConfig = TrainConfig | PPOConfig | DistillationConfig
+"""The base config of a sweep: PPO's (a bare `PPOConfig` gets the default evaluation)
+or distillation's."""
 
 
 # --------------------------------------------------------------------------- planning
@@ -166,54 +143,73 @@ def _seeds_of(seeds: Any) -> list[int]:
     return [int(seed) for seed in out]
 
 
-def _check_override_name(name: Any) -> None:
-    fields = {f.name for f in dataclasses.fields(PPOConfig)}
+def _algorithm_config(config: TrainConfig | DistillationConfig) -> Any:
+    """The config whose fields the runs may override: ``config.ppo`` or ``config``."""
+    return config.ppo if isinstance(config, TrainConfig) else config
+
+
+def _check_override_name(config: TrainConfig | DistillationConfig, name: Any) -> None:
+    algorithm = type(_algorithm_config(config))
+    fields = {f.name for f in dataclasses.fields(algorithm)}
+    swept = sweep_fields(algorithm)
     if name == "seed":
         raise ValueError("overrides['seed']: give the runs' seeds as seeds=[...] instead.")
-    if name in _HOST_FIELDS:
-        raise ValueError(
-            f"overrides[{name!r}]: the TrainConfig's {name} is shared by every run of a "
-            "sweep (one host loop); set it on the base config."
-        )
+    if name in {f.name for f in dataclasses.fields(config)} and name not in swept:
+        reason = why_fixed(type(config), name)
+        if name in ("eval", "video", "log_every_calls"):
+            raise ValueError(
+                f"overrides[{name!r}]: the {type(config).__name__}'s {name} is shared by "
+                f"every run of a sweep ({reason})."
+            )
     if name not in fields:
         raise ValueError(
-            f"overrides[{name!r}] is not a PPOConfig field; the fields that can differ "
-            f"between the runs of a sweep are {', '.join(TRACEABLE_FIELDS)}."
+            f"overrides[{name!r}] is not a {algorithm.__name__} field; the fields that can "
+            f"differ between the runs of a sweep are {', '.join(swept)}."
         )
-    if name not in TRACEABLE_FIELDS:
+    if name not in swept:
         raise ValueError(
             f"overrides[{name!r}] cannot differ between the runs of one program: "
-            f"{_NOT_TRACEABLE.get(name, 'it is not a traced value')}. Train one sweep per "
-            f"value of {name}, or vary one of {', '.join(TRACEABLE_FIELDS)}."
+            f"{why_fixed(algorithm, name)}. Train one sweep per value of {name}, or vary "
+            f"one of {', '.join(swept)}."
         )
+
+
+def _with_run(
+    config: TrainConfig | DistillationConfig, seed: int, values: Mapping[str, Any]
+) -> TrainConfig | DistillationConfig:
+    if isinstance(config, TrainConfig):
+        return dataclasses.replace(config, seed=seed, ppo=dataclasses.replace(config.ppo, **values))
+    return dataclasses.replace(config, seed=seed, **values)
 
 
 def plan_runs(
-    config: TrainConfig | PPOConfig,
+    config: SweepConfig,
     seeds: Iterable[int],
     overrides: Mapping[str, Sequence[Any]] | None = None,
-) -> list[TrainConfig]:
-    """Each run's own validated `TrainConfig`: ``config`` with ``seed=seeds[i]`` and
-    run ``i``'s override values, checked as usual when built.
+) -> list[Any]:
+    """Each run's own validated config: ``config`` with ``seed=seeds[i]`` and run
+    ``i``'s override values, checked as usual when built.
 
     Args:
-        config: The base config (a bare `PPOConfig` gets the default evaluation).
+        config: The base config: a `TrainConfig` (a bare `PPOConfig` gets the default
+            evaluation) or a `DistillationConfig`.
         seeds: One seed per run (``K = len(seeds) >= 1``); it seeds both the network
-            factory's ``nnx.Rngs`` and the run's key (`TrainConfig.seed`).
-        overrides: ``{field: [value of run 0, ..., value of run K-1]}`` for fields of
-            `TRACEABLE_FIELDS`.
+            factory's ``nnx.Rngs`` and the run's key (the config's ``seed``).
+        overrides: ``{field: [value of run 0, ..., value of run K-1]}`` for fields the
+            algorithm's config declares sweepable (`sweep_fields`).
 
     Returns:
-        ``K`` configs.
+        ``K`` configs of the base config's kind.
 
     Raises:
         TypeError: If ``config`` is not a config, ``seeds`` not a list of non-negative
             ints, an override not a list, or a value of the wrong type (named with its
             run).
         ValueError: If there are no seeds, an override list's length is not ``K``, a
-            name is not a `PPOConfig` field or cannot be traced (the message says why),
-            a value is out of range (named with its run and seed), or a learning rate
-            is a schedule or an optional value ``None`` where the runs need a number.
+            name is not a field or cannot differ between runs (the message says why,
+            `why_fixed`), a value is out of range (named with its run and seed), or a
+            learning rate is a schedule or an optional value ``None`` where the runs
+            need a number.
 
     Examples:
         >>> base = PPOConfig(n_envs=8, n_minibatches=2)
@@ -225,7 +221,8 @@ def plan_runs(
             ...
         ValueError: overrides['n_envs'] cannot differ between the runs of one program: ...
     """
-    config = as_train_config(config)
+    if not isinstance(config, DistillationConfig):
+        config = as_train_config(config)
     seed_list = _seeds_of(seeds)
     k = len(seed_list)
     overrides = {} if overrides is None else overrides
@@ -236,7 +233,7 @@ def plan_runs(
         )
     values: dict[str, list[Any]] = {}
     for name, column in overrides.items():
-        _check_override_name(name)
+        _check_override_name(config, name)
         if isinstance(column, str | bytes) or not isinstance(column, Sequence | np.ndarray):
             raise TypeError(
                 f"overrides[{name!r}]={column!r} must be a list with one value per run ({k} runs)."
@@ -268,18 +265,18 @@ def plan_runs(
                     "overrides."
                 )
         try:
-            runs.append(
-                dataclasses.replace(config, seed=seed, ppo=dataclasses.replace(config.ppo, **mine))
-            )
+            runs.append(_with_run(config, seed, mine))
         except (TypeError, ValueError) as error:
             raise type(error)(f"{where}: {error}") from error
     return runs
 
 
-def _hyperparameters(runs: Sequence[TrainConfig], names: Iterable[str]) -> dict[str, jax.Array]:
+def _hyperparameters(runs: Sequence[Any], names: Iterable[str]) -> dict[str, jax.Array]:
     """float32 ``[K]`` per overridden field: the runs' values, the iteration's inputs."""
     return {
-        name: jnp.asarray([float(getattr(run.ppo, name)) for run in runs], jnp.float32)
+        name: jnp.asarray(
+            [float(getattr(_algorithm_config(run), name)) for run in runs], jnp.float32
+        )
         for name in names
     }
 
@@ -375,27 +372,6 @@ def _take(tree: Any, run: int) -> Any:
     return jax.tree.map(lambda x: jax.device_put(jnp.copy(x[run]), device), tree)
 
 
-def sweep_shardings(state: TrainState, mesh: Mesh) -> TrainState:
-    """The layout of a sweep's state on ``mesh``: the batch fields' environment axis
-    (axis 1, after the run axis) sharded along ``"data"``, everything else (every run's
-    parameters, optimizer state, keys, counters) replicated.
-
-    Returns:
-        A state of the same structure whose leaves are ``NamedSharding``.
-    """
-    replicated = replicated_sharding(mesh)
-
-    def layout(name: str, value: Any) -> Any:
-        if name not in BATCH_FIELDS:
-            return jax.tree.map(lambda _: replicated, value)
-        return jax.tree.map(
-            lambda x: batch_sharding(mesh, 1) if np.ndim(x) > 1 else replicated, value
-        )
-
-    fields = [f.name for f in dataclasses.fields(state)]  # type: ignore[arg-type]
-    return state.replace(**{name: layout(name, getattr(state, name)) for name in fields})
-
-
 # --------------------------------------------------------------------------- results
 
 
@@ -471,23 +447,28 @@ class SweepResult:
 def train_many(
     env: Any,
     make_network: Callable[[nnx.Rngs], nnx.Module],
-    config: TrainConfig | PPOConfig,
+    config: SweepConfig,
     *,
     seeds: Iterable[int],
     overrides: Mapping[str, Sequence[Any]] | None = None,
+    teacher: nnx.Module | None = None,
     **options: Unpack[RunOptions[RunLogFn]],
 ) -> SweepResult:
-    """Train ``K = len(seeds)`` PPO runs in one jitted program (see the module docstring).
+    """Train ``K = len(seeds)`` runs in one jitted program (see the module docstring).
 
     Args:
         env: The unbatched environment (as for `train_ppo`).
         make_network: ``make_network(rngs) -> network``, called once per seed with
             ``nnx.Rngs(seed)``; every call must build the same structure.
-        config: The base `TrainConfig` (or a bare `PPOConfig`); its ``seed`` is replaced
-            by each run's.
+        config: The base config; its ``seed`` is replaced by each run's. A `TrainConfig`
+            (or a bare `PPOConfig`) trains PPO runs; a `DistillationConfig` (with
+            ``teacher``) distills the teacher into each run's network.
         seeds: One seed per run, ``K >= 1``.
-        overrides: ``{field: [one value per run]}`` for fields of `TRACEABLE_FIELDS`
-            (`grid` builds a product of choices).
+        overrides: ``{field: [one value per run]}`` for the fields the algorithm's
+            config declares sweepable (`sweep_fields`; `grid` builds a product of
+            choices).
+        teacher: The teacher of a distillation sweep (as for `train_distillation`),
+            shared by every run; only with a `DistillationConfig`.
         **options: The run options, `RunOptions`, as for `train_ppo` (each documented
             there with its default). Particular to a sweep: ``log_fn`` is called as
             ``log_fn(metrics, step, run)`` (`RunLogFn`), once per run per log (`PerRun`
@@ -497,117 +478,60 @@ def train_many(
             and resumes it exactly (pass the same ``seeds``, ``overrides`` and factory
             again); on a ``mesh`` the runs are replicated and the environments sharded
             (see the module docstring); with ``randomization_fn`` each run draws its
-            environments' models from its own key, as its `train_ppo` run with the
-            same seed does (and redraws them every ``redraw_every`` iterations).
+            environments' models from its own key, as its own run with the same seed
+            does (and redraws them every ``redraw_every`` iterations).
 
     Returns:
         A `SweepResult`.
 
     Raises:
         TypeError: If an argument is of the wrong kind, an option is not a run option
-            (`resolve_options`), or ``make_network`` does not return a module.
-        ValueError: Before anything is compiled: no seeds, an invalid or untraceable
+            (`resolve_options`), ``make_network`` does not return a module, or
+            ``teacher`` is missing for (or given without) a `DistillationConfig`.
+        ValueError: Before anything is compiled: no seeds, an invalid or fixed
             override (`plan_runs`), a factory building different structures for
             different seeds (naming the variable and the seed), a network that does not
-            fit the environment, video recording asked for (record a video of
-            ``result.network(i)`` instead), invalid ``devices`` / ``mesh``, ``n_envs``
-            not a multiple of ``n_minibatches`` times the devices, or several processes.
+            fit the environment (or the teacher), a video the eval environment cannot
+            render, invalid ``devices`` / ``mesh``, ``n_envs`` not a multiple of
+            ``n_minibatches`` times the devices, or several processes.
         NonFiniteError: If a run diverges (its index is in the message and ``run``).
     """
+    distills = isinstance(config, DistillationConfig)
+    if distills != (teacher is not None):
+        raise TypeError(
+            f"teacher={type(teacher).__name__ if teacher is not None else None} with a "
+            f"{type(config).__name__}: a distillation sweep takes a DistillationConfig and "
+            "teacher=<the trained network>; a PPO sweep a TrainConfig or PPOConfig and no "
+            "teacher."
+        )
     runs = plan_runs(config, seeds, overrides)
     # Run 0's config decides the program; the overridden fields are inputs of it.
     base = runs[0]
-    ppo = base.ppo
-    if base.video.enabled:
-        raise ValueError(
-            "train_many does not record videos (config.video.enabled=True): record one of "
-            "result.network(i) afterwards with nnx_ppo.algorithms.video, or set "
-            "VideoConfig(enabled=False)."
-        )
-
-    # Every argument and the networks, before anything is compiled.
     settings = resolve_options("train_many", options, env=env)
-    eval_env = settings.eval_env
     seed_list = [run.seed for run in runs]
     networks, graphdef, params, network_states = _build_networks(make_network, seed_list)
-    sharded = set_up(
-        env, eval_env, networks[0], ppo, base.eval,
-        devices=settings.devices, mesh=settings.mesh, advantage_mode=ppo.advantage_mode,
-    )  # fmt: skip
-    if sharded is not None and jax.process_count() > 1:
-        raise ValueError(
-            f"train_many runs in one process; this is process {jax.process_index()} of "
-            f"{jax.process_count()} (jax.distributed). Train the sweep on one host's devices."
-        )
-    randomization, eval_randomization = run_randomizations(
-        env, eval_env, settings.randomization_fn, ppo.n_envs, base.eval,
-        redraw_every=settings.redraw_every,
-    )  # fmt: skip
-    hyper = _hyperparameters(runs, (overrides or {}).keys())
-
-    # Each run's keys as train_ppo splits them from its seed.
-    keys = jnp.stack([jax.random.split(jax.random.PRNGKey(seed), 3) for seed in seed_list])
-    init_keys, eval_keys = keys[:, 0], keys[:, 1]
-    # Each run's first models, drawn from its key as its train_ppo run draws them, here
-    # rather than in the vmapped program: the draw checks the randomizer eagerly.
-    models = None
-    if randomization is not None:
-        models = _stack([randomization.initial(key) for key in init_keys])
-
-    def init_one(
-        params: nnx.State, network_state: nnx.State, key: jax.Array, values: Any, models: Any
-    ) -> Any:
-        network = nnx.merge(graphdef, params, network_state)
-        _, state = init_state(
-            env, network, make_optimizer(ppo, values), key,
-            n_envs=ppo.n_envs, reset_mode=ppo.reset_mode, models=models,
-            **ppo_state_fields(env, ppo),
-        )  # fmt: skip
-        return state
-
-    state = jax.jit(jax.vmap(init_one))(
-        _stack(params), _stack(network_states), init_keys, hyper, models
-    )
-    shardings = None if sharded is None else sweep_shardings(state, sharded)
-    if shardings is not None:
-        state = jax.device_put(state, shardings)
-    if settings.checkpoint is not None:  # the checkpoint's state, laid out like this one
-        restored = settings.checkpoint.restore(state)
-        if restored is not None:
-            if shardings is None:
-                state = commit_like(restored, state)
-            else:
-                state = jax.device_put(restored, shardings)
-
-    def one_iteration(state: TrainState, values: Any) -> tuple[TrainState, Any]:
-        optimizer = make_optimizer(ppo, values)
-        iteration = make_training_iteration(
-            env, graphdef, optimizer, ppo, mesh=sharded, hyperparameters=values
-        )
-        return with_redraws(iteration, env, randomization, ppo.reset_mode, sharded)(state)
-
-    call = make_train_call(
-        jax.vmap(one_iteration), ppo.iterations_per_call, shardings=shardings, n_args=1
-    )
+    if distills:
+        algorithm = distillation_algorithm(base, teacher, networks[0])
+        video = None
+    else:
+        algorithm = ppo_algorithm(base.ppo)
+        video = base.video
     k = len(runs)
-    evaluation = _evaluation(
-        eval_env, networks[0], graphdef, base, eval_keys, k, sharded, eval_randomization
+    algorithm = dataclasses.replace(algorithm, name=f"train_many ({k} runs)")
+    stacked = Runs(
+        seeds=tuple(seed_list),
+        params=_stack(params),
+        network_states=_stack(network_states),
+        hyperparameters=_hyperparameters(runs, (overrides or {}).keys()),
     )
-    loop = drive(
-        state,
-        lambda current: call(current, hyper),
-        ppo,
-        settings,
-        log_every_calls=base.log_every_calls,
-        evaluation=evaluation,
-        mesh=sharded,
-        description=f"train_many ({k} runs)",
-        runs=k,
-    )
+    loop = run(
+        algorithm, env, networks[0], settings, eval_config=base.eval, seed=base.seed,
+        log_every_calls=base.log_every_calls, video=video, runs=stacked,
+    )  # fmt: skip
     histories: list[list[tuple[int, dict[str, float]]]] = [[] for _ in range(k)]
     for at_step, records in loop.eval_history:
-        for run, record in enumerate(records):
-            histories[run].append((at_step, record))
+        for index, record in enumerate(records):
+            histories[index].append((at_step, record))
     return SweepResult(
         state=loop.state,
         graphdef=graphdef,
@@ -617,34 +541,3 @@ def train_many(
         total_steps=loop.step,
         stopped=loop.stopped,
     )
-
-
-def _evaluation(
-    eval_env: Any,
-    network: nnx.Module,
-    graphdef: nnx.GraphDef,
-    config: TrainConfig,
-    eval_keys: jax.Array,
-    k: int,
-    mesh: Mesh | None,
-    randomization: Randomization | None,
-) -> Periodic | None:
-    """Every run's periodic evaluation at once: the evaluator `train_ppo` would build,
-    vmapped over the runs' variables and evaluation keys (each folded with the
-    iteration, as a single run's); with ``randomization``, on models drawn from them."""
-    settings = config.eval
-    evaluator = evaluator_of(
-        eval_env, network, graphdef, settings, mesh,
-        run_steps=config.ppo.n_iterations * config.ppo.steps_per_iteration,
-        randomization=randomization,
-    )  # fmt: skip
-    if evaluator is None:
-        return None
-    batched = jax.jit(jax.vmap(evaluator))
-    fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
-
-    def evaluate(state: TrainState, iteration: int, _: int) -> list[dict[str, float]]:
-        metrics = batched(state.params, state.network_state, fold(eval_keys, iteration))
-        return split_runs(metrics, k)
-
-    return Periodic(evaluate, settings.every_steps, at_start=settings.at_start)

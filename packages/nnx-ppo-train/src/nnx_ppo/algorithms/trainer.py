@@ -24,6 +24,7 @@ are `nnx_ppo.algorithms.options` (`Host` is re-exported here).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,6 +34,16 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from nnx_ppo.algorithms._host_loop import LoopResult, Periodic, evaluation_task, run_calls
+from nnx_ppo.algorithms._run_axis import (
+    Runs,
+    init_runs,
+    resume_runs,
+    run_keys,
+    runs_evaluation,
+    runs_iteration,
+    runs_video,
+    sweep_shardings,
+)
 from nnx_ppo.algorithms.checks import check_env_network
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig, VideoConfig
 from nnx_ppo.algorithms.distributed import (
@@ -44,11 +55,12 @@ from nnx_ppo.algorithms.distributed import (
     uses_mesh,
 )
 from nnx_ppo.algorithms.evaluation import make_evaluator
-from nnx_ppo.algorithms.iteration import make_optimizer, make_train_call
+from nnx_ppo.algorithms.iteration import make_train_call
 from nnx_ppo.algorithms.options import Host, RunSettings
 from nnx_ppo.algorithms.phases import OnPolicyConfig, init_state, with_redraws
 from nnx_ppo.algorithms.randomization import Randomization, run_randomizations
-from nnx_ppo.algorithms.rollout import eval_graphdef
+from nnx_ppo.algorithms.rollout import eval_graphdef, split_network
+from nnx_ppo.algorithms.schedules import Optimization, optimization
 from nnx_ppo.algorithms.types import TrainState
 from nnx_ppo.algorithms.video import check_video_env, make_video_recorder
 
@@ -57,6 +69,7 @@ __all__ = [
     "Host",
     "Prepared",
     "RunResult",
+    "Runs",
     "as_train_config",
     "compile_call",
     "drive",
@@ -302,14 +315,16 @@ class Prepared:
     Attributes:
         fields: The training state's fields beyond the shared ones (keyword arguments
             of `init_state`, e.g. the value normalizer's statistics).
-        iteration: ``iteration(graphdef, optimizer, mesh)`` builds the jitted body,
-            ``(state, *call_args) -> (state, metrics)``.
+        iteration: ``iteration(graphdef, optimization, mesh)`` builds the jitted body,
+            ``(state, *call_args) -> (state, metrics)``, from the run's `Optimization`
+            (its optimizer, learning-rate rule and, in a sweep, its own values of the
+            swept config fields).
         call_args: Arguments every device call takes after the state (placed on the
-            mesh), e.g. a teacher's variables.
+            mesh), e.g. a teacher's variables; shared by the runs of a sweep.
     """
 
     fields: dict[str, Any]
-    iteration: Callable[[nnx.GraphDef, Any, Mesh | None], Callable[..., tuple[Any, Any]]]
+    iteration: Callable[[nnx.GraphDef, Optimization, Mesh | None], Callable[..., tuple[Any, Any]]]
     call_args: tuple[Any, ...] = ()
 
 
@@ -344,6 +359,7 @@ def run(
     seed: int,
     log_every_calls: int,
     video: VideoConfig | None = None,
+    runs: Runs | None = None,
 ) -> LoopResult:
     """Train ``network`` with ``algorithm`` on ``env``: set up, place, build the state,
     resume, compile, drive the host loop (evaluation, video, checkpoints, stop
@@ -352,16 +368,25 @@ def run(
     Args:
         algorithm: The `Algorithm`.
         env: The training environment.
-        network: The network to train (updated in place at the end).
+        network: The network to train (updated in place at the end); with ``runs``, the
+            first run's, the template of every run's (checks, graph, evaluation).
         settings: The resolved run options (`resolve_options`).
         eval_config: The periodic evaluation.
         seed: The run's seed: split into the keys of the initial state, the
-            evaluations and (with ``video``) the videos.
+            evaluations and (with ``video``) the videos. With ``runs``, each run's own
+            seed is split so instead.
         log_every_calls: Log every this many device calls.
         video: The videos of the run (``None``: the algorithm records none).
+        runs: ``K`` runs in one program (`Runs`, from `nnx_ppo.algorithms.sweeps`):
+            the state gets a leading run axis and the iteration is vmapped over it;
+            run ``i`` is the run this call would train alone with ``runs.seeds[i]``,
+            the ``i``-th variables and values. ``network`` is not updated.
 
     Returns:
-        The host loop's `LoopResult`.
+        The host loop's `LoopResult` (with ``runs``, per-run records).
+
+    Raises:
+        ValueError: With ``runs``, if the run spans several processes.
     """
     config = algorithm.config
     eval_env = settings.eval_env
@@ -370,52 +395,87 @@ def run(
         env, eval_env, network, config, eval_config,
         devices=settings.devices, mesh=settings.mesh, advantage_mode=algorithm.advantage_mode,
     )  # fmt: skip
+    if runs is not None and sharded is not None and jax.process_count() > 1:
+        raise ValueError(
+            f"{algorithm.name} runs in one process; this is process {jax.process_index()} "
+            f"of {jax.process_count()} (jax.distributed). Train the sweep on one host's "
+            "devices."
+        )
     prepared = algorithm.prepare(env, sharded)
-    if video is not None and video.enabled:
+    records = video is not None and video.enabled
+    if records:
         check_video_env(eval_env, video=video)
     randomization, eval_randomization = run_randomizations(
         env, eval_env, settings.randomization_fn, config.n_envs, eval_config,
         redraw_every=settings.redraw_every,
     )  # fmt: skip
-
-    # Split once; the jitted iteration works on (graphdef, state) from here on.
-    init_key, eval_key, *video_key = jax.random.split(
-        jax.random.PRNGKey(seed), 2 if video is None else 3
-    )
-    optimizer = make_optimizer(config)
-    graphdef, state = init_state(
-        env, network, optimizer, init_key,
-        n_envs=config.n_envs, reset_mode=config.reset_mode, mesh=sharded,
-        state_type=algorithm.state_type, randomization=randomization, **prepared.fields,
-    )  # fmt: skip
-    state = resume(settings.checkpoint, state, sharded)
-    iteration = prepared.iteration(graphdef, optimizer, sharded)
-    iteration = with_redraws(iteration, env, randomization, config.reset_mode, sharded)
-    call_args = prepared.call_args
-    train_call = compile_call(iteration, state, config, sharded, n_args=len(call_args))
-    recording = None
-    if video is not None and video.enabled:
-        recording = _video_task(eval_env, network, video, video_key[0], sharded)
-    evaluation = evaluation_of(
-        eval_env, network, graphdef, eval_config, eval_key, sharded,
+    evaluator_for = functools.partial(
+        evaluator_of, eval_env, network, config=eval_config, mesh=sharded,
         run_steps=config.n_iterations * config.steps_per_iteration,
         randomization=eval_randomization,
     )  # fmt: skip
+    call_args = prepared.call_args
+    n_keys = 2 if video is None else 3
+
+    if runs is None:
+        # Split once; the jitted iteration works on (graphdef, state) from here on.
+        init_key, eval_key, *video_key = jax.random.split(jax.random.PRNGKey(seed), n_keys)
+        own = optimization(config)
+        graphdef, state = init_state(
+            env, network, own.optimizer, init_key,
+            n_envs=config.n_envs, reset_mode=config.reset_mode, mesh=sharded,
+            state_type=algorithm.state_type, randomization=randomization, **prepared.fields,
+        )  # fmt: skip
+        state = resume(settings.checkpoint, state, sharded)
+        shardings = None if sharded is None else state_shardings(state, sharded)
+        iteration = with_redraws(
+            prepared.iteration(graphdef, own, sharded), env, randomization, config.reset_mode,
+            sharded,
+        )  # fmt: skip
+        evaluation = evaluation_task(evaluator_for(graphdef), eval_key, eval_config)
+    else:
+        init_key, eval_key, *video_key = run_keys(runs.seeds, n_keys)
+        graphdef = split_network(network)[0]
+        state = init_runs(
+            env, graphdef, runs, config, init_key, state_type=algorithm.state_type,
+            randomization=randomization, fields=prepared.fields,
+        )  # fmt: skip
+        shardings = None if sharded is None else sweep_shardings(state, sharded)
+        if shardings is not None:
+            state = jax.device_put(state, shardings)
+        state = resume_runs(settings.checkpoint, state, shardings)
+        iteration = runs_iteration(
+            lambda own: prepared.iteration(graphdef, own, sharded), config, env,
+            randomization, sharded, len(call_args),
+        )  # fmt: skip
+        call_args = (dict(runs.hyperparameters), *call_args)
+        evaluation = runs_evaluation(evaluator_for(graphdef), eval_key, runs.count, eval_config)
+    train_call = make_train_call(
+        iteration, config.iterations_per_call, shardings=shardings, n_args=len(call_args)
+    )
+    recording = None
+    if records:
+        assert video is not None
+        recorder = make_video_recorder(eval_env, eval_graphdef(network), video)
+        if runs is None:
+            recording = _video_task(recorder, video, video_key[0], sharded)
+        else:
+            recording = runs_video(recorder, video_key[0], runs.count, video)
     loop = drive(
         state, lambda current: train_call(current, *call_args), config, settings,
         log_every_calls=log_every_calls, evaluation=evaluation, video=recording,
-        mesh=sharded, description=algorithm.name,
+        mesh=sharded, description=algorithm.name, runs=None if runs is None else runs.count,
     )  # fmt: skip
-    write_back(network, loop.state, sharded)
+    if runs is None:
+        write_back(network, loop.state, sharded)
     return loop
 
 
 def _video_task(
-    eval_env: Any, network: nnx.Module, video: VideoConfig, key: jax.Array, mesh: Mesh | None
+    recorder: Callable[..., str], video: VideoConfig, key: jax.Array, mesh: Mesh | None
 ) -> Periodic:
     """The run's videos as a `Periodic` (process 0): one episode of the state's
     variables, with ``key`` folded with the iteration."""
-    recorder = make_video_recorder(eval_env, eval_graphdef(network), video)
 
     def record(current: Any, at_iteration: int, at_step: int) -> None:
         params, network_state = current.params, current.network_state

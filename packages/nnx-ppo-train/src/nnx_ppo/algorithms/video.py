@@ -177,10 +177,10 @@ def check_video_env(
 def make_video_recorder(
     env: Any, graphdef: nnx.GraphDef, video: VideoConfig
 ) -> Callable[[nnx.State, nnx.State, jax.Array, int], str]:
-    """Build ``record(params, network_state, key, step) -> path``: one episode of
-    ``video.episode_length`` steps of the network (``graphdef``, eval mode for the
-    mean action) from a fresh reset, rendered with ``env.render`` and written to
-    ``<video.directory>/video_<step>.mp4``.
+    """Build ``record(params, network_state, key, step, directory=None) -> path``: one
+    episode of ``video.episode_length`` steps of the network (``graphdef``, eval mode
+    for the mean action) from a fresh reset, rendered with ``env.render`` and written to
+    ``<directory>/video_<step>.mp4`` (``directory`` defaults to ``video.directory``).
 
     Args:
         env: The unbatched environment (with ``render``; see `check_video_env`).
@@ -211,16 +211,17 @@ def make_video_recorder(
         )
         return states
 
-    def record(params, network_state, key, step: int) -> str:
+    def record(params, network_state, key, step: int, directory: str | None = None) -> str:
         states = jax.device_get(trajectory(params, network_state, key))
         frames_in = []
         for t in range(video.episode_length):
             s = jax.tree.map(lambda x, t=t: x[t, 0], states)
             frames_in.append(s.pipeline_state if pipeline else s)
         frames = env.render(frames_in, height=video.height, width=video.width, camera=video.camera)
-        assert video.directory is not None
-        os.makedirs(video.directory, exist_ok=True)
-        path = os.path.join(video.directory, f"video_{step}.mp4")
+        folder = video.directory if directory is None else directory
+        assert folder is not None
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"video_{step}.mp4")
         _write_video(path, frames, fps)
         return path
 
