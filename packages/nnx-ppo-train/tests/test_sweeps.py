@@ -18,12 +18,21 @@ from flax import nnx
 
 from nnx_ppo.algorithms import _run_axis
 from nnx_ppo.algorithms.checkpointing import Checkpointer, load_metadata, load_network
-from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig, VideoConfig
+from nnx_ppo.algorithms.config import (
+    DistillationConfig,
+    EvalConfig,
+    LogLevel,
+    PPOConfig,
+    TrainConfig,
+    VideoConfig,
+)
+from nnx_ppo.algorithms.distillation import train_distillation
 from nnx_ppo.algorithms.evaluation import evaluate
 from nnx_ppo.algorithms.faults import NonFiniteError, healthy, raise_if_non_finite
 from nnx_ppo.algorithms.logging import PerRun
 from nnx_ppo.algorithms.ppo import train_ppo
 from nnx_ppo.algorithms.sweeps import grid, plan_runs, train_many
+from nnx_ppo.algorithms.types import DistillationState
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
@@ -149,6 +158,51 @@ def test_run_of_a_sweep_equals_its_own_train_ppo_run(kind, tmp_path):
     np.testing.assert_allclose(
         ours["eval/episode_reward/mean"], theirs["eval/episode_reward/mean"], rtol=1e-4
     )
+
+
+def test_run_of_a_distillation_sweep_equals_its_own_train_distillation_run(tmp_path):
+    # K=3 LSTM students of one MLP teacher, 3 iterations, with per-run learning rates
+    # and regularization weights; run i against train_distillation with its seed and
+    # values (tolerance as for PPO sweeps: vmapped, traced values).
+    teacher = mlp(nnx.Rngs(11))
+    config = DistillationConfig(
+        n_envs=4, rollout_length=5, n_minibatches=2, n_epochs=2, total_steps=60,
+        learning_rate=1e-2, log_level=LOG, eval=CONFIG.eval,
+    )  # fmt: skip
+    overrides = {"learning_rate": [1e-2, 3e-3, 2e-2], "regularization_weight": [1.0, 0.5, 0.0]}
+    result = train_many(
+        ENV, lstm, config, seeds=[3, 1, 4], overrides=overrides, teacher=teacher,
+        progress=False,
+    )  # fmt: skip
+    assert isinstance(result.state, DistillationState)
+    assert [c.regularization_weight for c in result.configs] == [1.0, 0.5, 0.0]
+    i = 1
+    student = lstm(nnx.Rngs(result.seeds[i]))
+    single = train_distillation(ENV, teacher, student, result.configs[i], progress=False)
+    for ours, theirs in zip(
+        _leaves(nnx.state(result.network(i))), _leaves(nnx.state(student)), strict=True
+    ):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+    for name, value in single.metrics.items():
+        np.testing.assert_allclose(
+            result.metrics[i][name], value, rtol=1e-4, atol=1e-6, err_msg=name
+        )
+    assert [s for s, _ in result.eval_histories[i]] == [s for s, _ in single.eval_history]
+    # The teacher's carry follows the student's episodes: the same resets, same values.
+    teacher_carries = zip(
+        _leaves(result.run_state(i).teacher_carry), _leaves(single.state.teacher_carry), strict=True
+    )
+    for ours, theirs in teacher_carries:
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+    # A distillation field that selects code is named; the teacher goes with its config.
+    with pytest.raises(ValueError, match=r"'value_loss_weight'\] cannot differ.*teacher's values"):
+        train_many(ENV, lstm, config, seeds=[0, 1], teacher=teacher,
+                   overrides={"value_loss_weight": [0.0, 1.0]})  # fmt: skip
+    with pytest.raises(TypeError, match="a distillation sweep takes a DistillationConfig"):
+        train_many(ENV, lstm, CONFIG, seeds=[0, 1], teacher=teacher)
+    with pytest.raises(TypeError, match="a distillation sweep takes a DistillationConfig"):
+        train_many(ENV, lstm, config, seeds=[0, 1])
 
 
 @pytest.mark.extended

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -119,6 +120,7 @@ def test_choose_mujoco_gl_keeps_a_choice_and_refuses_after_mujoco_is_imported(mo
 
 
 CHOOSE = """
+import dataclasses
 import os
 from nnx_ppo.algorithms.video import choose_mujoco_gl
 backend = choose_mujoco_gl()
@@ -142,3 +144,50 @@ def test_choose_mujoco_gl_picks_a_backend_that_renders_or_none():
     chosen = done.stdout.split("CHOSEN")[1].split()
     assert chosen[0] == chosen[1]  # returned what MUJOCO_GL now says (None: unset)
     assert (chosen[0] == "None") != ("RENDERS" in done.stdout)
+
+
+class _StatePointMass(_RenderablePointMass):
+    """Frames that show the state: each pixel is the observation's sum."""
+
+    def render(self, trajectory, height, width, camera=None):
+        return [np.full((height, width, 3), float(np.sum(s.obs)), np.float32) for s in trajectory]
+
+
+def test_a_sweep_records_each_runs_video_as_its_own_run_does(monkeypatch, tmp_path):
+    from nnx_ppo.algorithms import video as video_module
+    from nnx_ppo.algorithms.config import VideoConfig
+    from nnx_ppo.algorithms.sweeps import train_many
+
+    written = {}
+    monkeypatch.setattr(
+        video_module, "_write_video", lambda path, frames, fps: written.update({path: frames})
+    )
+    monkeypatch.setattr(video_module, "_writer_problem", lambda: None)
+    env = EpisodeWrapper(_StatePointMass(), episode_length=4)
+    video = VideoConfig(enabled=True, every_steps=4, directory=str(tmp_path), episode_length=5)
+    config = TrainConfig(
+        ppo=PPOConfig(n_envs=2, rollout_length=2, n_minibatches=1, total_steps=8),
+        eval=NO_EVAL,
+        video=video,
+    )
+
+    def make_network(rngs):
+        return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=rngs)
+
+    train_many(env, make_network, config, seeds=[5, 2], progress=False)
+    sweep = dict(written)
+    assert sorted(sweep) == sorted(
+        str(tmp_path / f"run_{run}" / f"video_{step}.mp4") for run in (0, 1) for step in (4, 8)
+    )
+    for run, seed in enumerate([5, 2]):
+        written.clear()
+        mine = dataclasses.replace(video, directory=str(tmp_path / str(seed)))
+        own = dataclasses.replace(config, seed=seed, video=mine)
+        train_ppo(env, make_network(nnx.Rngs(seed)), own, progress=False)
+        for step in (4, 8):
+            ours = sweep[str(tmp_path / f"run_{run}" / f"video_{step}.mp4")]
+            theirs = written[str(tmp_path / str(seed) / f"video_{step}.mp4")]
+            np.testing.assert_allclose(np.stack(ours), np.stack(theirs), rtol=1e-5, atol=1e-5)
+    # The runs' episodes differ (other parameters and keys): not one video copied.
+    first, second = (sweep[str(tmp_path / f"run_{run}" / "video_8.mp4")] for run in (0, 1))
+    assert not np.allclose(np.stack(first), np.stack(second))
