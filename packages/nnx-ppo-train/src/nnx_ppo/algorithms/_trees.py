@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
-__all__ = ["key_path", "sum_leaves"]
+__all__ = ["global_norm", "key_path", "sum_leaves"]
 
 
 def sum_leaves(tree: Any) -> jax.Array:
@@ -32,3 +33,9 @@ def key_path(path: tuple[Any, ...]) -> str:
     if parts and parts[-1] == "value" and isinstance(path[-1], jax.tree_util.GetAttrKey):
         parts.pop()  # an nnx.Variable's value: name the variable
     return "/".join(parts)
+
+
+def global_norm(tree: Any) -> jax.Array:
+    """L2 norm of all leaves together (``optax.global_norm`` is deprecated, and its
+    replacement is newer than our optax floor)."""
+    return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(tree)))

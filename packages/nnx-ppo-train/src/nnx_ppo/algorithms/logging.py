@@ -56,6 +56,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
+from nnx_ppo.algorithms.config import LogLevel
+
 __all__ = [
     "JSONLWriter",
     "LogFn",
@@ -65,7 +67,34 @@ __all__ = [
     "TensorBoardWriter",
     "WandbWriter",
     "combine",
+    "in_log_level",
 ]
+
+_GROUPS = {
+    "loss/": LogLevel.LOSSES,
+    "actor/": LogLevel.ACTOR,
+    "critic/": LogLevel.CRITIC,
+    "rollout/": LogLevel.ROLLOUT,
+    "env/": LogLevel.ENV_METRICS,
+    "network/": LogLevel.NETWORK_METRICS,
+    "train/grad_norm": LogLevel.GRAD_NORM,
+    "train/param_norm": LogLevel.WEIGHTS,
+    "train/learning_rate": LogLevel.LOSSES,
+}
+
+
+def in_log_level(name: str, level: LogLevel) -> bool:
+    """Whether the training metric ``name`` belongs to a group enabled in ``level`` (the
+    groups of the table above).
+
+    Examples:
+        >>> in_log_level("actor/approx_kl", LogLevel.LOSSES | LogLevel.ACTOR)
+        True
+        >>> in_log_level("train/grad_norm", LogLevel.DEFAULT)
+        False
+    """
+    return any(name.startswith(prefix) and group in level for prefix, group in _GROUPS.items())
+
 
 LogFn = Callable[[Mapping[str, float], int], None]
 """A logging callback: ``log_fn(metrics, step)`` with float metrics and an int step."""

@@ -7,13 +7,10 @@ reads top to bottom::
 
     def iteration(state):                                         # jitted, donated
         phase = rollout_phase(env, graphdef, state, key, ...)     # 1. T steps, B envs
-        ...                                                       # 2. the algorithm's
-                                                                  #    labels (GAE,
-                                                                  #    the teacher...)
+        ...                                                       # 2. labels (GAE...)
         return update_phase(                                      # 3. epochs x
-            loss, optimizer, graphdef, state, phase,              #    minibatches of
-            time_major, batch_major, key, rng, config, ...)       #    replayed loss;
-                                                                  # 4. statistics, NaN
+            loss, optimizer, graphdef, state, phase,              #    minibatches;
+            time_major, batch_major, key, rng, config, ...)       # 4. statistics, NaN
 
 `update_phase` is `gradient_phase`, then `finish_phase`, then `advance` (the next
 state, with the algorithm's own fields).
@@ -36,7 +33,7 @@ import optax
 from flax import nnx, struct
 from jax.sharding import Mesh
 
-from nnx_ppo.algorithms._trees import key_path
+from nnx_ppo.algorithms._trees import global_norm, key_path
 from nnx_ppo.algorithms.config import DistillationConfig, LogLevel, PPOConfig
 from nnx_ppo.algorithms.distributed import (
     constrain_batch,
@@ -46,6 +43,7 @@ from nnx_ppo.algorithms.distributed import (
     shard_state,
 )
 from nnx_ppo.algorithms.faults import healthy, record_non_finite
+from nnx_ppo.algorithms.logging import in_log_level
 from nnx_ppo.algorithms.progress import (
     TRAINING_STEP,
     check_step_range,
@@ -90,28 +88,6 @@ OnPolicyConfig = PPOConfig | DistillationConfig
 Loss = Callable[[nnx.State, nnx.State, Any], tuple[jax.Array, Metrics]]
 """``loss(params, network_state, minibatch) -> (loss, metrics)``; ``minibatch`` is
 ``(time_major, batch_major)`` as `gradient_phase` cuts them."""
-
-_GROUPS = {
-    "loss/": LogLevel.LOSSES,
-    "actor/": LogLevel.ACTOR,
-    "critic/": LogLevel.CRITIC,
-    "rollout/": LogLevel.ROLLOUT,
-    "env/": LogLevel.ENV_METRICS,
-    "network/": LogLevel.NETWORK_METRICS,
-    "train/grad_norm": LogLevel.GRAD_NORM,
-    "train/param_norm": LogLevel.WEIGHTS,
-    "train/learning_rate": LogLevel.LOSSES,
-}
-
-
-def global_norm(tree: Any) -> jax.Array:
-    """L2 norm of all leaves together (``optax.global_norm`` is deprecated, and its
-    replacement is newer than our optax floor)."""
-    return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(tree)))
-
-
-def _enabled(name: str, level: LogLevel) -> bool:
-    return any(name.startswith(prefix) and group in level for prefix, group in _GROUPS.items())
 
 
 def flatten_network_metrics(tree: Any, prefix: str = "network/") -> Metrics:
@@ -540,7 +516,7 @@ def finish_phase(
     metrics = {**metrics, **phase.rollout.metrics}
     if LogLevel.WEIGHTS in level:
         metrics["train/param_norm"] = global_norm(params)
-    return network_state, non_finite, {k: v for k, v in metrics.items() if _enabled(k, level)}
+    return network_state, non_finite, {k: v for k, v in metrics.items() if in_log_level(k, level)}
 
 
 def advance(
