@@ -43,8 +43,8 @@ _NAMES = {
     "DistillationConfig": "distillation",
     # Save and load
     "Checkpointer": "checkpointing",
-    "load_network": "checkpointing",
-    "load_metadata": "checkpointing",
+    "load_network": "loading",
+    "load_metadata": "loading",
     # Observe and analyse
     "evaluate": "evaluation",
     "JSONLWriter": "logging",
@@ -85,7 +85,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # what a type checker and an IDE see
     from nnx_ppo.algorithms.activations import record_activations_rollout
-    from nnx_ppo.algorithms.checkpointing import Checkpointer, load_metadata, load_network
+    from nnx_ppo.algorithms.checkpointing import Checkpointer
     from nnx_ppo.algorithms.config import (
         EvalConfig,
         LogLevel,
@@ -100,6 +100,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     )
     from nnx_ppo.algorithms.evaluation import evaluate
     from nnx_ppo.algorithms.faults import NonFiniteError
+    from nnx_ppo.algorithms.loading import load_metadata, load_network
     from nnx_ppo.algorithms.logging import JSONLWriter, PerRun
     from nnx_ppo.algorithms.ppo import TrainResult, train_ppo
     from nnx_ppo.algorithms.preemption import StopOnSignal, StopRequest

@@ -1,4 +1,5 @@
-"""Private helpers of `nnx_ppo.algorithms.checkpointing`: the on-disk format.
+"""Private helpers of `nnx_ppo.algorithms.checkpointing` and `nnx_ppo.algorithms.loading`:
+the on-disk format, and reading a checkpoint back into template trees.
 
 A checkpoint folder holds three orbax items: ``network`` and ``train`` (dicts of host
 arrays keyed ``"000000"``, ``"000001"``, ... in pytree-flattening order) and ``meta``
@@ -7,12 +8,20 @@ arrays are stored as their raw ``uint32`` data and rewrapped with the template's
 implementation. Arrays with no elements (an MJX ``Data`` holds many: ``contact.dist``
 ``(0,)``, ``site_xpos`` ``(0, 3)``, ...) carry no data: their record alone (``"key":
 None``) restores them, since orbax (tensorstore) refuses to write zero-size arrays.
+
+`restore_latest` reads the latest readable checkpoint (or a given step) into template
+trees, checking every array against its record first; it serves both
+`Checkpointer.restore` and `load_network`. The errors of reading
+(`CheckpointMismatchError`, `CorruptedCheckpointError`, `CorruptedCheckpointWarning`)
+and `ENV_FIELDS` are defined here, below both public modules, and re-exported by
+`nnx_ppo.algorithms.checkpointing`.
 """
 
 from __future__ import annotations
 
 import platform
 import shutil
+import warnings
 import zlib
 from collections.abc import Mapping, Sequence
 from importlib import metadata
@@ -49,6 +58,19 @@ _PACKAGES = (
 
 class Unreadable(Exception):
     """A checkpoint folder that cannot be read back."""
+
+
+class CorruptedCheckpointWarning(UserWarning):
+    """A checkpoint folder could not be read back and was skipped."""
+
+
+class CorruptedCheckpointError(RuntimeError):
+    """A checkpoint that was asked for explicitly (or the only one) cannot be read."""
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint does not fit the template it is restored into (which variable,
+    expected vs found shape and dtype)."""
 
 
 # --------------------------------------------------------------------------- JSON
@@ -278,7 +300,8 @@ def manager(directory: Path, *, create: bool, async_save: bool = False) -> ocp.C
 
 
 def read_meta(checkpoints: ocp.CheckpointManager, step: int, where: str) -> dict[str, Any]:
-    """The ``meta`` item of ``step``; raises `Unreadable` if it cannot be read."""
+    """The ``meta`` item of ``step``; raises `Unreadable` if it cannot be read and
+    `CheckpointMismatchError` if a newer nnx-ppo-train wrote it."""
     try:
         meta = checkpoints.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))[
             "meta"
@@ -287,6 +310,12 @@ def read_meta(checkpoints: ocp.CheckpointManager, step: int, where: str) -> dict
         raise Unreadable(f"{where}: cannot read its metadata ({type(e).__name__}: {e})") from e
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise Unreadable(f"{where}: its metadata is not an {FORMAT} record")
+    if meta.get("format_version", 0) > FORMAT_VERSION:
+        raise CheckpointMismatchError(
+            f"{where} was written in format version {meta['format_version']} by a newer "
+            f"nnx-ppo-train ({meta.get('versions', {}).get('nnx-ppo-train')}); this one "
+            f"reads up to version {FORMAT_VERSION}. Upgrade nnx-ppo-train."
+        )
     return meta
 
 
@@ -349,3 +378,121 @@ def valid_steps(directory: Path) -> list[int]:
         return sorted(checkpoints.all_steps())
     finally:
         checkpoints.close()
+
+
+# --------------------------------------------------------------------------- light checkpoints
+
+
+ENV_FIELDS = ("env_state", "reset_state", "carry", "teacher_carry", "episodes", "models")
+"""The training-state fields that belong to the environments, left out of light
+checkpoints (``Checkpointer(env_state=False)``) and re-initialised on resume."""
+
+
+def without_env(state: Any) -> Any:
+    """``state`` with its `ENV_FIELDS` set to ``None`` (those it has)."""
+    fields = {name: None for name in ENV_FIELDS if hasattr(state, name)}
+    return state.replace(**fields)
+
+
+def n_envs(state: Any) -> int | None:
+    """The number of environments of a training state (the last axis of its episode
+    statistics: a sweep's have a leading run axis), or ``None``."""
+    returns = getattr(getattr(state, "episodes", None), "episode_return", None)
+    if returns is None:
+        return None
+    shape = np.shape(returns)
+    return int(shape[-1]) if shape else None
+
+
+def with_env_of(state: Any, template: Any) -> Any:
+    """``state`` with the `ENV_FIELDS` it lacks (``None``) taken from ``template``."""
+    fields = {
+        name: getattr(template, name)
+        for name in ENV_FIELDS
+        if hasattr(state, name) and getattr(state, name) is None
+    }
+    return state.replace(**fields)
+
+
+# --------------------------------------------------------------------------- restore
+
+
+def restore_trees(
+    checkpoints: ocp.CheckpointManager,
+    step: int,
+    templates: Mapping[str, Any],
+    where: str,
+    hint: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Restore the items ``templates`` names into those trees: ``(trees, meta)``.
+
+    Raises `Unreadable` for a damaged folder and `CheckpointMismatchError`
+    for a readable checkpoint that does not fit the templates.
+    """
+    meta = read_meta(checkpoints, step, where)
+    if "train" in templates and meta.get("env_state") is False:
+        # A light checkpoint: no environment fields (`ENV_FIELDS`).
+        templates = {**templates, "train": without_env(templates["train"])}
+    records = {}
+    for name, template in templates.items():
+        saved = meta.get("arrays", {}).get(name)
+        if not isinstance(saved, list):
+            raise Unreadable(f"{where}: its metadata lists no '{name}' arrays")
+        expected = template_records(template)
+        problem = mismatch(expected, saved)
+        if problem and name == "train":
+            # A changed max_grad_norm / weight_decay (the documented recovery from a
+            # divergence) only moves Adam's state inside the optimizer's chain.
+            remapped = remap_optimizer_state(expected, saved)
+            if remapped is not None:
+                saved, problem = remapped, None
+        if problem:
+            raise CheckpointMismatchError(f"{where} does not match the template: {problem}. {hint}")
+        records[name] = saved
+    arrays = read_items(checkpoints, step, list(templates), where)
+    trees = {
+        name: decode(template, arrays[name], records[name], where)
+        for name, template in templates.items()
+    }
+    return trees, meta
+
+
+def restore_latest(
+    directory: Path,
+    checkpoints: ocp.CheckpointManager,
+    templates: Mapping[str, Any],
+    hint: str,
+    step: int | None,
+    stacklevel: int,
+) -> tuple[int, dict[str, Any], dict[str, Any]] | None:
+    """``(step, trees, meta)`` of ``step`` or of the latest readable checkpoint (the
+    ones that cannot be read are skipped with a `CorruptedCheckpointWarning`), or
+    ``None`` if none can be read."""
+    steps = sorted(checkpoints.all_steps(), reverse=True)
+    if step is not None:
+        if step not in steps:
+            raise FileNotFoundError(
+                f"there is no checkpoint at step {step} in {directory}; available steps: "
+                f"{sorted(steps)}."
+            )
+        where = f"the checkpoint at step {step} in {directory}"
+        try:
+            trees, meta = restore_trees(checkpoints, step, templates, where, hint)
+        except Unreadable as e:
+            raise CorruptedCheckpointError(
+                f"{e}. Load another step (available: {sorted(steps)})."
+            ) from e
+        return step, trees, meta
+    for candidate in steps:
+        where = f"the checkpoint at step {candidate} in {directory}"
+        try:
+            trees, meta = restore_trees(checkpoints, candidate, templates, where, hint)
+        except Unreadable as e:
+            warnings.warn(
+                f"{e}; skipping it in favour of the previous checkpoint.",
+                CorruptedCheckpointWarning,
+                stacklevel=stacklevel,
+            )
+            continue
+        return candidate, trees, meta
+    return None

@@ -1,4 +1,4 @@
-"""Checkpoints of PPO runs: save, resume exactly, and load a policy for deployment.
+"""Checkpoints of PPO runs: save a run and resume it exactly.
 
 `Checkpointer` is the `CheckpointHook` of
 `train_ppo`, built on orbax's ``CheckpointManager``::
@@ -7,7 +7,8 @@
     train_ppo(env, network, config, checkpoint=checkpointer)  # resumes if it can
     checkpointer.close()
 
-    policy = load_network("runs/ant/checkpoints", make_network())  # inference only
+`load_network` and `load_metadata` (`nnx_ppo.algorithms.loading`, re-exported here)
+read a checkpoint back outside training, e.g. a policy for deployment.
 
 **What a checkpoint holds.** One folder per save, named by the exact env step count,
 with three orbax items:
@@ -75,15 +76,20 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
-from flax import nnx
 
 from nnx_ppo.algorithms import _checkpoint_io as _io
+from nnx_ppo.algorithms._checkpoint_io import (
+    ENV_FIELDS,
+    CheckpointMismatchError,
+    CorruptedCheckpointError,
+    CorruptedCheckpointWarning,
+)
 from nnx_ppo.algorithms._validation import check_optional_int
 from nnx_ppo.algorithms.config import config_from_dict, config_to_dict
 from nnx_ppo.algorithms.faults import raise_if_non_finite
+from nnx_ppo.algorithms.loading import load_metadata, load_network
 from nnx_ppo.algorithms.types import TrainState
 
 __all__ = [
@@ -100,165 +106,14 @@ __all__ = [
 ]
 
 
-# config_to_dict / config_from_dict live next to the configs (config.py) and are
-# re-exported here, where checkpoints use them.
-
-
-class CorruptedCheckpointWarning(UserWarning):
-    """A checkpoint folder could not be read back and was skipped."""
-
-
-class CorruptedCheckpointError(RuntimeError):
-    """A checkpoint that was asked for explicitly (or the only one) cannot be read."""
-
-
-class CheckpointMismatchError(ValueError):
-    """A checkpoint does not fit the template it is restored into (which variable,
-    expected vs found shape and dtype)."""
+# Re-exported here, where checkpoints are made: config_to_dict / config_from_dict live
+# next to the configs (config.py), load_network / load_metadata in loading.py, and
+# ENV_FIELDS and the errors of reading a checkpoint in _checkpoint_io.py (below both).
 
 
 class UnsavableStateError(ValueError):
     """A training state that cannot be written as a checkpoint (raised by the probe in
     `Checkpointer.restore`, before training starts)."""
-
-
-ENV_FIELDS = ("env_state", "reset_state", "carry", "teacher_carry", "episodes", "models")
-"""The training-state fields that belong to the environments, left out of light
-checkpoints (``Checkpointer(env_state=False)``) and re-initialised on resume."""
-
-
-def _without_env(state: Any) -> Any:
-    """``state`` with its `ENV_FIELDS` set to ``None`` (those it has)."""
-    fields = {name: None for name in ENV_FIELDS if hasattr(state, name)}
-    return state.replace(**fields)
-
-
-def _n_envs(state: Any) -> int | None:
-    """The number of environments of a training state (the last axis of its episode
-    statistics: a sweep's have a leading run axis), or ``None``."""
-    returns = getattr(getattr(state, "episodes", None), "episode_return", None)
-    if returns is None:
-        return None
-    shape = np.shape(returns)
-    return int(shape[-1]) if shape else None
-
-
-def _with_env_of(state: Any, template: Any) -> Any:
-    """``state`` with the `ENV_FIELDS` it lacks (``None``) taken from ``template``."""
-    fields = {
-        name: getattr(template, name)
-        for name in ENV_FIELDS
-        if hasattr(state, name) and getattr(state, name) is None
-    }
-    return state.replace(**fields)
-
-
-# --------------------------------------------------------------------------- restore
-
-
-def _restore_trees(
-    manager: ocp.CheckpointManager,
-    step: int,
-    templates: Mapping[str, Any],
-    where: str,
-    hint: str,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Restore the items ``templates`` names into those trees: ``(trees, meta)``.
-
-    Raises ``_io.Unreadable`` for a damaged folder and `CheckpointMismatchError`
-    for a readable checkpoint that does not fit the templates.
-    """
-    meta = _read_meta(manager, step, where)
-    if "train" in templates and meta.get("env_state") is False:
-        # A light checkpoint (see the module docstring): no environment fields.
-        templates = {**templates, "train": _without_env(templates["train"])}
-    records = {}
-    for name, template in templates.items():
-        saved = meta.get("arrays", {}).get(name)
-        if not isinstance(saved, list):
-            raise _io.Unreadable(f"{where}: its metadata lists no '{name}' arrays")
-        expected = _io.template_records(template)
-        problem = _io.mismatch(expected, saved)
-        if problem and name == "train":
-            # A changed max_grad_norm / weight_decay (the documented recovery from a
-            # divergence) only moves Adam's state inside the optimizer's chain.
-            remapped = _io.remap_optimizer_state(expected, saved)
-            if remapped is not None:
-                saved, problem = remapped, None
-        if problem:
-            raise CheckpointMismatchError(f"{where} does not match the template: {problem}. {hint}")
-        records[name] = saved
-    arrays = _io.read_items(manager, step, list(templates), where)
-    trees = {
-        name: _io.decode(template, arrays[name], records[name], where)
-        for name, template in templates.items()
-    }
-    return trees, meta
-
-
-def _read_meta(manager: ocp.CheckpointManager, step: int, where: str) -> dict[str, Any]:
-    meta = _io.read_meta(manager, step, where)
-    if meta.get("format_version", 0) > _io.FORMAT_VERSION:
-        raise CheckpointMismatchError(
-            f"{where} was written in format version {meta['format_version']} by a newer "
-            f"nnx-ppo-train ({meta.get('versions', {}).get('nnx-ppo-train')}); this one "
-            f"reads up to version {_io.FORMAT_VERSION}. Upgrade nnx-ppo-train."
-        )
-    return meta
-
-
-def _network_template(network: nnx.Module) -> dict[str, Any]:
-    _, params, network_state = nnx.split(network, nnx.Param, ...)
-    return {"params": params, "network_state": network_state}
-
-
-def _network_hint() -> str:
-    return (
-        "Build the template network with the same constructor arguments (sizes, "
-        "modules, observation and action sizes) as the trained one."
-    )
-
-
-def _restore_latest(
-    directory: Path,
-    manager: ocp.CheckpointManager,
-    templates: Mapping[str, Any],
-    hint: str,
-    step: int | None,
-    stacklevel: int,
-) -> tuple[int, dict[str, Any], dict[str, Any]] | None:
-    """``(step, trees, meta)`` of ``step`` or of the latest readable checkpoint."""
-    steps = sorted(manager.all_steps(), reverse=True)
-    if step is not None:
-        if step not in steps:
-            raise FileNotFoundError(
-                f"there is no checkpoint at step {step} in {directory}; available steps: "
-                f"{sorted(steps)}."
-            )
-        where = f"the checkpoint at step {step} in {directory}"
-        try:
-            trees, meta = _restore_trees(manager, step, templates, where, hint)
-        except _io.Unreadable as e:
-            raise CorruptedCheckpointError(
-                f"{e}. Load another step (available: {sorted(steps)})."
-            ) from e
-        return step, trees, meta
-    for candidate in steps:
-        where = f"the checkpoint at step {candidate} in {directory}"
-        try:
-            trees, meta = _restore_trees(manager, candidate, templates, where, hint)
-        except _io.Unreadable as e:
-            warnings.warn(
-                f"{e}; skipping it in favour of the previous checkpoint.",
-                CorruptedCheckpointWarning,
-                stacklevel=stacklevel,
-            )
-            continue
-        return candidate, trees, meta
-    return None
-
-
-# --------------------------------------------------------------------------- public
 
 
 def retained_steps(
@@ -478,7 +333,7 @@ class Checkpointer:
             "Resume with the network and config the run was started with, or use "
             "another directory for a different run."
         )
-        found = _restore_latest(
+        found = _io.restore_latest(
             self.directory,
             self._manager,
             {"network": network, "train": train},
@@ -496,15 +351,15 @@ class Checkpointer:
                 )
             return None
         restored_step, trees, meta = found
-        if meta.get("env_state") is False and meta.get("n_envs") != _n_envs(template):
+        if meta.get("env_state") is False and meta.get("n_envs") != _io.n_envs(template):
             raise CheckpointMismatchError(
                 f"the light checkpoint at step {restored_step} in {self.directory} was "
                 f"written with n_envs={meta.get('n_envs')}, and the run resumes with "
-                f"n_envs={_n_envs(template)}. Resume with n_envs={meta.get('n_envs')}: the "
+                f"n_envs={_io.n_envs(template)}. Resume with n_envs={meta.get('n_envs')}: the "
                 "step count is kept as completed iterations of n_envs x rollout_length."
             )
         self._restored_step = self._last_saved = restored_step
-        return _with_env_of(trees["train"], template).replace(
+        return _io.with_env_of(trees["train"], template).replace(
             params=trees["network"]["params"],
             network_state=trees["network"]["network_state"],
         )
@@ -557,7 +412,7 @@ class Checkpointer:
         """The trees of the ``network`` and ``train`` items of ``state``."""
         network = {"params": state.params, "network_state": state.network_state}
         train = state.replace(params=None, network_state=None)
-        return {"network": network, "train": train if self.env_state else _without_env(train)}
+        return {"network": network, "train": train if self.env_state else _io.without_env(train)}
 
     def is_due(self, step: int, *, final: bool = False) -> bool:
         """Whether `save` at ``step`` would write (on process 0).
@@ -627,7 +482,7 @@ class Checkpointer:
             "config": self._config,
             "versions": _io.versions(),
             "env_state": self.env_state,
-            "n_envs": _n_envs(state),
+            "n_envs": _io.n_envs(state),
             "arrays": {"network": network_records, "train": train_records},
         }
         # No save is in flight past this point (one writer at a time).
@@ -715,135 +570,3 @@ class Checkpointer:
             f"max_to_keep={self.max_to_keep}, keep_every_steps={self.keep_every_steps}, "
             f"async_save={self.async_save}, resume={self.resume}, env_state={self.env_state})"
         )
-
-
-def _open(directory: str | os.PathLike[str]) -> tuple[Path, ocp.CheckpointManager]:
-    path = Path(directory).expanduser().absolute()
-    if not path.is_dir():
-        raise FileNotFoundError(f"no checkpoint directory at {str(directory)!r}.")
-    manager = _io.manager(path, create=False)
-    if not manager.all_steps():
-        manager.close()
-        raise FileNotFoundError(
-            f"{str(directory)!r} holds no finished checkpoint (train with "
-            "train_ppo(..., checkpoint=Checkpointer(directory)) first)."
-        )
-    return path, manager
-
-
-def load_network(
-    directory: str | os.PathLike[str],
-    template_network: nnx.Module,
-    step: int | None = None,
-    *,
-    run: int | None = None,
-) -> nnx.Module:
-    """Load a trained network's variables into a freshly built template, for inference.
-
-    Reads only the ``network`` item: parameters, normalizer statistics and RNG state;
-    no optimizer or environment state. The template is updated in place (its
-    train/eval mode is left as it is) and returned.
-
-    Args:
-        directory: A `Checkpointer` directory.
-        template_network: A network built exactly like the trained one (any seed).
-        step: The step to load; ``None`` loads the latest readable checkpoint (skipping
-            unreadable ones with a `CorruptedCheckpointWarning`).
-        run: For the checkpoint of a sweep (`nnx_ppo.algorithms.sweeps.train_many`,
-            every variable with a leading run axis): the index of the run to load.
-            ``None`` for a single run's checkpoint.
-
-    Returns:
-        ``template_network``, now holding the checkpoint's variables.
-
-    Raises:
-        FileNotFoundError: If ``directory`` holds no checkpoint, or none at ``step``.
-        CheckpointMismatchError: (a ``ValueError``) If the template's variables differ
-            from the checkpoint's (with ``run``: from one run's); names the variable and
-            both shapes.
-        CorruptedCheckpointError: If ``step`` (or every checkpoint) cannot be read.
-        IndexError: If ``run`` is not a run of the sweep.
-    """
-    path, manager = _open(directory)
-    try:
-        template = _network_template(template_network)
-        if run is not None:
-            runs = _runs_of(manager, path, step, run)
-            template = jax.tree.map(lambda x: jnp.stack([x] * runs), template)
-        found = _restore_latest(path, manager, {"network": template}, _network_hint(), step, 3)
-    finally:
-        manager.close()
-    if found is None:
-        raise CorruptedCheckpointError(f"no checkpoint in {path} can be read.")
-    tree = found[1]["network"]
-    if run is not None:
-        tree = jax.tree.map(lambda x: x[run], tree)
-    nnx.update(template_network, tree["params"], tree["network_state"])
-    return template_network
-
-
-def _runs_of(manager: ocp.CheckpointManager, path: Path, step: int | None, run: Any) -> int:
-    """The number of runs of the sweep checkpointed at ``step`` (or at the latest step
-    with readable metadata), with ``run`` checked against it."""
-    if isinstance(run, bool) or not isinstance(run, int | np.integer) or run < 0:
-        raise TypeError(f"run={run!r} must be a non-negative int (a run index) or None.")
-    available = sorted(manager.all_steps(), reverse=True)
-    if step is not None and step not in available:
-        raise FileNotFoundError(
-            f"there is no checkpoint at step {step} in {path}; available steps: "
-            f"{sorted(available)}."
-        )
-    for candidate in [step] if step is not None else available:
-        try:
-            meta = _read_meta(manager, candidate, f"the checkpoint at step {candidate}")
-        except _io.Unreadable:
-            continue
-        records = meta.get("arrays", {}).get("network") or [{"shape": []}]
-        shape = records[0].get("shape") or []
-        if not shape:
-            raise CheckpointMismatchError(
-                f"the checkpoint at step {candidate} in {path} is a single run's (its "
-                f"variables have no run axis); load it without run={run}."
-            )
-        if run >= shape[0]:
-            raise IndexError(
-                f"run={run} is not a run of the sweep checkpointed in {path}: it has "
-                f"{shape[0]} runs (indices 0..{shape[0] - 1})."
-            )
-        return int(shape[0])
-    raise CorruptedCheckpointError(f"no checkpoint in {path} has readable metadata.")
-
-
-def load_metadata(directory: str | os.PathLike[str], step: int | None = None) -> dict[str, Any]:
-    """The JSON metadata of a checkpoint (step, metrics, config, versions, arrays).
-
-    Args:
-        directory: A `Checkpointer` directory.
-        step: The step; ``None`` reads the latest checkpoint whose metadata is readable.
-
-    Returns:
-        A dict with ``"format"``, ``"format_version"``, ``"step"``, ``"iteration"``,
-        ``"metrics"``, ``"config"`` (`config_to_dict` data or ``None``),
-        ``"versions"`` and ``"arrays"``.
-
-    Raises:
-        FileNotFoundError: If there is no checkpoint (at ``step``).
-        CorruptedCheckpointError: If the metadata cannot be read.
-    """
-    path, manager = _open(directory)
-    try:
-        steps = sorted(manager.all_steps(), reverse=True)
-        if step is not None and step not in steps:
-            raise FileNotFoundError(
-                f"there is no checkpoint at step {step} in {path}; available: {sorted(steps)}."
-            )
-        for candidate in [step] if step is not None else steps:
-            try:
-                return _read_meta(manager, candidate, f"the checkpoint at step {candidate}")
-            except _io.Unreadable as e:
-                if step is not None:
-                    raise CorruptedCheckpointError(str(e)) from e
-                warnings.warn(f"{e}; skipping it.", CorruptedCheckpointWarning, stacklevel=2)
-        raise CorruptedCheckpointError(f"no checkpoint in {path} has readable metadata.")
-    finally:
-        manager.close()
