@@ -25,7 +25,6 @@ from jax.sharding import Mesh
 from nnx_ppo.algorithms._host_loop import Periodic, split_runs
 from nnx_ppo.algorithms.config import EvalConfig, VideoConfig
 from nnx_ppo.algorithms.distributed import (
-    BATCH_FIELDS,
     batch_sharding,
     commit_like,
     replicated_sharding,
@@ -33,6 +32,7 @@ from nnx_ppo.algorithms.distributed import (
 from nnx_ppo.algorithms.phases import OnPolicyConfig, init_state, with_redraws
 from nnx_ppo.algorithms.randomization import Randomization
 from nnx_ppo.algorithms.schedules import Optimization, optimization
+from nnx_ppo.algorithms.types import batch_fields
 
 __all__ = [
     "Runs",
@@ -119,9 +119,10 @@ def sweep_shardings(state: Any, mesh: Mesh) -> Any:
         A state of the same structure whose leaves are ``NamedSharding``.
     """
     replicated = replicated_sharding(mesh)
+    batch = batch_fields(state)
 
     def layout(name: str, value: Any) -> Any:
-        if name not in BATCH_FIELDS:
+        if name not in batch:
             return jax.tree.map(lambda _: replicated, value)
         return jax.tree.map(
             lambda x: batch_sharding(mesh, 1) if np.ndim(x) > 1 else replicated, value

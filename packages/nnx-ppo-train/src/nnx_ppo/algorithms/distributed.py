@@ -63,6 +63,8 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from nnx_ppo.algorithms.faults import raise_if_non_finite
+from nnx_ppo.algorithms.types import TrainState
+from nnx_ppo.algorithms.types import batch_fields as declared_batch_fields
 
 __all__ = [
     "BATCH_FIELDS",
@@ -90,9 +92,10 @@ __all__ = [
 DATA_AXIS = "data"
 """Name of the mesh axis the environment batch is sharded along."""
 
-BATCH_FIELDS = ("env_state", "reset_state", "carry", "episodes", "teacher_carry", "models")
-"""Fields of a training-state dataclass whose leaves are ``[n_envs, ...]`` and are
-sharded along `DATA_AXIS` (fields a state does not have are ignored)."""
+BATCH_FIELDS = declared_batch_fields(TrainState)
+"""`TrainState`'s fields whose leaves are ``[n_envs, ...]`` and are sharded along
+`DATA_AXIS`. Every state declares its own (`batch_field`); the functions below read
+the declaration of the state they are given."""
 
 State = TypeVar("State")
 
@@ -267,8 +270,12 @@ def _fields(state: Any) -> list[str]:
     return [f.name for f in dataclasses.fields(state)]
 
 
+def _batch_of(state: Any, given: Sequence[str] | None) -> Sequence[str]:
+    return declared_batch_fields(state) if given is None else given
+
+
 def state_shardings(
-    state: State, mesh: Mesh, *, batch_fields: Sequence[str] = BATCH_FIELDS
+    state: State, mesh: Mesh, *, batch_fields: Sequence[str] | None = None
 ) -> State:
     """The sharding of every leaf of a training state (the same dataclass, with
     ``NamedSharding`` leaves), for ``jax.jit``'s ``in_shardings`` / ``out_shardings``.
@@ -279,15 +286,17 @@ def state_shardings(
         mesh: The mesh.
         batch_fields: Fields whose leaves are ``[n_envs, ...]``: sharded along ``"data"``
             on axis 0 (their scalar leaves, if any, are replicated). All other fields
-            are replicated.
+            are replicated. ``None``: the fields the state's class declares
+            (`batch_field`).
 
     Returns:
         A state of the same structure whose leaves are ``NamedSharding``.
     """
     updates = {}
+    batch = _batch_of(state, batch_fields)
     for name in _fields(state):
         value = getattr(state, name)
-        if name in batch_fields:
+        if name in batch:
             updates[name] = jax.tree.map(lambda x: _leaf_sharding(x, mesh, 0), value)
         else:
             updates[name] = jax.tree.map(lambda _: replicated_sharding(mesh), value)
@@ -414,7 +423,7 @@ def replicate(tree: Any, mesh: Mesh) -> Any:
     return jax.tree.map(lambda x: _put(x, replicated_sharding(mesh), np.shape(x)), tree)
 
 
-def shard_state(state: State, mesh: Mesh, *, batch_fields: Sequence[str] = BATCH_FIELDS) -> State:
+def shard_state(state: State, mesh: Mesh, *, batch_fields: Sequence[str] | None = None) -> State:
     """Place a whole host-side training state on ``mesh`` as `state_shardings`
     says (``batch_fields`` sharded, the rest replicated).
 
@@ -427,9 +436,10 @@ def shard_state(state: State, mesh: Mesh, *, batch_fields: Sequence[str] = BATCH
     Returns:
         The state with global ``jax.Array`` leaves.
     """
+    batch = _batch_of(state, batch_fields)
     updates = {
         name: shard_batch(getattr(state, name), mesh)
-        if name in batch_fields
+        if name in batch
         else replicate(getattr(state, name), mesh)
         for name in _fields(state)
     }
@@ -510,7 +520,7 @@ def restore_checkpoint(
     state: State,
     mesh: Mesh | None,
     *,
-    batch_fields: Sequence[str] = BATCH_FIELDS,
+    batch_fields: Sequence[str] | None = None,
 ) -> State | None:
     """Ask a checkpoint hook for the state to resume from, placed like ``state``.
 

@@ -9,6 +9,7 @@ and lives outside, in the jitted function's closure.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -21,10 +22,31 @@ __all__ = [
     "NonFinite",
     "TrainState",
     "Transition",
+    "batch_field",
+    "batch_fields",
 ]
 
 Metrics = dict[str, jax.Array]
 """Named scalar metrics, as an iteration, a loss or an evaluation returns them."""
+
+_BATCH = "batch_axis"
+
+
+def batch_field(**kwargs: Any) -> Any:
+    """Declare a training-state field whose leaves are ``[n_envs, ...]`` (the
+    environments' batch axis first): on a mesh it is sharded along the ``"data"`` axis
+    with the environments, the other fields are replicated (`state_shardings`)."""
+    return struct.field(metadata={_BATCH: 0}, **kwargs)
+
+
+def batch_fields(state: Any) -> tuple[str, ...]:
+    """The fields a training-state dataclass (or instance) declares with `batch_field`.
+
+    Examples:
+        >>> batch_fields(DistillationState)
+        ('env_state', 'reset_state', 'carry', 'teacher_carry', 'episodes', 'models')
+    """
+    return tuple(f.name for f in dataclasses.fields(state) if _BATCH in f.metadata)
 
 
 @struct.dataclass
@@ -92,15 +114,15 @@ class TrainState:
     params: Any
     network_state: Any
     opt_state: Any
-    env_state: Any
-    reset_state: Any
-    carry: Any
-    episodes: EpisodeStats
+    env_state: Any = batch_field()
+    reset_state: Any = batch_field()
+    carry: Any = batch_field()
+    episodes: EpisodeStats = batch_field()
     rng: jax.Array
     iteration: jax.Array
     non_finite: NonFinite
     value_stats: Any = None
-    models: Any = None
+    models: Any = batch_field(default=None)
 
 
 @struct.dataclass
@@ -169,12 +191,12 @@ class DistillationState:
     params: Any
     network_state: Any
     opt_state: Any
-    env_state: Any
-    reset_state: Any
-    carry: Any
-    teacher_carry: Any
-    episodes: EpisodeStats
+    env_state: Any = batch_field()
+    reset_state: Any = batch_field()
+    carry: Any = batch_field()
+    teacher_carry: Any = batch_field()
+    episodes: EpisodeStats = batch_field()
     rng: jax.Array
     iteration: jax.Array
     non_finite: NonFinite
-    models: Any = None
+    models: Any = batch_field(default=None)
