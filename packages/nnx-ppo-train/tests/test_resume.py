@@ -290,7 +290,7 @@ def test_a_run_whose_final_evaluation_raises_still_writes_its_final_checkpoint(
 ):
     import nnx_ppo.algorithms.trainer as trainer_module
 
-    real = trainer_module.evaluation_of
+    real = trainer_module.evaluation_task
 
     def failing_at_the_end(*args, **kwargs):
         task = real(*args, **kwargs)
@@ -302,7 +302,7 @@ def test_a_run_whose_final_evaluation_raises_still_writes_its_final_checkpoint(
 
         return type(task)(run, task.every_steps, at_start=task.at_start)
 
-    monkeypatch.setattr(trainer_module, "evaluation_of", failing_at_the_end)
+    monkeypatch.setattr(trainer_module, "evaluation_task", failing_at_the_end)
     config = TrainConfig(
         ppo=_tiny(64, 3e-3).ppo, eval=EvalConfig(at_start=False, n_envs=4, max_episode_length=8)
     )

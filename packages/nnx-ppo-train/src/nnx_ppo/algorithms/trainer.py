@@ -1,24 +1,28 @@
-"""The run around the jitted iteration, shared by `train_ppo` and `train_distillation`.
+"""The run around the jitted iteration, shared by `train_ppo`, `train_distillation` and
+`train_many`.
 
 A trainer describes its algorithm as an `Algorithm`, a small frozen record of what is
 particular to it (its config, its state type, and a ``prepare`` function giving the
 state's extra fields, the iteration factory and the call's extra arguments), and hands
 it to `run`, which does the rest the same way for every algorithm::
 
-    run = resolve_options("train_ppo", options, env=env)   # the run options, checked
-    mesh = set_up(env, run.eval_env, network, config, ...)  # placement (once) and the
-                                                            # networks vs the envs
-    prepared = algorithm.prepare(env, mesh)                 # the algorithm's checks
-    graphdef, state = init_state(...)                       # the algorithm's state
-    state = resume(run.checkpoint, state, mesh)             # the checkpoint's, if any
-    call = compile_call(iteration, state, config, mesh)     # jitted, donated
-    loop = drive(state, call, config, run, ...)             # the host loop: evaluation,
-                                                            # video, checkpoints, stop
-    write_back(network, loop.state, mesh)                   # into the network
+    settings = resolve_options("train_ppo", options, env=env)  # the run options
+    mesh = set_up(env, settings.eval_env, network, config, ...)  # placement (once),
+                                                               # networks vs the envs
+    prepared = algorithm.prepare(env, mesh)                    # the algorithm's checks
+    graphdef, state = init_state(...)                          # the algorithm's state
+    state = resume(settings.checkpoint, state, mesh)           # the checkpoint's
+    call = make_train_call(iteration, ...)                     # jitted, donated
+    loop = drive(state, call, config, settings, ...)           # the host loop:
+                                                               # evaluation, video,
+                                                               # checkpoints, stop
+    write_back(network, loop.state, mesh)                      # into the network
 
-The steps are public functions of this module, for a trainer that needs another shape
-(`train_many` runs ``K`` of them in one program); the run options and their resolution
-are `nnx_ppo.algorithms.options` (`Host` is re-exported here).
+With ``runs=Runs(...)`` (`train_many`) the same steps build ``K`` runs in one program:
+the state gets a leading run axis, the iteration, evaluation and videos are vmapped or
+taken per run, and run ``i`` is the run the call would train alone with its own seed,
+variables and values. The run options and their resolution are
+`nnx_ppo.algorithms.options` (`Host` is re-exported here).
 """
 
 from __future__ import annotations
@@ -71,9 +75,7 @@ __all__ = [
     "RunResult",
     "Runs",
     "as_train_config",
-    "compile_call",
     "drive",
-    "evaluation_of",
     "evaluator_of",
     "place_run",
     "resume",
@@ -180,24 +182,6 @@ def set_up(
     return sharded
 
 
-def compile_call(
-    iteration: Callable[..., tuple[Any, Any]],
-    state: Any,
-    config: OnPolicyConfig,
-    mesh: Mesh | None,
-    *,
-    n_args: int = 0,
-) -> Callable[..., tuple[Any, Any]]:
-    """`make_train_call` of ``iteration`` with ``config.iterations_per_call``
-    iterations per call, laid out like ``state`` on ``mesh``."""
-    return make_train_call(
-        iteration,
-        config.iterations_per_call,
-        shardings=None if mesh is None else state_shardings(state, mesh),
-        n_args=n_args,
-    )
-
-
 def drive(
     state: Any,
     train_call: Callable[[Any], tuple[Any, Any]],
@@ -271,27 +255,6 @@ def evaluator_of(
         training_step=run_steps,
         randomization=randomization,
     )
-
-
-def evaluation_of(
-    eval_env: Any,
-    network: nnx.Module,
-    graphdef: nnx.GraphDef,
-    config: EvalConfig,
-    key: jax.Array,
-    mesh: Mesh | None,
-    *,
-    run_steps: int | None = None,
-    randomization: Randomization | None = None,
-) -> Periodic | None:
-    """The periodic evaluation of a run (``None`` if disabled): `evaluator_of`'s
-    evaluator on the state's variables every ``config.every_steps``, with ``key`` folded
-    with the iteration (`evaluation_task`)."""
-    evaluator = evaluator_of(
-        eval_env, network, graphdef, config, mesh, run_steps=run_steps,
-        randomization=randomization,
-    )  # fmt: skip
-    return evaluation_task(evaluator, key, config)
 
 
 def write_back(network: nnx.Module, state: Any, mesh: Mesh | None) -> None:
