@@ -7,9 +7,10 @@ import jax.numpy as jnp
 import pytest
 from flax import struct
 
-from nnx_ppo.algorithms._host_loop import Periodic, run_calls
+from nnx_ppo.algorithms._host_loop import run_calls
 from nnx_ppo.algorithms.config import LogLevel
 from nnx_ppo.algorithms.faults import NonFiniteError, healthy
+from nnx_ppo.algorithms.hooks import Periodic
 from nnx_ppo.algorithms.types import NonFinite
 
 
@@ -82,7 +83,7 @@ def test_a_call_whose_state_is_needed_is_read_before_the_next():
         rec.events.append(f"evaluate {step}")
         return {"eval/x": float(iteration)}
 
-    result = _run(rec, evaluation=Periodic(evaluate, every_steps=20, at_start=True))
+    result = _run(rec, tasks=[Periodic(evaluate, every_steps=20, at_start=True, history=True)])
     assert rec.events == [
         "evaluate 0",
         "eval 0",
@@ -164,8 +165,10 @@ def _events_of(start_iteration: int, n: int, **kwargs) -> list[str]:
         log_level=LogLevel.DEFAULT,
         log_fn=rec.log,
         progress=False,
-        evaluation=Periodic(evaluate, every_steps=35, at_start=kwargs.get("at_start", True)),
-        video=Periodic(video, every_steps=25),
+        tasks=[
+            Periodic(evaluate, every_steps=35, at_start=kwargs.get("at_start", True), history=True),
+            Periodic(video, every_steps=25),
+        ],
         checkpoint=Hook(rec, every=40),
     )
     return [e for e in rec.events if not e.startswith("call")]
@@ -210,7 +213,7 @@ def test_a_resumed_finished_run_repeats_nothing():
         log_level=LogLevel.DEFAULT,
         log_fn=rec.log,
         progress=False,
-        evaluation=Periodic(lambda *_: {"eval/x": 1.0}, every_steps=None),
+        tasks=[Periodic(lambda *_: {"eval/x": 1.0}, every_steps=None, history=True)],
     )
     # The interrupted attempt already evaluated at step 40, its last step.
     assert rec.events == [] and result.eval_history == [] and result.step == 40
@@ -249,8 +252,10 @@ def test_a_due_checkpoint_is_written_even_if_the_calls_tasks_fail(fails):
             log_level=LogLevel.DEFAULT,
             log_fn=log_fn,
             progress=False,
-            evaluation=Periodic(evaluate, every_steps=None, at_start=False),
-            video=Periodic(video, every_steps=None),
+            tasks=[
+                Periodic(evaluate, every_steps=None, at_start=False, history=True),
+                Periodic(video, every_steps=None),
+            ],
             checkpoint=Hook(rec, every=1000),
         )
     # The final checkpoint is written although the end of the run failed.
@@ -274,7 +279,7 @@ def test_a_stop_request_ends_the_run_after_the_call_with_a_final_save():
 
     result = _run(
         rec, n=6, stop=stop, checkpoint=Final(rec, every=20), log_every_calls=2,
-        evaluation=Periodic(lambda *_: {"eval/x": 1.0}, every_steps=20),
+        tasks=[Periodic(lambda *_: {"eval/x": 1.0}, every_steps=20, history=True)],
     )  # fmt: skip
     assert result.stopped and result.step == 30
     assert rec.events == [

@@ -11,6 +11,7 @@ from flax import nnx
 from nnx_ppo.algorithms import trainer
 from nnx_ppo.algorithms.config import DistillationConfig, PPOConfig
 from nnx_ppo.algorithms.distillation import train_distillation
+from nnx_ppo.algorithms.hooks import Periodic
 from nnx_ppo.algorithms.options import Host, RunOptions, RunSettings, resolve_options
 from nnx_ppo.algorithms.ppo import train_ppo
 from nnx_ppo.algorithms.sweeps import train_many
@@ -22,7 +23,7 @@ ENV = EpisodeWrapper(PointMass(), episode_length=6)
 PPO = PPOConfig(n_envs=4, rollout_length=5, n_minibatches=2, total_steps=40)
 KEYS = (
     "log_fn", "eval_env", "progress", "jsonl_path", "checkpoint", "devices", "mesh",
-    "randomization_fn", "redraw_every", "stop",
+    "randomization_fn", "redraw_every", "stop", "tasks",
 )  # fmt: skip
 
 
@@ -49,7 +50,8 @@ def test_absent_options_take_their_documented_defaults():
     run = resolve_options("train_ppo", {}, env=env)
     assert run == RunSettings(eval_env=env)
     for key in KEYS:
-        assert getattr(run, key) is (env if key == "eval_env" else None), key
+        default = {"eval_env": env, "tasks": ()}.get(key)
+        assert getattr(run, key) == default if key == "tasks" else getattr(run, key) is default, key
     # Host-side options are checked as a Host: the trainers' loop reads them from it.
     assert isinstance(run, Host) and isinstance(trainer.Host(), Host)
 
@@ -93,3 +95,37 @@ def test_every_trainer_rejects_an_unknown_option_before_using_the_environment():
 
     with pytest.raises(TypeError, match=r"^train_many\(\) got an unknown run option 'device'"):
         train_many(NotAnEnv(), never, PPO, seeds=[0, 1], device=1)  # type: ignore[call-arg]
+
+
+def test_user_tasks_run_when_due_and_their_metrics_are_logged():
+    # 4 envs x 5 steps = 20 steps per call, 40 steps: a task every 20 steps runs after
+    # both calls, gets the state (the sweep's with its run axis) and logs its metric.
+    seen, logged = [], []
+
+    def norm(state, iteration, step):
+        seen.append((iteration, step, state.iteration.shape))
+        return {"diag/iteration": float(iteration)}
+
+    task = Periodic(norm, every_steps=20)
+    config = PPOConfig(n_envs=4, rollout_length=5, n_minibatches=2, total_steps=40)
+
+    def log_fn(metrics, step):
+        logged.append((step, metrics.get("diag/iteration")))
+
+    train_ppo(ENV, _mlp(), config, progress=False, tasks=[task], log_fn=log_fn)
+    assert seen == [(1, 20, ()), (2, 40, ())]
+    assert (20, 1.0) in logged and (40, 2.0) in logged
+    seen.clear()
+    train_many(ENV, _mlp_of, config, seeds=[0, 1], progress=False, tasks=[task])
+    assert seen == [(1, 20, (2,)), (2, 40, (2,))]
+
+    with pytest.raises(TypeError, match=r"tasks=Periodic\(.*must be a list of Periodic"):
+        train_ppo(ENV, _mlp(), config, tasks=task)
+    with pytest.raises(TypeError, match=r"tasks: <function .*norm at .* is not a Periodic"):
+        train_ppo(ENV, _mlp(), config, tasks=[norm])
+    with pytest.raises(ValueError, match=r"Periodic\(every_steps=0\) must be a positive int"):
+        Periodic(norm, every_steps=0)
+
+
+def _mlp_of(rngs: nnx.Rngs) -> nnx.Module:
+    return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=rngs)

@@ -39,9 +39,10 @@ save), so a failure after training never costs the trained state.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -52,6 +53,7 @@ from jax.sharding import Mesh
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel
 from nnx_ppo.algorithms.distributed import is_primary, save_checkpoint
 from nnx_ppo.algorithms.faults import raise_if_non_finite
+from nnx_ppo.algorithms.hooks import Periodic
 from nnx_ppo.algorithms.logging import EVAL_REWARD, JSONLWriter, LogFn, ProgressBar
 from nnx_ppo.algorithms.preemption import StopFn, agreed_stop
 from nnx_ppo.algorithms.types import Metrics
@@ -67,23 +69,6 @@ __all__ = [
     "run_calls",
     "split_runs",
 ]
-
-
-@dataclasses.dataclass(frozen=True)
-class Periodic:
-    """Something the loop runs every ``every_steps`` env steps and after the last call.
-
-    ``run(state, iteration, step)`` returns metrics to log (or ``None``; a list of one
-    dict per run in a sweep). ``every_steps``
-    ``None``: only after the last call (and before the first, if ``at_start``).
-    ``primary_only``: run on process 0 only (videos); otherwise every process runs it
-    (evaluations, which are collective on a multi-host mesh).
-    """
-
-    run: Callable[[Any, int, int], dict[str, float] | list[dict[str, float]] | None]
-    every_steps: int | None
-    at_start: bool = False
-    primary_only: bool = False
 
 
 def evaluation_task(
@@ -102,7 +87,7 @@ def evaluation_task(
         metrics = evaluator(state.params, state.network_state, jax.random.fold_in(key, iteration))
         return {k: float(v) for k, v in jax.device_get(metrics).items()}
 
-    return Periodic(evaluate, config.every_steps, at_start=config.at_start)
+    return Periodic(evaluate, config.every_steps, at_start=config.at_start, history=True)
 
 
 def fires(task: Periodic, step: int, previous: int, call_steps: int) -> bool:
@@ -136,10 +121,10 @@ def fires(task: Periodic, step: int, previous: int, call_steps: int) -> bool:
 @dataclasses.dataclass(frozen=True)
 class LoopResult:
     """What `run_calls` returns: the final state, the evaluation history
-    ``[(step, metrics)]`` of ``evaluation``, the latest value of every logged metric and
-    the exact env step count reached, and whether a stop request ended the run early
-    (``stopped``). With ``runs=K`` each ``metrics`` (in the history and the latest) is a
-    list of ``K`` dicts, one per run."""
+    ``[(step, metrics)]`` of the tasks with ``history`` (the evaluation), the latest
+    value of every logged metric and the exact env step count reached, and whether a
+    stop request ended the run early (``stopped``). With ``runs=K`` each ``metrics`` (in
+    the history and the latest) is a list of ``K`` dicts, one per run."""
 
     state: Any
     eval_history: list[tuple[int, Any]]
@@ -214,22 +199,20 @@ class CallPlan:
 
     Attributes:
         log: Read and log the call's metrics.
-        evaluate: Run the evaluation.
-        video: Record a video.
+        tasks: The periodic tasks due (evaluation, videos, the user's), in order.
         save: Offer the state to the checkpoint hook.
         last: The run's last call.
     """
 
     log: bool
-    evaluate: bool
-    video: bool
+    tasks: tuple[Periodic, ...]
     save: bool
     last: bool
 
     @property
     def defer_read(self) -> bool:
         """Only a log is due: read the metrics after the next call is dispatched."""
-        return self.log and not (self.last or self.evaluate or self.video or self.save)
+        return self.log and not (self.last or self.tasks or self.save)
 
 
 def _offers_save(checkpoint: Any, step: int, last: bool) -> bool:
@@ -252,8 +235,7 @@ def plan_call(
     iterations_per_call: int,
     log_every_calls: int,
     last: bool,
-    evaluation: Periodic | None,
-    video: Periodic | None,
+    tasks: Sequence[Periodic],
     checkpoint: Any,
     primary: bool,
 ) -> CallPlan:
@@ -261,15 +243,14 @@ def plan_call(
     counted from the start of the run, so a resumed run keeps the uninterrupted run's
     logging cadence; periodic tasks fire as `fires` says."""
 
-    def due(task: Periodic | None) -> bool:
-        if task is None or (task.primary_only and not primary):
+    def due(task: Periodic) -> bool:
+        if task.primary_only and not primary:
             return False
         return last or fires(task, step, step - call_steps, call_steps)
 
     return CallPlan(
         log=last or (iteration // iterations_per_call) % log_every_calls == 0,
-        evaluate=due(evaluation),
-        video=due(video),
+        tasks=tuple(task for task in tasks if due(task)),
         save=_offers_save(checkpoint, step, last),
         last=last,
     )
@@ -284,8 +265,7 @@ def run_calls(
     n_iterations: int,
     log_every_calls: int,
     log_level: LogLevel,
-    evaluation: Periodic | None = None,
-    video: Periodic | None = None,
+    tasks: Sequence[Periodic] = (),
     checkpoint: Any = None,
     mesh: Mesh | None = None,
     log_fn: LogFn | None = None,
@@ -307,8 +287,9 @@ def run_calls(
         log_every_calls: Read and log the metrics every this many calls (and after the
             last).
         log_level: Adds ``throughput/*`` if it includes ``LogLevel.THROUGHPUT``.
-        evaluation: Evaluations (their metrics also go to ``eval_history``).
-        video: Video recording (process 0).
+        tasks: The periodic tasks (the evaluation, videos, the user's), run in this
+            order when due; the records of those with ``history`` also go to
+            ``eval_history``.
         checkpoint: A checkpoint hook offered the state after every call (see
             `save_checkpoint`); its optional ``is_due`` lets the loop skip the offer.
         mesh: The run's mesh, or ``None``.
@@ -351,6 +332,7 @@ def run_calls(
     eval_history: list[tuple[int, Record]] = []
     latest: Record = [{} for _ in range(n_runs)]
     evaluated_at: int | None = None
+    tasks = [task for task in tasks if task is not None]
     clock = Clock(step)
 
     def emit(records: Record, at_step: int) -> None:
@@ -382,7 +364,7 @@ def run_calls(
         records = [dict(r) for r in result] if isinstance(result, list) else [dict(result)]
         if len(records) == 1 and n_runs > 1:  # no metrics (e.g. a video): none per run
             records = [dict(records[0]) for _ in range(n_runs)]
-        if task is evaluation:
+        if task.history:
             evaluated_at = at_step
             eval_history.append((at_step, [dict(r) for r in records]))
         return records
@@ -395,8 +377,10 @@ def run_calls(
     pending: tuple[Metrics, Any, int] | None = None
     stopped = False
     try:
-        if evaluation is not None and evaluation.at_start and step == 0:
-            emit(run_task(evaluation, state, iteration, step), step)
+        if step == 0:
+            starting = [run_task(task, state, iteration, step) for task in tasks if task.at_start]
+            if starting:
+                emit(functools.reduce(merge, starting), step)
 
         for call in range(n_calls):
             if call == 0:  # the first call compiles (synchronously) before it runs
@@ -416,8 +400,7 @@ def run_calls(
                 iterations_per_call=iterations_per_call,
                 log_every_calls=log_every_calls,
                 last=call == n_calls - 1,
-                evaluation=evaluation,
-                video=video,
+                tasks=tasks,
                 checkpoint=checkpoint,
                 primary=primary,
             )
@@ -431,12 +414,8 @@ def run_calls(
                 read(metrics, state.non_finite, step) if plan.log else [{} for _ in range(n_runs)]
             )
             try:
-                if plan.evaluate:
-                    assert evaluation is not None
-                    merge(records, run_task(evaluation, state, iteration, step))
-                if plan.video:
-                    assert video is not None
-                    merge(records, run_task(video, state, iteration, step))
+                for task in plan.tasks:
+                    merge(records, run_task(task, state, iteration, step))
                 if any(records):
                     emit(records, step)
             finally:
@@ -457,8 +436,10 @@ def run_calls(
 
         # Nothing to train (total_steps=0): evaluate once. A resumed finished run does
         # not: its evaluations are the interrupted attempt's.
-        if n_calls == 0 and start_step == 0 and evaluation is not None and evaluated_at != step:
-            emit(run_task(evaluation, state, iteration, step), step)
+        if n_calls == 0 and start_step == 0 and evaluated_at != step:
+            ending = [run_task(task, state, iteration, step) for task in tasks if task.history]
+            if ending:
+                emit(functools.reduce(merge, ending), step)
     finally:
         bar.close()
         if jsonl is not None:

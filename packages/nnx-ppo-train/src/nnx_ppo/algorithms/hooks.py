@@ -1,15 +1,71 @@
-"""`CheckpointHook`: what a trainer's ``checkpoint=`` argument must provide.
+"""The hooks of a run: `CheckpointHook`, what a trainer's ``checkpoint=`` argument must
+provide, and `Periodic`, a task the run does between device calls (its evaluation and
+videos are ones; the ``tasks=`` run option adds yours).
 
-`Checkpointer` implements it with orbax; any
-object with the two methods below works (e.g. to save to another store).
+`Checkpointer` implements `CheckpointHook` with orbax; any object with the two methods
+below works (e.g. to save to another store).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["CheckpointHook"]
+__all__ = ["CheckpointHook", "Periodic"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Periodic:
+    """A task a run does between device calls, every ``every_steps`` env steps and after
+    the last call: the run's evaluation and videos, and the tasks a user passes as
+    ``train_ppo(..., tasks=[Periodic(...)])``.
+
+    A resumed run does its tasks at the steps the uninterrupted run does (`fires`).
+
+    Attributes:
+        run: ``run(state, iteration, step)``, given the training state after the call
+            (its ``params``, ``network_state``...; in a sweep every leaf has the run
+            axis first), the iteration count and the exact env step count. It returns
+            metrics to log with that step (a dict of floats; in a sweep a list of one
+            dict per run) or ``None``. The state is read-only: the next call donates it.
+        every_steps: Run whenever this many env steps have passed since the task last
+            ran (checked after every device call). ``None``: only after the last call
+            (and before the first, with ``at_start``).
+        at_start: Also run before the first call of a fresh run.
+        primary_only: Run on process 0 only (e.g. writing files); otherwise every
+            process runs it (needed for anything collective on a multi-host mesh).
+        history: Its records also go to the run's ``eval_history`` (the evaluation).
+
+    Examples:
+        >>> import jax
+        >>> import jax.numpy as jnp
+        >>> def weight_norm(state, iteration, step):
+        ...     leaves = [jnp.sum(x**2) for x in jax.tree.leaves(state.params)]
+        ...     return {"diag/weight_norm": float(jnp.sqrt(sum(leaves)))}
+        >>> task = Periodic(weight_norm, every_steps=10_000)
+    """
+
+    run: Callable[[Any, int, int], dict[str, float] | list[dict[str, float]] | None]
+    every_steps: int | None
+    at_start: bool = False
+    primary_only: bool = False
+    history: bool = False
+
+    def __post_init__(self) -> None:
+        if not callable(self.run):
+            raise TypeError(
+                f"Periodic(run={self.run!r}): run must be a function "
+                "run(state, iteration, step) -> metrics or None."
+            )
+        every = self.every_steps
+        if every is not None and (
+            isinstance(every, bool) or not isinstance(every, int) or every < 1
+        ):
+            raise ValueError(
+                f"Periodic(every_steps={every!r}) must be a positive int number of env "
+                "steps, or None (only after the last call)."
+            )
 
 
 @runtime_checkable

@@ -36,7 +36,7 @@ import jax
 from jax.sharding import Mesh
 
 from nnx_ppo.algorithms.checks import check_run_arguments
-from nnx_ppo.algorithms.hooks import CheckpointHook
+from nnx_ppo.algorithms.hooks import CheckpointHook, Periodic
 from nnx_ppo.algorithms.preemption import StopFn
 from nnx_ppo.algorithms.randomization import RandomizationFn
 
@@ -95,6 +95,9 @@ class RunOptions(TypedDict, Generic[LogFnT], total=False):
             `StopOnSignal` for a clean stop on ``SIGTERM``): once it answers true the run
             writes a checkpoint and returns with ``result.stopped`` set; resuming
             continues it exactly (see `nnx_ppo.algorithms.preemption`).
+        tasks: (``()``) Your own periodic tasks (`Periodic`), run between device calls
+            after the evaluation and the videos when due, at the steps an uninterrupted
+            run would run them; the metrics they return are logged with that step.
     """
 
     log_fn: LogFnT | None
@@ -107,6 +110,7 @@ class RunOptions(TypedDict, Generic[LogFnT], total=False):
     randomization_fn: RandomizationFn | None
     redraw_every: int | None
     stop: StopFn | None
+    tasks: Sequence[Periodic]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +124,7 @@ class Host:
         jsonl_path: Also write every record to this JSONL file.
         checkpoint: A `CheckpointHook` or ``None``.
         stop: A stop request (`nnx_ppo.algorithms.preemption`) or ``None``.
+        tasks: The user's `Periodic` tasks.
 
     Raises:
         TypeError: If an option is of the wrong kind (`check_run_arguments`).
@@ -130,6 +135,7 @@ class Host:
     jsonl_path: str | os.PathLike[str] | None = None
     checkpoint: Any = None
     stop: StopFn | None = None
+    tasks: Sequence[Periodic] = ()
 
     def __post_init__(self) -> None:
         check_run_arguments(
@@ -139,6 +145,19 @@ class Host:
             checkpoint=self.checkpoint,
             stop=self.stop,
         )
+        tasks = self.tasks
+        if isinstance(tasks, Periodic) or not isinstance(tasks, Sequence):
+            raise TypeError(
+                f"tasks={tasks!r} must be a list of Periodic tasks, e.g. "
+                "tasks=[Periodic(my_diagnostic, every_steps=100_000)]."
+            )
+        for task in tasks:
+            if not isinstance(task, Periodic):
+                raise TypeError(
+                    f"tasks: {task!r} is not a Periodic; wrap the function as "
+                    "Periodic(fn, every_steps=...) (fn(state, iteration, step) -> metrics)."
+                )
+        object.__setattr__(self, "tasks", tuple(tasks))
 
 
 @dataclasses.dataclass(frozen=True)

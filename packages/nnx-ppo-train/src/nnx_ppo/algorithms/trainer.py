@@ -37,7 +37,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
-from nnx_ppo.algorithms._host_loop import LoopResult, Periodic, evaluation_task, run_calls
+from nnx_ppo.algorithms._host_loop import LoopResult, evaluation_task, run_calls
 from nnx_ppo.algorithms._run_axis import (
     Runs,
     init_runs,
@@ -59,6 +59,7 @@ from nnx_ppo.algorithms.distributed import (
     uses_mesh,
 )
 from nnx_ppo.algorithms.evaluation import make_evaluator
+from nnx_ppo.algorithms.hooks import Periodic
 from nnx_ppo.algorithms.iteration import make_train_call
 from nnx_ppo.algorithms.options import Host, RunSettings
 from nnx_ppo.algorithms.phases import OnPolicyConfig, init_state, with_redraws
@@ -189,15 +190,15 @@ def drive(
     host: Host,
     *,
     log_every_calls: int,
-    evaluation: Periodic | None,
+    tasks: Sequence[Periodic | None],
     mesh: Mesh | None,
     description: str,
-    video: Periodic | None = None,
     runs: int | None = None,
 ) -> LoopResult:
-    """`run_calls` with the run's sizes from ``config`` and its host-side options from
-    ``host`` (a `Host`, e.g. the `RunSettings` of `resolve_options`); ``runs``: a
-    sweep's run count (`nnx_ppo.algorithms.sweeps`)."""
+    """`run_calls` with the run's sizes from ``config``, its host-side options from
+    ``host`` (a `Host`, e.g. the `RunSettings` of `resolve_options`) and its periodic
+    ``tasks`` (``None`` entries skipped) followed by the host's own (``tasks=``);
+    ``runs``: a sweep's run count (`nnx_ppo.algorithms.sweeps`)."""
     return run_calls(
         state,
         train_call,
@@ -206,8 +207,7 @@ def drive(
         n_iterations=config.n_iterations,
         log_every_calls=log_every_calls,
         log_level=config.log_level,
-        evaluation=evaluation,
-        video=video,
+        tasks=[task for task in (*tasks, *host.tasks) if task is not None],
         checkpoint=host.checkpoint,
         mesh=mesh,
         log_fn=host.log_fn,
@@ -426,8 +426,8 @@ def run(
             recording = runs_video(recorder, video_key[0], runs.count, video)
     loop = drive(
         state, lambda current: train_call(current, *call_args), config, settings,
-        log_every_calls=log_every_calls, evaluation=evaluation, video=recording,
-        mesh=sharded, description=algorithm.name, runs=None if runs is None else runs.count,
+        log_every_calls=log_every_calls, tasks=(evaluation, recording), mesh=sharded,
+        description=algorithm.name, runs=None if runs is None else runs.count,
     )  # fmt: skip
     if runs is None:
         write_back(network, loop.state, sharded)
