@@ -9,8 +9,8 @@ one program; `grid` builds their overrides) and what they return. **Configure**:
 `TrainConfig`, `PPOConfig`, `EvalConfig`, `VideoConfig`, `DistillationConfig`,
 `LogLevel`. **Save and load**: `Checkpointer`, `load_network`, `load_metadata`.
 **Observe and analyse**: `evaluate`, `JSONLWriter`, `PerRun`,
-`record_activations_rollout`, `NonFiniteError`. **Stop cleanly**: `StopOnSignal`,
-`StopRequest`. Everything else (the phases of an iteration, the host loop, placement on
+`record_activations_rollout`, `NonFiniteError`, `Periodic` (your own task between
+device calls, ``tasks=[...]``). **Stop cleanly**: `StopOnSignal`, `StopRequest`. Everything else (the phases of an iteration, the host loop, placement on
 devices) lives in the submodules, documented in the API reference.
 
 Importing this package is cheap: each name is imported from its submodule when first
@@ -51,6 +51,7 @@ _NAMES = {
     "PerRun": "logging",
     "record_activations_rollout": "activations",
     "NonFiniteError": "faults",
+    "Periodic": "hooks",
     # Stop cleanly
     "StopOnSignal": "preemption",
     "StopRequest": "preemption",
@@ -66,6 +67,7 @@ __all__ = [
     "NonFiniteError",
     "PPOConfig",
     "PerRun",
+    "Periodic",
     "StopOnSignal",
     "StopRequest",
     "SweepResult",
@@ -100,6 +102,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     )
     from nnx_ppo.algorithms.evaluation import evaluate
     from nnx_ppo.algorithms.faults import NonFiniteError
+    from nnx_ppo.algorithms.hooks import Periodic
     from nnx_ppo.algorithms.loading import load_metadata, load_network
     from nnx_ppo.algorithms.logging import JSONLWriter, PerRun
     from nnx_ppo.algorithms.ppo import TrainResult, train_ppo

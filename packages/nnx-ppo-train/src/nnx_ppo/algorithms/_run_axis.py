@@ -183,7 +183,7 @@ def runs_evaluation(
         metrics = batched(state.params, state.network_state, fold(keys, iteration))
         return split_runs(metrics, count)
 
-    return Periodic(evaluate, config.every_steps, at_start=config.at_start)
+    return Periodic(evaluate, config.every_steps, at_start=config.at_start, history=True)
 
 
 def runs_video(
