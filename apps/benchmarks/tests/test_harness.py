@@ -197,27 +197,3 @@ def test_diverged_runs_are_flagged_not_averaged():
     # A NaN return from a child is reported as diverged, never as a number.
     raw = {"progress": [], "final_eval_reward": "nan"}
     assert derive(raw)["eval_nonfinite"] and derive(raw)["final_eval_reward"] is None
-
-
-@pytest.mark.parametrize(
-    ("comparison", "network"),
-    [
-        ("advantages", "mlp_small"),
-        pytest.param("replay", "encoder_lstm", marks=pytest.mark.extended),
-    ],
-)
-def test_ab_compares_two_variants_of_our_trainer(comparison, network):
-    from nnx_ppo_benchmarks.ab import compare
-
-    spec = RunSpec(
-        implementation="ours",
-        network=network,
-        total_steps=160,
-        n_chunks=1,
-        ppo=PPOSettings(n_envs=8, rollout_length=4, n_minibatches=2, n_epochs=1),
-    )
-    result = compare(comparison, spec, reps=2, warmup=1)
-    assert len(result["variants"]) == 2
-    assert all(v["median_ms"] > 0 for v in result["variants"].values())
-    ratio = result["ratio_a_over_b"]
-    assert 0 < ratio["min"] <= ratio["median"] <= ratio["max"]

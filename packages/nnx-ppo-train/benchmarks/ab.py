@@ -2,10 +2,11 @@
 
 Both variants are compiled first; then ``--reps`` rounds run one donated iteration of
 each in turn (same machine load), and the report gives each variant's median and
-minimum and the round-wise time ratio A/B (median, min, max)::
+minimum and the round-wise time ratio A/B (median, min, max). This is a benchmark, not a
+test::
 
-    python -m nnx_ppo_benchmarks.ab advantages --network mlp_default
-    python -m nnx_ppo_benchmarks.ab replay --network encoder_lstm
+    uv run python packages/nnx-ppo-train/benchmarks/ab.py advantages --network mlp_default
+    uv run python packages/nnx-ppo-train/benchmarks/ab.py replay --network encoder_lstm
 
 Comparisons:
 
@@ -16,10 +17,12 @@ Comparisons:
   replay (B: stateless layers batched over ``[T * b]``, only modules with a carry
   scanned).
 
-``--network`` is a benchmark family (`settings.NETWORKS`) or ``encoder_lstm``: a
-256x256 MLP encoder, an LSTM(128) and two 64-unit heads, the usual shape of a
-recurrent controller. This uses the trainer's internal building blocks and is meant
-for developers.
+The environment, networks and settings are the side-by-side benchmark's
+(``apps/benchmarks``, which the workspace's environment installs). ``--network`` is one
+of its families (``nnx_ppo_benchmarks.settings.NETWORKS``) or ``encoder_lstm``: a
+256x256 MLP encoder, an LSTM(128) and two 64-unit heads, the usual shape of a recurrent
+controller. This uses the trainer's internal building blocks and is meant for
+developers.
 """
 
 from __future__ import annotations
@@ -104,9 +107,9 @@ def compare(comparison: str, spec: RunSpec, reps: int = 15, warmup: int = 2) -> 
     """
     import jax
     import jax.numpy as jnp
+    from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
 
     from nnx_ppo.algorithms import iteration, phases
-    from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
 
     if comparison not in COMPARISONS:
         raise ValueError(f"comparison={comparison!r} is not one of {COMPARISONS}")
@@ -170,7 +173,7 @@ def compare(comparison: str, spec: RunSpec, reps: int = 15, warmup: int = 2) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``COMPARISON --network --reps --env --output``."""
-    p = argparse.ArgumentParser(prog="python -m nnx_ppo_benchmarks.ab")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("comparison", choices=COMPARISONS)
     p.add_argument("--network", choices=[*NETWORKS, *EXTRA_NETWORKS], default="mlp_default")
     p.add_argument("--reps", type=int, default=15)

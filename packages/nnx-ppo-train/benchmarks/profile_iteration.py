@@ -1,10 +1,15 @@
-"""Where does an iteration of our ``train_ppo`` spend its time? Phase timings.
+"""Where does an iteration of ``train_ppo`` spend its time? Phase timings.
 
-Runs the pieces of one PPO iteration as separate jitted programs on the benchmark's
-environment and settings, and times each (median of ``--reps`` calls after one
-compiling call)::
+Runs the pieces of one PPO iteration as separate jitted programs on the side-by-side
+benchmark's environment, networks and settings (CartpoleBalance, 256 envs x 20 steps;
+taken from ``apps/benchmarks``, ``nnx_ppo_benchmarks.settings`` and
+``nnx_ppo_benchmarks.children.ours``, which the workspace's environment installs), and
+times each (median of ``--reps`` calls after one compiling call). This is a benchmark,
+not a test::
 
-    python -m nnx_ppo_benchmarks.profile --network mlp_small --output profile.json
+    uv run python packages/nnx-ppo-train/benchmarks/profile_iteration.py --network mlp_small
+    uv run python packages/nnx-ppo-train/benchmarks/profile_iteration.py \\
+        --network mlp_default --output profile.json --trace /tmp/trace
 
 Pieces (all per iteration of ``n_envs * rollout_length`` env steps):
 
@@ -101,6 +106,7 @@ def profile(
     import jax
     import jax.numpy as jnp
     import optax
+    from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
 
     from nnx_ppo.algorithms.config import LogLevel
     from nnx_ppo.algorithms.gae import gae
@@ -113,7 +119,6 @@ def profile(
     from nnx_ppo.algorithms.losses import ppo_loss
     from nnx_ppo.algorithms.rollout import network_step, replay, unroll
     from nnx_ppo.wrappers import reset_done
-    from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
 
     env, _ = make_envs(spec)
     network = build_network(spec, env.observation_size, env.action_size)
@@ -334,7 +339,7 @@ def profile(
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``--network``, ``--reps``, ``--per-call``, ``--output``."""
-    p = argparse.ArgumentParser(prog="python -m nnx_ppo_benchmarks.profile")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--network", choices=list(NETWORKS), default="mlp_small")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--per-call", type=int, default=10)

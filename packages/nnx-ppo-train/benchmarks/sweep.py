@@ -1,12 +1,14 @@
 """K runs in one program (`train_many`) against the same K runs one after another.
 
-::
+This is a benchmark, not a test::
 
-    python -m nnx_ppo_benchmarks.sweep --network mlp_small --runs 8
+    uv run python packages/nnx-ppo-train/benchmarks/sweep.py --network mlp_small --runs 8
 
-Each side runs in its own child process (so each has its own peak RSS) on the
-benchmark's environment and settings (`nnx_ppo_benchmarks.settings`: CartpoleBalance,
-Playground ``impl="jax"``, 256 envs per run, Playground's brax PPO hyperparameters):
+Each side runs in its own child process (this script again, so each has its own peak
+RSS) on the side-by-side benchmark's environment, networks and settings (from
+``apps/benchmarks``, which the workspace's environment installs:
+``nnx_ppo_benchmarks.settings``, CartpoleBalance, Playground ``impl="jax"``, 256 envs
+per run, Playground's brax PPO hyperparameters):
 
 - ``sequential``: ``train_ppo`` of seeds ``0..K-1``, one after another;
 - ``sweep``: ``train_many`` of the same seeds in one program.
@@ -31,6 +33,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from nnx_ppo_benchmarks.settings import NETWORKS, RunSpec
@@ -52,10 +55,10 @@ def _steady(times: list[tuple[float, int]]) -> tuple[float, int]:
 
 def _child(mode: str, network: str, runs: int, total_steps: int, n_chunks: int) -> dict[str, Any]:
     import jax
+    from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
 
     from nnx_ppo.algorithms.ppo import train_ppo
     from nnx_ppo.algorithms.sweeps import train_many
-    from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
 
     spec = _spec(network, total_steps, n_chunks)
     env, _ = make_envs(spec)
@@ -124,7 +127,7 @@ def _child(mode: str, network: str, runs: int, total_steps: int, n_chunks: int) 
 
 def _run_child(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     command = [
-        sys.executable, "-m", "nnx_ppo_benchmarks.sweep", "--child", mode,
+        sys.executable, str(Path(__file__).resolve()), "--child", mode,
         "--network", args.network, "--runs", str(args.runs),
         "--total-steps", str(args.total_steps), "--chunks", str(args.chunks),
     ]  # fmt: skip
