@@ -25,7 +25,7 @@ PACKAGES = {
     "nnx-modules": ("[stablehlo]", ()),  # flatbuffers, to serialize exported policies
     "nnx-graph": ("", ("nnx-modules",)),
     # nnx-modules[stablehlo]: the feature matrix exports trained policies
-    "nnx-ppo-train": ("[brax,playground,logging]", ("nnx-modules[stablehlo]",)),
+    "nnx-ppo-train": ("[brax,playground,logging,gymnax]", ("nnx-modules[stablehlo]",)),
 }
 # The default run (the README's test command): every distribution at the latest versions,
 # lint, types, docs, wheels and apps. The floor matrix (`nox -t floor`), the costly

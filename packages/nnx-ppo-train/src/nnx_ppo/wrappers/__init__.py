@@ -1,4 +1,5 @@
-"""Environment wrappers: episode truncation, reward scaling and auto-reset, and
+"""Environment wrappers: episode truncation, reward scaling, auto-reset, observation
+masking, and
 `wrap_for_training`, which sets an environment up for PPO.
 
 Wrappers act on one unbatched environment (ours, brax's or MuJoCo Playground's); the
@@ -9,12 +10,14 @@ forwarded to the wrapped environment.
 from nnx_ppo.wrappers.auto_reset import AutoResetWrapper, reset_done
 from nnx_ppo.wrappers.base import Wrapper
 from nnx_ppo.wrappers.episode import EpisodeWrapper
+from nnx_ppo.wrappers.mask_observation import MaskObservation
 from nnx_ppo.wrappers.reward_scaling import RewardScalingWrapper
 from nnx_ppo.wrappers.training import wrap_for_training
 
 __all__ = [
     "AutoResetWrapper",
     "EpisodeWrapper",
+    "MaskObservation",
     "RewardScalingWrapper",
     "Wrapper",
     "reset_done",
