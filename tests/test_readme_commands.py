@@ -95,6 +95,7 @@ PLAN: dict[str, Run | str] = {
     "pip install nnx-graph": "an install from the package index (see `nox -s build`)",
     'pip install "nnx-ppo-train[brax]"': "an install from the package index",
     'pip install "nnx-ppo-train[playground]"': "an install from the package index",
+    'pip install "nnx-ppo-train[gymnax]"': "an install from the package index",
     'pip install "nnx-ppo-train[brax,logging]"': "an install from the package index",
     # getting started
     "uv run nnx-ppo-quickstart --network lstm": Run(SMALL, ("outputs/quickstart",)),

@@ -294,7 +294,7 @@ def test_wrong_action_shape_or_keys_is_a_clear_error():
 
 
 def test_package_exports():
-    expected = ["ActionSize", "DictObsEnv", "Env", "MemoryTask", "ObservationSize"]
+    expected = ["ActionSize", "DictObsEnv", "Env", "GymnaxEnv", "MemoryTask", "ObservationSize"]
     expected += ["PointMass", "State", "TwoAgentEnv"]
     assert sorted(envs_pkg.__all__) == expected
     for name in envs_pkg.__all__:

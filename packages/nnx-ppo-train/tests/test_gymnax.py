@@ -24,7 +24,7 @@ from nnx_ppo.algorithms.sweeps import train_many  # noqa: E402
 from nnx_ppo.envs import GymnaxEnv  # noqa: E402
 from nnx_ppo.networks.export import DeterministicPolicy, export_policy, load_stablehlo  # noqa: E402
 from nnx_ppo.networks.factories import make_mlp_actor_critic  # noqa: E402
-from nnx_ppo.wrappers import MaskObservation  # noqa: E402
+from nnx_ppo.wrappers import MaskObservation, wrap_for_training  # noqa: E402
 
 # 4 envs x 4 steps per iteration, 8-unit networks: a few iterations in seconds.
 CONFIG = TrainConfig(
@@ -109,6 +109,15 @@ def test_terminating_before_the_limit_is_a_termination_and_time_limit_false_igno
     unlimited = GymnaxEnv(_Count(), _CountParams(terminate_at=99), time_limit=False)
     assert unlimited.max_episode_steps is None
     assert _run(unlimited, 4) == [(0.0, 0.0)] * 4
+
+
+def test_with_time_limit_false_the_training_wrapper_owns_the_limit():
+    # gymnax's limit (2) is ignored; EpisodeWrapper's (3) truncates.
+    inner = GymnaxEnv(
+        _Count(), _CountParams(terminate_at=99, max_steps_in_episode=2), time_limit=False
+    )
+    env = wrap_for_training(inner, episode_length=3, stagger=False)
+    assert _run(env, 3) == [(0.0, 0.0), (0.0, 0.0), (1.0, 1.0)]
 
 
 def test_the_adapter_does_not_auto_reset():
