@@ -25,7 +25,6 @@ from typing import Any
 
 __all__ = [
     "TASKS",
-    "GymnaxEnv",
     "ObservationMask",
     "Task",
     "make_env",
@@ -159,72 +158,6 @@ class ObservationMask:
         return getattr(self.env, name)
 
 
-def _gymnax_state_class() -> Any:
-    from flax import struct
-
-    @struct.dataclass
-    class GymnaxState:
-        """brax / Playground style state around a gymnax environment state."""
-
-        obs: Any
-        reward: Any
-        done: Any
-        info: dict[str, Any]
-        metrics: dict[str, Any]
-        env_state: Any
-        key: Any
-
-    return GymnaxState
-
-
-class GymnaxEnv:
-    """A gymnax environment in the brax / Playground API (``reset(rng)``,
-    ``step(state, action)`` returning a state with ``obs, reward, done, info,
-    metrics``), without gymnax's own auto-reset (the trainers reset).
-
-    Args:
-        name: ``gymnax.make`` name, e.g. ``"MemoryChain-bsuite"``.
-        **params: Overrides of the environment's default parameters.
-    """
-
-    def __init__(self, name: str, **params: Any) -> None:
-        import gymnax
-
-        self.env, default = gymnax.make(name)
-        self.params = default.replace(**params)
-        self._state_cls = _gymnax_state_class()
-        self.observation_size = int(self.env.observation_space(self.params).shape[0])
-        self.action_size = int(self.env.num_actions)
-
-    def reset(self, rng: Any) -> Any:
-        """A fresh episode."""
-        import jax
-        import jax.numpy as jnp
-
-        key, reset_key = jax.random.split(rng)
-        obs, env_state = self.env.reset_env(reset_key, self.params)
-        zero = jnp.zeros((), jnp.float32)
-        return self._state_cls(obs, zero, zero, {}, {}, env_state, key)
-
-    def step(self, state: Any, action: Any) -> Any:
-        """One step (``action`` an int index, or a one-element array)."""
-        import jax
-        import jax.numpy as jnp
-
-        key, step_key = jax.random.split(state.key)
-        action = jnp.asarray(action).reshape(()).astype(jnp.int32)
-        obs, env_state, reward, done, _ = self.env.step_env(
-            step_key, state.env_state, action, self.params
-        )
-        return state.replace(
-            obs=obs,
-            reward=jnp.asarray(reward, jnp.float32),
-            done=jnp.asarray(done, jnp.float32),
-            env_state=env_state,
-            key=key,
-        )
-
-
 def _memory_task(options: dict[str, Any]) -> Any:
     """This workspace's ``MemoryTask`` (in nnx-ppo 0.3.0's environment its module is
     loaded from this checkout: it needs only jax and flax)."""
@@ -253,7 +186,10 @@ def make_env(task: Task) -> Any:
     elif task.source == "memory":
         env = _memory_task(options)
     elif task.source == "gymnax":
-        env = GymnaxEnv(task.env_name, **options)
+        # The trainer package's adapter (ours only: nnx-ppo 0.3.0 runs no gymnax task).
+        from nnx_ppo.envs import GymnaxEnv
+
+        env = GymnaxEnv.make(task.env_name, **options)
     else:
         raise ValueError(f"task {task.name!r}: unknown source {task.source!r}")
     return env if task.keep is None else ObservationMask(env, task.keep)
