@@ -239,15 +239,9 @@ def test_train_many_trains_a_gymnax_env():
     assert all(np.isfinite(h[-1][1]["eval/episode_reward/mean"]) for h in result.eval_histories)
 
 
-@pytest.mark.xfail(
-    raises=TypeError,
-    reason="randomization.MODEL_ATTRIBUTES does not list GymnaxEnv's 'params' yet "
-    "(nnx_ppo.algorithms is another change's); with it this passes (checked by patching it)",
-)
 def test_env_params_are_randomized_per_environment_by_the_trainers_hook():
     env0, params = gymnax.make("Pendulum-v1")
-    # Array leaves: the hook compares each leaf's dtype with the nominal model's.
-    env = GymnaxEnv(env0, jax.tree.map(jnp.asarray, params))
+    env = GymnaxEnv(env0, params)  # Python-scalar fields, as gymnax builds them
 
     def heavier_gravity(params, rng):
         g = jax.vmap(lambda k: jax.random.uniform(k, (), minval=5.0, maxval=15.0))(rng)

@@ -68,6 +68,7 @@ Models = dict[str, jax.Array]
 MODEL_ATTRIBUTES = (
     ("sys", "a brax PipelineEnv's System"),
     ("_mjx_model", "a MuJoCo Playground MjxEnv's mjx.Model"),
+    ("params", "a GymnaxEnv's gymnax EnvParams"),
 )
 """Where the model is looked for on ``env.unwrapped``, in order: ``(attribute, what)``."""
 
@@ -186,8 +187,14 @@ def _axes_by_path(in_axes: Any, model: Any) -> dict[str, Any]:
     return {key_path(path): axis for path, axis in flat}
 
 
+def _dtype(x: Any) -> np.dtype:
+    """The dtype of an array or of a Python scalar as JAX stores it (e.g. a gymnax
+    ``EnvParams`` field of ``10.0`` is float32)."""
+    return np.dtype(jnp.result_type(x))
+
+
 def _describe(x: Any) -> str:
-    return f"{tuple(np.shape(x))} {np.dtype(x.dtype).name}"
+    return f"{tuple(np.shape(x))} {_dtype(x).name}"
 
 
 def _check_fields(nominal: Any, model: Any, env_name: str) -> None:
@@ -230,11 +237,11 @@ def _check_leaves(
                 f"{tuple(np.shape(base))}. Draw one value per key of the rng argument "
                 "(it holds n_envs keys), e.g. with jax.vmap."
             )
-        if tuple(np.shape(leaf)) != expected or np.dtype(leaf.dtype) != np.dtype(base.dtype):
+        if tuple(np.shape(leaf)) != expected or _dtype(leaf) != _dtype(base):
             kind = "in_axes 0" if axes[path] == 0 else "in_axes None (shared)"
             raise ValueError(
                 f"randomization_fn's '{path}' ({kind}) is {_describe(leaf)}, expected "
-                f"{expected} {np.dtype(base.dtype).name} ({env_name}'s model has "
+                f"{expected} {_dtype(base).name} ({env_name}'s model has "
                 f"{_describe(base)}); keep each field's shape and dtype."
             )
         if axes[path] == 0:
