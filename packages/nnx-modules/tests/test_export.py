@@ -381,6 +381,7 @@ def test_manifest_names_shapes_and_carry_pairs(tmp_path: Path) -> None:
     ]
     assert manifest["reset"]["inputs"][-1] == {"name": "done", "shape": ["B"], "dtype": "bool"}
     assert sorted(p.name for p in out.iterdir()) == [
+        "README.md",
         "policy.json",
         "reset.mlir",
         "reset.stablehlo",

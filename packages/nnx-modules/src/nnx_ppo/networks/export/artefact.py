@@ -3,8 +3,10 @@
 An artefact is a folder::
 
     policy.json        the tensor-name mapping (see below) and what produced the files
+    README.md          the same for people: tensors, carry, a runner loop, C++ pointer
     step.<ext>         (obs..., carry...) -> (action..., next_carry..., [value...])
     reset.<ext>        (carry..., done) -> (next_carry...)     only if there is a carry
+    obs.npz            a recorded rollout with the JAX actions   only with ``reference``
 
 with ``<ext>`` ``stablehlo`` (a serialized `jax.export.Exported`, plus its StableHLO
 text as ``step.mlir``) or ``onnx``. Both functions take and return positional tensors
@@ -29,6 +31,7 @@ once the new one is complete).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -43,6 +46,7 @@ from jax import export as jax_export  # a submodule jax < 0.8 does not import
 from nnx_ppo.networks._helpers import installed_version
 from nnx_ppo.networks.export import _onnx, _stablehlo
 from nnx_ppo.networks.export._errors import ExportError
+from nnx_ppo.networks.export._readme import REFERENCE_FILE, render_readme
 from nnx_ppo.networks.export.policy import DeterministicPolicy
 from nnx_ppo.networks.types import StatefulModule
 
@@ -94,6 +98,44 @@ def _source_record(source: Any) -> dict[str, Any] | None:
         raise TypeError(
             f"export_policy: source={source!r} must hold JSON values only ({error})."
         ) from None
+
+
+def _reference_arrays(
+    reference: Mapping[str, Any] | None, policy: DeterministicPolicy
+) -> dict[str, np.ndarray] | None:
+    """``reference`` checked against the policy's tensor names, as numpy arrays."""
+    if reference is None:
+        return None
+    if not isinstance(reference, Mapping):
+        raise TypeError(
+            f"export_policy: reference must be a mapping of arrays or None, got "
+            f"{type(reference).__name__}."
+        )
+    arrays = {str(k): np.asarray(v) for k, v in reference.items()}
+    needed = [
+        *policy.observation_names,
+        "done",
+        *("expected/" + name for name in policy.action_names),
+    ]
+    missing = [name for name in needed if name not in arrays]
+    if missing:
+        raise ValueError(
+            f"export_policy: reference lacks {missing}; it needs every observation tensor "
+            "[T, B, ...], 'done' [T, B] and 'expected/<action>' [T, B, ...] for every "
+            f"action tensor, i.e. the keys {needed}."
+        )
+    done = arrays["done"]
+    if done.ndim != 2:
+        raise ValueError(
+            f"export_policy: reference['done'] has shape {done.shape}; it must be [T, B]."
+        )
+    for name in needed:
+        if arrays[name].shape[:2] != done.shape:
+            raise ValueError(
+                f"export_policy: reference[{name!r}] has shape {arrays[name].shape}; its "
+                f"leading axes must be [T, B] = {list(done.shape)} like 'done'."
+            )
+    return arrays
 
 
 def _as_policy(network: Any, observation_spec: Any, include_value: bool) -> DeterministicPolicy:
@@ -190,6 +232,7 @@ def export_policy(
     opset: int = MIN_OPSET,
     platforms: tuple[str, ...] | None = None,
     source: Mapping[str, Any] | None = None,
+    reference: Mapping[str, Any] | None = None,
 ) -> Path:
     """Export a trained network's deterministic policy to an artefact folder.
 
@@ -211,6 +254,15 @@ def export_policy(
         source: Where the policy came from (e.g. ``{"run": "runs/a", "step": 150000}``),
             stored as the manifest's ``"source"`` so a deployed artefact names its run
             and checkpoint; JSON values only.
+        reference: A recorded rollout to ship with the artefact as ``obs.npz``, so the
+            README's loop checks the artefact on the target machine: every observation
+            tensor by name (``obs`` or ``obs/<key>``, ``[T, B, ...]``), ``"done"``
+            (``[T, B]``, the episode ended at step t: reset the carry after it) and
+            ``"expected/<action>"`` (``[T, B, ...]``, the JAX policy's actions).
+
+    Every artefact also holds ``README.md``, generated from ``policy.json``: the tensors
+    with their shapes and dtypes, how to reset the carry, a numpy loop that runs the
+    policy over ``obs.npz`` (onnxruntime or ``jax.export``) and a pointer for C++.
 
     Returns:
         The artefact folder (absolute).
@@ -226,6 +278,7 @@ def export_policy(
     out = _check_args(format, opset, out_dir)
     source_record = _source_record(source)
     policy = _as_policy(network, observation_spec, include_value)
+    reference_arrays = _reference_arrays(reference, policy)
     if out.exists() and not overwrite:  # fail before the (slow) conversion
         _write_atomically(out, overwrite, lambda _: None)
     # Each converter returns {file name: bytes} and what it adds to the manifest.
@@ -246,10 +299,17 @@ def export_policy(
     if source_record is not None:
         manifest["source"] = source_record
 
+    if reference_arrays is not None:
+        buffer = io.BytesIO()
+        np.savez(buffer, **reference_arrays)
+        blobs[REFERENCE_FILE] = buffer.getvalue()
+    readme = render_readme(manifest, has_reference=reference_arrays is not None)
+
     def fill(tmp: Path) -> None:
         for name, blob in blobs.items():
             (tmp / name).write_bytes(blob)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        (tmp / "README.md").write_text(readme)
 
     _write_atomically(out, overwrite, fill)
     return out
