@@ -10,6 +10,9 @@ holds a recorded observation sequence: one array per observation tensor, named a
 ``done`` ``[T, B]`` (an episode ended at step t: reset that environment's carry after
 it). The script steps the policy through the sequence, feeding its carry back between
 calls, and writes the actions (``[T, B, ...]`` per action tensor) to ``ACTIONS.npz``.
+If the file also holds ``expected/<action>`` (``nnx-ppo-export --record-obs N`` writes
+such an ``obs.npz`` into the artefact, with the JAX policy's actions), it prints the
+largest difference and exits with status 1 if it exceeds ``--atol`` (1e-5).
 
 The class `OnnxPolicy` is the part to copy into a robot's controller process.
 """
@@ -99,15 +102,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("artefact_dir", type=Path)
     parser.add_argument("observations", type=Path, help=".npz of [T, B, ...] observations")
     parser.add_argument("--out", type=Path, required=True, help=".npz to write the actions to")
+    parser.add_argument("--atol", type=float, default=1e-5, help="parity tolerance")
     args = parser.parse_args(argv)
     policy = OnnxPolicy(args.artefact_dir)
     with np.load(args.observations) as data:
         observations = {n: data[n] for n in policy.manifest["observation"]}
         done = data["done"] if "done" in data.files else None
+        expected = {n: data[k] for n in policy.manifest["action"] if (k := "expected/" + n) in data}
     actions = run_sequence(policy, observations, done)
     np.savez(args.out, **actions)
     steps = next(iter(actions.values())).shape[0] if actions else 0
     print(f"{steps} steps of {list(actions)} written to {args.out}")
+    if expected:
+        worst = max(float(np.abs(actions[n] - want).max()) for n, want in expected.items())
+        print(f"max |action - recorded JAX action| = {worst:.2e} (atol {args.atol:g})")
+        return 0 if worst <= args.atol else 1
     return 0
 
 

@@ -14,7 +14,7 @@ from nnx_ppo_export.cli import main
 from nnx_ppo_export.rebuild import rebuild
 from nnx_ppo_quickstart.cli import main as quickstart
 
-from nnx_ppo.networks.export import DeterministicPolicy, load_stablehlo
+from nnx_ppo.networks.export import DeterministicPolicy, load_stablehlo, read_manifest
 
 TINY = [
     "--network", "lstm", "--steps", "800", "--n-envs", "8", "--rollout-length", "10",
@@ -60,6 +60,49 @@ def test_stablehlo_export_of_a_quickstart_run(run_dir: Path, tmp_path: Path, cap
         result = loaded.step({"obs": obs[t], **carry})
         carry = {c["input"]: result[c["output"]] for c in manifest["carry"]}
         np.testing.assert_allclose(result["action"], want, atol=1e-5, rtol=0)
+
+
+def test_record_obs_makes_a_self_describing_artefact(
+    run_dir: Path, tmp_path: Path, capsys: Any
+) -> None:
+    out = tmp_path / "rec"
+    args = ["--format", "stablehlo", "--out", str(out), "--record-obs", "60"]
+    assert main([str(run_dir), *args, "--record-envs", "2"]) == 0
+    assert "recorded 60 steps x 2 env(s) of inverted_pendulum" in capsys.readouterr().out
+    manifest = read_manifest(out)
+    # Provenance: the run's environment and versions, the exporter's versions.
+    source = manifest["source"]
+    assert source["env"] == "inverted_pendulum" and source["network"] == "lstm"
+    assert source["episode_length"] == 40 and "jax" in source["trained_with"]
+    assert {"nnx-modules", "jax", "flax"} <= set(manifest["producer"])
+    # The README names every tensor with its shape.
+    readme = (out / "README.md").read_text()
+    for fn in ("step", "reset"):
+        for tensor in manifest[fn]["inputs"] + manifest[fn]["outputs"]:
+            shape = "[" + ", ".join(str(d) for d in tensor["shape"]) + "]"
+            assert f"`{tensor['name']}` | `{shape}`" in readme, tensor
+    # obs.npz: a real rollout (episodes of 40 steps end at t = 39) with the JAX actions;
+    # the StableHLO artefact, its carry fed back and reset where done, reproduces them.
+    with np.load(out / "obs.npz") as data:
+        obs, done, expected = data["obs"], data["done"], data["expected/action"]
+    assert obs.shape == (60, 2, 4) and expected.shape == (60, 2, 1)
+    assert done[39].all() and done.sum() == 2
+    loaded = load_stablehlo(out)
+    carry = loaded.initial_carry(2)
+    for t in range(60):
+        result = loaded.step({"obs": obs[t], **carry})
+        carry = {c["input"]: result[c["output"]] for c in manifest["carry"]}
+        if done[t].any():
+            reset = loaded.reset({**carry, "done": done[t]})
+            carry = {c["input"]: reset[c["output"]] for c in manifest["carry"]}
+        np.testing.assert_allclose(result["action"], expected[t], atol=1e-5, rtol=0)
+    assert np.abs(expected).max() > 1e-3  # not a trivially zero policy
+
+
+def test_record_obs_needs_a_quickstart_run(tmp_path: Path, capsys: Any) -> None:
+    args = ["--format", "stablehlo", "--out", str(tmp_path / "o"), "--record-obs", "5"]
+    assert main([str(tmp_path), *args, "--factory", "m:f"]) == 2
+    assert "--record-obs needs the run's environment" in capsys.readouterr().err
 
 
 def test_onnx_export_of_a_quickstart_run(run_dir: Path, tmp_path: Path) -> None:

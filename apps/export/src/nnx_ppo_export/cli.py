@@ -3,12 +3,17 @@
 ::
 
     nnx-ppo-export CHECKPOINT_DIR --format onnx|stablehlo --out DIR [--overwrite]
+                   [--record-obs N [--record-envs B]]
 
 ``CHECKPOINT_DIR`` is the ``--output-dir`` of an ``nnx-ppo-quickstart`` run (or its
 ``checkpoints/`` folder): the network is rebuilt from the run's stored ``config.json``
 and loaded from the latest readable checkpoint (``--step`` for another). Other runs pass
 ``--factory module:function`` (see `nnx_ppo_export.rebuild`). The artefact folder
-``DIR`` appears atomically; see the "Deploy a policy" how-to for its contents.
+``DIR`` appears atomically, with a generated ``README.md``; see the "Deploy a policy"
+how-to for its contents. ``--record-obs N`` also rolls the deterministic policy out on
+the run's evaluation environment for ``N`` steps from a reset (episodes restart when
+they end) and ships the observations, reset flags and JAX actions as ``obs.npz``, so the
+README's loop checks the artefact on the target machine.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nnx_ppo_apps_common.cli import fail
+from nnx_ppo_apps_common.cli import fail, positive_int
 
 __all__ = ["main", "parse_args"]
 
@@ -45,6 +50,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="StableHLO: comma-separated platforms to lower for, e.g. cpu,cuda",
     )
     parser.add_argument(
+        "--record-obs",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="record N steps of the policy on the run's environment into DIR/obs.npz "
+        "(observations, reset flags, JAX actions) for parity checks where it is deployed",
+    )
+    parser.add_argument(
+        "--record-envs",
+        type=positive_int,
+        default=1,
+        metavar="B",
+        help="environments recorded in parallel by --record-obs",
+    )
+    parser.add_argument(
         "--factory",
         default=None,
         help="module:function rebuilding (network, observation_spec) from the checkpoint "
@@ -57,12 +77,25 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = parse_args(argv)
     # Heavy imports after argument parsing, so `--help` is instant.
-    from nnx_ppo.networks.export import ExportError, export_policy, read_manifest
-    from nnx_ppo_export.rebuild import rebuild
-
     out = args.out.expanduser().absolute()
     if out.exists() and not args.overwrite:  # before the slow rebuild
         return fail(PROG, f"--out {out} already exists; pass --overwrite to replace it")
+    if args.record_obs is not None and args.factory is not None:
+        return fail(
+            PROG,
+            "--record-obs needs the run's environment, which only an nnx-ppo-quickstart "
+            "run's config.json names; a --factory run has none (record your own obs.npz, "
+            "see the artefact's README.md)",
+        )
+    from nnx_ppo.networks.export import (
+        DeterministicPolicy,
+        ExportError,
+        export_policy,
+        read_manifest,
+    )
+    from nnx_ppo_export.rebuild import rebuild
+    from nnx_ppo_export.rollouts import record_rollout, reference_arrays
+
     platforms = None
     if args.platforms is not None:
         if args.format != "stablehlo":
@@ -71,9 +104,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rebuilt = rebuild(args.checkpoint_dir, factory=args.factory, step=args.step)
         print(f"Exporting {rebuilt.description} as {args.format} to {out}/")
+        policy = DeterministicPolicy(
+            rebuilt.network, rebuilt.observation_spec, include_value=args.include_value
+        )
+        reference = None
+        if args.record_obs is not None:
+            rollout = record_rollout(
+                rebuilt.envs.eval.unwrapped,
+                rebuilt.network,
+                n_envs=args.record_envs,
+                n_steps=args.record_obs,
+                episode_length=int(rebuilt.source["episode_length"]),
+            )
+            reference = reference_arrays(rollout, policy.observation_names, policy.action_names)
+            print(
+                f"  recorded {args.record_obs} steps x {args.record_envs} env(s) of "
+                f"{rebuilt.source['env']} ({int(rollout.done.sum())} episode ends) -> obs.npz"
+            )
         export_policy(
-            rebuilt.network,
-            rebuilt.observation_spec,
+            policy,
+            None,
             out,
             format=args.format,
             include_value=args.include_value,
@@ -81,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             opset=args.opset,
             platforms=platforms,
             source=rebuilt.source,
+            reference=reference,
         )
     except (FileNotFoundError, FileExistsError, ValueError, TypeError, ImportError) as error:
         return fail(PROG, str(error))
@@ -94,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         outs = ", ".join(t["name"] for t in manifest[fn]["outputs"])
         print(f"  {manifest['files'][fn]}: ({ins}) -> ({outs})")
     print(f"Tensor names, shapes and dtypes: {out / 'policy.json'}")
+    print(f"How to run it (and check it against obs.npz): {out / 'README.md'}")
     return 0
 
 

@@ -32,8 +32,12 @@ class RebuiltPolicy:
         step: The env step of the checkpoint that was loaded.
         description: One line for the user (env, preset, checkpoint).
         source: Where it came from, for the artefact's manifest: the run folder (``None``
-            for a bare checkpoint folder), the checkpoint folder, the step and the git
-            commit the run recorded (if any).
+            for a bare checkpoint folder), the checkpoint folder, the step, the git
+            commit the run recorded (if any) and, for a quickstart run, its environment
+            (``env``, ``brax_backend``, ``episode_length``), network preset and the
+            package versions it trained with (``trained_with``).
+        envs: A quickstart run's environments (`nnx_ppo_quickstart.envs.EnvPair`:
+            ``eval`` is the run's evaluation environment); ``None`` for ``--factory``.
     """
 
     network: Any
@@ -41,6 +45,7 @@ class RebuiltPolicy:
     step: int
     description: str
     source: dict[str, Any] = field(default_factory=dict)
+    envs: Any = None
 
 
 def find_checkpoints(path: Path) -> tuple[Path, Path | None]:
@@ -84,7 +89,7 @@ def load_factory(spec: str) -> Callable[[dict[str, Any]], tuple[Any, Any]]:
     return factory
 
 
-def _quickstart_template(run_dir: Path) -> tuple[Any, Any, str]:
+def _quickstart_template(run_dir: Path) -> tuple[Any, Any, str, Any, dict[str, Any]]:
     from nnx_ppo_quickstart.envs import make_envs
     from nnx_ppo_quickstart.networks import make_network
 
@@ -105,7 +110,10 @@ def _quickstart_template(run_dir: Path) -> tuple[Any, Any, str]:
     network = make_network(
         cli["network"], envs.observation_size, envs.action_size, int(cli["seed"])
     )
-    return network, envs.observation_size, f"{cli['network']} on {cli['env']} [{envs.source}]"
+    what = f"{cli['network']} on {cli['env']} [{envs.source}]"
+    run = {key: cli[key] for key in ("env", "brax_backend", "episode_length", "network")}
+    run["trained_with"] = (stored.get("provenance") or {}).get("versions")
+    return network, envs.observation_size, what, envs, run
 
 
 def rebuild(path: Path, *, factory: str | None = None, step: int | None = None) -> RebuiltPolicy:
@@ -129,6 +137,7 @@ def rebuild(path: Path, *, factory: str | None = None, step: int | None = None) 
 
     checkpoints, run_dir = find_checkpoints(path)
     metadata = load_metadata(checkpoints, step)
+    envs, run = None, {}
     if factory is not None:
         built = load_factory(factory)(metadata)
         if not (isinstance(built, tuple) and len(built) == 2):
@@ -139,7 +148,7 @@ def rebuild(path: Path, *, factory: str | None = None, step: int | None = None) 
         template, observation_spec = built
         what = f"{type(template).__name__} from {factory}"
     elif run_dir is not None:
-        template, observation_spec, what = _quickstart_template(run_dir)
+        template, observation_spec, what, envs, run = _quickstart_template(run_dir)
     else:
         raise ValueError(
             f"{str(path)!r} has no nnx-ppo-quickstart config.json next to its checkpoints, "
@@ -157,7 +166,9 @@ def rebuild(path: Path, *, factory: str | None = None, step: int | None = None) 
             "checkpoints": str(checkpoints.absolute()),
             "step": int(metadata["step"]),
             "git_commit": None if run_dir is None else _recorded_commit(run_dir),
+            **run,
         },
+        envs=envs,
     )
 
 

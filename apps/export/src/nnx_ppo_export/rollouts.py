@@ -18,7 +18,7 @@ import numpy as np
 from nnx_ppo.networks.types import reset_where
 from nnx_ppo.wrappers import AutoResetWrapper, EpisodeWrapper
 
-__all__ = ["Rollout", "record_rollout"]
+__all__ = ["Rollout", "record_rollout", "reference_arrays"]
 
 
 @dataclass(frozen=True)
@@ -90,3 +90,23 @@ def record_rollout(
         done=stack(*dones),
         actions=jax.tree.map(stack, *actions),
     )
+
+
+def reference_arrays(
+    rollout: Rollout, observation_names: Any, action_names: Any
+) -> dict[str, np.ndarray]:
+    """``rollout`` as the flat ``{name: [T, B, ...]}`` arrays `export_policy`'s
+    ``reference`` takes (and ships as ``obs.npz``): the observation tensors by name,
+    ``done`` and ``expected/<action name>``.
+
+    Args:
+        rollout: A `record_rollout` result.
+        observation_names: The policy's observation tensor names
+            (`DeterministicPolicy.observation_names`; tree-leaf order).
+        action_names: Its action tensor names, likewise.
+    """
+    arrays = dict(zip(observation_names, jax.tree.leaves(rollout.observations), strict=True))
+    arrays["done"] = rollout.done
+    actions = jax.tree.leaves(rollout.actions)
+    arrays.update({f"expected/{n}": a for n, a in zip(action_names, actions, strict=True)})
+    return arrays
