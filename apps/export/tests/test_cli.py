@@ -12,22 +12,8 @@ import numpy as np
 import pytest
 from nnx_ppo_export.cli import main
 from nnx_ppo_export.rebuild import rebuild
-from nnx_ppo_quickstart.cli import main as quickstart
 
 from nnx_ppo.networks.export import DeterministicPolicy, load_stablehlo, read_manifest
-
-TINY = [
-    "--network", "lstm", "--steps", "800", "--n-envs", "8", "--rollout-length", "10",
-    "--n-minibatches", "2", "--n-epochs", "1", "--eval-every", "800", "--eval-envs", "2",
-    "--episode-length", "40", "--checkpoint-every", "400", "--no-progress",
-]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("quickstart") / "run"
-    assert quickstart([*TINY, "--output-dir", str(out)]) == 0
-    return out
 
 
 def _policy_actions(policy: DeterministicPolicy, obs: np.ndarray) -> list[np.ndarray]:

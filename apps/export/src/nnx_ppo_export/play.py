@@ -1,0 +1,213 @@
+"""``nnx-ppo-play``: watch a trained policy from a run folder.
+
+::
+
+    nnx-ppo-play RUN_DIR [--step N] [--episodes 5] [--seed 0] [--video out.mp4]
+                 [--activations out.npz]
+
+``RUN_DIR`` is the ``--output-dir`` of an ``nnx-ppo-quickstart`` run: the network is
+rebuilt from its ``config.json`` and loaded from the latest readable checkpoint
+(``--step`` for another), exactly as ``nnx-ppo-export`` does (`nnx_ppo_export.rebuild`).
+The deterministic policy (``eval()`` mode: the samplers' mean action) plays
+``--episodes`` episodes in parallel on the run's evaluation environment (the nominal
+model, whole episodes of the run's ``--episode-length``), reset from
+``jax.random.split(PRNGKey(seed), episodes)``: the same rollout as
+`nnx_ppo.algorithms.evaluation.evaluate` with that key, so the mean printed equals its
+``eval/episode_reward/mean``. ``--video`` renders one episode (reset from
+``split(PRNGKey(seed), 1)``) to MP4 (MuJoCo's
+OpenGL backend is chosen with `choose_mujoco_gl` before brax or Playground is imported;
+without one it fails at once and names the backends it tried). ``--activations`` saves
+every module's activations over the episodes
+(`nnx_ppo.algorithms.activations.record_activations_rollout`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from nnx_ppo_apps_common.cli import fail, positive_int
+
+__all__ = ["main", "parse_args", "play_episodes"]
+
+PROG = "nnx-ppo-play"
+GL_CANDIDATES = ("egl", "osmesa")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line (``--help`` lists every option)."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Play a trained policy of an nnx-ppo-quickstart run: returns, video, "
+        "activations.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: latest)")
+    parser.add_argument("--episodes", type=positive_int, default=5, help="episodes to play")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the episodes' resets")
+    parser.add_argument(
+        "--randomized",
+        action="store_true",
+        help="play on randomized models (only for runs trained with domain randomization)",
+    )
+    parser.add_argument("--video", type=Path, default=None, help="write one episode as MP4")
+    parser.add_argument(
+        "--activations", type=Path, default=None, help="save every module's activations (.npz)"
+    )
+    return parser.parse_args(argv)
+
+
+def play_episodes(env: Any, network: Any, key: Any, n_episodes: int, max_steps: int) -> Any:
+    """Per-episode returns and lengths of the deterministic policy, ``([N], [N])``.
+
+    ``network`` is not changed (an ``eval()`` copy is stepped). The rollout is
+    `evaluate`'s: ``n_episodes`` environments reset from ``jax.random.split(key,
+    n_episodes)``, ``max_steps`` steps, rewards counted up to and including the step
+    that first sets ``done``.
+    """
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from nnx_ppo.algorithms.rollout import (
+        eval_copy,
+        network_step,
+        ppo_output,
+        reset_envs,
+        split_network,
+        sum_leaves,
+    )
+
+    graphdef, params, network_state = split_network(eval_copy(network))
+
+    @jax.jit
+    def run(params: Any, network_state: Any, key: Any) -> tuple[Any, Any]:
+        carry = nnx.merge(graphdef, params, network_state).initialize_state(n_episodes)
+        env_state = reset_envs(env, key, n_episodes)
+
+        def step(loop: Any, _: None) -> tuple[Any, None]:
+            net_state, env_s, net_carry, returns, length, active = loop
+            net_state, out = network_step(graphdef, params, net_state, net_carry, env_s.obs)
+            next_env = jax.vmap(env.step)(env_s, ppo_output(out).actions)
+            live = active.astype(jnp.float32)
+            returns = jax.tree.map(lambda r, x: r + x * live, returns, next_env.reward)
+            length = length + active.astype(jnp.int32)
+            active = active & ~(jnp.asarray(next_env.done) > 0)
+            return (net_state, next_env, out.next_state, returns, length, active), None
+
+        zero = jax.tree.map(jnp.zeros_like, env_state.reward)
+        length = jnp.zeros((n_episodes,), jnp.int32)
+        loop = (network_state, env_state, carry, zero, length, jnp.ones((n_episodes,), bool))
+        (_, _, _, returns, length, _), _ = jax.lax.scan(step, loop, None, length=max_steps)
+        return sum_leaves(returns), length
+
+    return jax.device_get(run(params, network_state, key))
+
+
+def _choose_gl() -> str | None:
+    """The MuJoCo GL backend for ``--video`` (before brax or Playground is imported)."""
+    from nnx_ppo.algorithms.video import choose_mujoco_gl
+
+    return choose_mujoco_gl(GL_CANDIDATES)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit code."""
+    args = parse_args(argv)
+    if args.randomized:
+        return fail(
+            PROG,
+            "--randomized: nnx-ppo-quickstart runs train and evaluate on the environment's "
+            "nominal model (the quickstart has no domain-randomization option), so there "
+            "are no randomized models to play on; leave out --randomized",
+        )
+    if args.video is not None:  # first: MuJoCo fixes its GL backend when imported
+        try:
+            backend = _choose_gl()
+        except RuntimeError as error:
+            return fail(PROG, f"--video: {error}")
+        if backend is None:
+            return fail(
+                PROG,
+                "--video: no OpenGL backend for MuJoCo's renderer works on this machine "
+                f"(no display; tried MUJOCO_GL={', '.join(GL_CANDIDATES)}). Install EGL (a "
+                "GPU driver) or OSMesa (apt-get install libosmesa6), set MUJOCO_GL to a "
+                "backend that works, or run with a display; or leave out --video",
+            )
+        print(f"Rendering with MUJOCO_GL={backend}")
+    # Heavy imports after argument parsing, so `--help` is instant.
+    import jax
+    import numpy as np
+
+    from nnx_ppo_export.rebuild import rebuild
+
+    try:
+        rebuilt = rebuild(args.run_dir, step=args.step)
+    except (FileNotFoundError, ValueError, TypeError) as error:
+        return fail(PROG, str(error))
+    env, network = rebuilt.envs.eval, rebuilt.network
+    max_steps = int(rebuilt.source["episode_length"])
+    key = jax.random.PRNGKey(args.seed)
+    video_config = None
+    if args.video is not None:  # check the renderer and the encoder before the rollout
+        from nnx_ppo.algorithms.config import VideoConfig
+        from nnx_ppo.algorithms.video import check_video_env
+
+        video_config = VideoConfig(
+            enabled=True, episode_length=max_steps, directory=str(args.video.parent)
+        )
+        try:
+            check_video_env(env, env_name=str(rebuilt.source["env"]), video=video_config)
+        except ValueError as error:
+            return fail(PROG, f"--video: {error}")
+
+    print(f"Playing {rebuilt.description}")
+    returns, lengths = play_episodes(env, network, key, args.episodes, max_steps)
+    for i, (ret, length) in enumerate(zip(returns, lengths, strict=True), start=1):
+        print(f"  episode {i}: return {float(ret):.6g} ({int(length)} steps)")
+    print(f"Mean return over {args.episodes} episodes: {float(np.mean(returns)):.6g}")
+
+    if video_config is not None:
+        _write_video(env, network, key, video_config, args.video)
+        print(f"Video of one episode: {args.video}")
+    if args.activations is not None:
+        _write_activations(env, network, key, args.episodes, max_steps, args.activations)
+        print(f"Activations [T={max_steps}, B={args.episodes}, ...]: {args.activations}")
+    return 0
+
+
+def _write_video(env: Any, network: Any, key: Any, video: Any, path: Path) -> None:
+    from nnx_ppo.algorithms.rollout import eval_copy, split_network
+    from nnx_ppo.algorithms.video import make_video_recorder
+
+    graphdef, params, network_state = split_network(eval_copy(network))
+    record = make_video_recorder(env, graphdef, video)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as folder:
+        written = record(params, network_state, key, 0, directory=folder)
+        shutil.move(written, path)
+
+
+def _write_activations(
+    env: Any, network: Any, key: Any, n_episodes: int, max_steps: int, path: Path
+) -> None:
+    import numpy as np
+
+    from nnx_ppo.algorithms.activations import record_activations_rollout
+    from nnx_ppo.networks.recording import flatten_activations
+
+    activations, dones = record_activations_rollout(env, network, n_episodes, max_steps, key)
+    arrays = {
+        f"activations/{k}": np.asarray(v) for k, v in flatten_activations(activations).items()
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(os.fspath(path), done=np.asarray(dones), **arrays)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

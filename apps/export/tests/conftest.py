@@ -1,0 +1,22 @@
+"""One tiny trained quickstart run (an LSTM on brax inverted_pendulum, 40-step episodes),
+shared by the export and play tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from nnx_ppo_quickstart.cli import main as quickstart
+
+TINY = [
+    "--network", "lstm", "--steps", "800", "--n-envs", "8", "--rollout-length", "10",
+    "--n-minibatches", "2", "--n-epochs", "1", "--eval-every", "800", "--eval-envs", "2",
+    "--episode-length", "40", "--checkpoint-every", "400", "--no-progress",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("quickstart") / "run"
+    assert quickstart([*TINY, "--output-dir", str(out)]) == 0
+    return out

@@ -1,0 +1,67 @@
+"""``nnx-ppo-play`` on the tiny quickstart run: returns equal `evaluate`'s, activations,
+and the refusals (``--randomized`` on a nominal run, ``--video`` without OpenGL)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+from nnx_ppo_export.play import main
+from nnx_ppo_export.rebuild import rebuild
+
+from nnx_ppo.algorithms.evaluation import evaluate
+
+
+def test_play_prints_the_returns_evaluate_measures(run_dir: Path, capsys: Any) -> None:
+    assert main([str(run_dir), "--episodes", "2", "--seed", "3"]) == 0
+    printed = capsys.readouterr().out
+    returns = [float(r) for r in re.findall(r"episode \d+: return (\S+)", printed)]
+    mean = float(re.search(r"Mean return over 2 episodes: (\S+)", printed).group(1))
+    assert len(returns) == 2 and "checkpoint at step 800" in printed
+    # The same network, env, key and episode count through the trainer's evaluate: the
+    # rollout is the same, so its mean equals the printed returns' (printed to 6 digits).
+    rebuilt = rebuild(run_dir)
+    metrics = evaluate(
+        rebuilt.envs.eval, rebuilt.network, jax.random.PRNGKey(3), n_envs=2, max_episode_length=40
+    )
+    np.testing.assert_allclose(np.mean(returns), metrics["eval/episode_reward/mean"], rtol=1e-5)
+    np.testing.assert_allclose(mean, metrics["eval/episode_reward/mean"], rtol=1e-5)
+    np.testing.assert_allclose(np.std(returns), metrics["eval/episode_reward/std"], atol=1e-3)
+
+
+@pytest.mark.extended  # another compiled rollout (~20 s); the recording is tested in the trainer
+def test_play_saves_activations(run_dir: Path, tmp_path: Path, capsys: Any) -> None:
+    acts = tmp_path / "acts.npz"
+    assert main([str(run_dir), "--episodes", "2", "--activations", str(acts)]) == 0
+    assert f"Activations [T=40, B=2, ...]: {acts}" in capsys.readouterr().out
+    with np.load(acts) as data:
+        assert data["done"].shape == (40, 2)
+        lstm = [k for k in data.files if k.startswith("activations/")]
+        assert lstm and all(data[k].shape[:2] == (40, 2) for k in lstm), data.files
+
+
+def test_randomized_needs_a_randomized_run(run_dir: Path, capsys: Any) -> None:
+    assert main([str(run_dir), "--randomized"]) == 2
+    assert "nominal model" in capsys.readouterr().err
+
+
+def test_video_without_an_opengl_backend_fails_at_once(tmp_path: Path) -> None:
+    # A `mujoco` that cannot be imported makes every backend probe fail, as on a machine
+    # with neither EGL nor OSMesa. The command fails before it loads the run.
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "mujoco.py").write_text("raise ImportError('no OpenGL here (test)')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY")}
+    env.pop("WAYLAND_DISPLAY", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(fake), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-m", "nnx_ppo_export.play", str(tmp_path / "run"), "--video", "v.mp4"]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "no OpenGL backend" in result.stderr and "MUJOCO_GL=egl, osmesa" in result.stderr
