@@ -99,6 +99,17 @@ PLAN: dict[str, Run | str] = {
     'pip install "nnx-ppo-train[brax,logging]"': "an install from the package index",
     # getting started
     "uv run nnx-ppo-quickstart --network lstm": Run(SMALL, ("outputs/quickstart",)),
+    "uv run nnx-ppo-quickstart --output-dir runs/pendulum": Run(
+        SMALL, ("runs/pendulum/checkpoints",)
+    ),
+    "uv run nnx-ppo-play runs/pendulum --episodes 5": Run(prints="Mean return over 5 episodes"),
+    "uv run nnx-ppo-play runs/pendulum --episodes 1 --video pendulum.mp4": (
+        "needs an OpenGL backend and ffmpeg; apps/export/tests/test_play.py tests the "
+        "failure without one"
+    ),
+    "uv run nnx-ppo-play runs/pendulum --activations activations.npz": Run(
+        expect=("activations.npz",)
+    ),
 }
 
 
