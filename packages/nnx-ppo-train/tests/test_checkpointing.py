@@ -119,33 +119,24 @@ def test_the_run_saved_where_its_policy_says(mlp_run):
         assert isinstance(ckpt, CheckpointHook)
 
 
-@pytest.mark.parametrize("kind", ["mlp", "lstm"])
-def test_resume_is_bitwise_exact(kind, nets, mlp_run, tmp_path):
+def test_a_resume_past_a_damaged_checkpoint_is_bitwise_exact_and_replaces_it(mlp_run, tmp_path):
     # Train 2N = 96 steps in one go (with a checkpoint at N = 48), then continue the
-    # run from the checkpoint at 48 in a second train_ppo call: parameters, optimizer
-    # state, everything else in the state, and the metrics logged at step 96 must be
-    # bitwise identical. The MLP (with a Normalizer: statistics and sampler RNG state)
-    # reuses the shared run; the second run of the MLP finds its step 96 damaged (as
-    # after a crash), skips it with a warning, and replaces it.
-    build = {"mlp": lambda: mlp(), "lstm": lambda: nets.lstm(2, 2)}[kind]
+    # run in a second train_ppo call, which finds its step 96 damaged (as after a
+    # crash), skips it with a warning and resumes from 48: parameters, optimizer state,
+    # everything else in the state, and the metrics logged at step 96 must be bitwise
+    # identical, and the damaged step replaced. (Exact resume of every trainer, a
+    # recurrent network's too: test_trainer_contract.py.)
     config = tiny_config(96)
-    if kind == "mlp":
-        source, _, reference, reference_records = mlp_run
-    else:
-        source = tmp_path / "one_go"
-        reference_records = {}
-        reference, _ = train(build(), config, source, reference_records, save_every_steps=48)
+    source, _, reference, reference_records = mlp_run
     resumed_dir = tmp_path / "resumed"
     shutil.copytree(source, resumed_dir)
-    if kind == "mlp":
-        shutil.rmtree(resumed_dir / "96" / "network")  # damaged: falls back to 48
-        context = pytest.warns(CorruptedCheckpointWarning, match="step 96")
-    else:
-        shutil.rmtree(resumed_dir / "96")  # as if stopped after step 48
-        context = warnings.catch_warnings()
+    shutil.rmtree(resumed_dir / "96" / "network")  # damaged: falls back to 48
     records: dict[int, dict[str, float]] = {}
-    with context, jax_programs(COMPILED) as compiled:
-        resumed, restored_step = train(build(), config, resumed_dir, records, save_every_steps=48)
+    with (
+        pytest.warns(CorruptedCheckpointWarning, match="step 96"),
+        jax_programs(COMPILED) as compiled,
+    ):
+        resumed, restored_step = train(mlp(), config, resumed_dir, records, save_every_steps=48)
 
     # Once: a restored state is placed like a fresh one (a mix of committed and
     # uncommitted arrays compiled the training program a second time at its next call).
@@ -158,8 +149,8 @@ def test_resume_is_bitwise_exact(kind, nets, mlp_run, tmp_path):
     # The damaged step 96 was replaced by the resumed run's and loads.
     assert step_dirs(resumed_dir) == [48, 96]
     assert_trees_equal(
-        nnx.state(load_network(resumed_dir, build(), step=96)),
-        nnx.state(load_network(source, build(), step=96)),
+        nnx.state(load_network(resumed_dir, mlp(), step=96)),
+        nnx.state(load_network(source, mlp(), step=96)),
     )
 
 
@@ -491,17 +482,16 @@ class NaNRewardAt(Wrapper):
         return state.replace(reward=jnp.where(hit, jnp.nan, state.reward))
 
 
-@pytest.mark.parametrize("log_every_calls", [1, 5])
-def test_nan_reward_stops_training_and_keeps_the_last_good_checkpoint(log_every_calls, tmp_path):
+def test_a_nan_reward_seen_first_by_the_checkpointer_keeps_the_last_good_checkpoint(tmp_path):
     # Per-env step 41 (no episode ends: the limit is 100) falls in iteration 11, which
     # collects per-env steps 41..44. Checkpoints every 32 env steps (2 iterations):
-    # 32, 64, ..., 160 (iteration 10) are good. With log_every_calls=1 the host sees
-    # the NaN record when it logs after iteration 11 (step 176); with 5 it logs only
-    # after iterations 5, 10 and 15, so the checkpointer reads the record first, when
-    # it is about to save at step 192 (iteration 12). Either way the record names
-    # iteration 11, and nothing after 160 is written.
+    # 32, 64, ..., 160 (iteration 10) are good. With log_every_calls=5 the host logs only
+    # after iterations 5, 10 and 15, so the checkpointer reads the NaN record first, when
+    # it is about to save at step 192 (iteration 12): the record names iteration 11, and
+    # nothing after 160 is written. (A divergence the log sees first, for every trainer:
+    # test_trainer_contract.py.)
     env = NaNRewardAt(EpisodeWrapper(PointMass(), episode_length=100), at_step=41)
-    config = tiny_config(256, log_every_calls=log_every_calls)
+    config = tiny_config(256, log_every_calls=5)
     directory = tmp_path / "c"
     with (
         Checkpointer(directory, save_every_steps=32, max_to_keep=2) as ckpt,
@@ -511,7 +501,7 @@ def test_nan_reward_stops_training_and_keeps_the_last_good_checkpoint(log_every_
     error = info.value
     assert (error.iteration, error.quantity) == (11, "loss/total")
     assert np.isnan(error.value)
-    assert error.step == (176 if log_every_calls == 1 else 192)
+    assert error.step == 192
     assert "loss/total became nan in iteration 11" in str(error)
     assert step_dirs(directory) == [128, 160]
     network = load_network(directory, mlp())
@@ -633,7 +623,7 @@ def _kill_and_resume(tmp_path: Path, n_kills: int, total: int, seed: int) -> Non
     assert_trees_equal(nnx.state(load_network(directory, mlp(seed=1))), nnx.state(reference))
 
 
-@pytest.mark.heavy  # the default run resumes in new processes (test_resume); CI kills too
+@pytest.mark.heavy  # the default run resumes in new processes (test_preemption); CI kills too
 def test_kill_and_resume(tmp_path):
     _kill_and_resume(tmp_path, n_kills=3, total=480, seed=0)
 

@@ -1,5 +1,6 @@
-"""Scale-out of ``train_distillation``: sharded vs one-device distillation, checkpoints
-across device counts, and a two-process ``jax.distributed`` run.
+"""Scale-out of ``train_distillation``: the sharded state's layout, checkpoints across
+device counts, and a two-process ``jax.distributed`` run (2 devices vs 1, for every
+trainer: ``test_trainer_contract.py``).
 
 As in ``test_distributed.py``, runs on several devices or processes are subprocesses
 (``_distributed_runs.py distill`` with 4 forced host devices, and a pair of
@@ -25,11 +26,7 @@ import pytest
 from flax import nnx
 
 from nnx_ppo.algorithms.checkpointing import Checkpointer, load_network
-from nnx_ppo.algorithms.config import EvalConfig
-from nnx_ppo.algorithms.distillation import DistillationConfig, train_distillation
-from nnx_ppo.algorithms.distributed import make_mesh
-from nnx_ppo.envs import PointMass
-from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
+from nnx_ppo.networks.factories import make_lstm_actor_critic
 
 RUNS = Path(__file__).parent / "_distributed_runs.py"
 STEPS_PER_ITERATION = 16 * 8
@@ -66,11 +63,6 @@ def _assert_same(a: list[np.ndarray], b: list[np.ndarray]) -> None:
         np.testing.assert_allclose(x, y, **TOLERANCE)
 
 
-def _fresh_student() -> nnx.Module:
-    """The untrained student of the runs (``_distributed_runs._teacher_student``)."""
-    return make_lstm_actor_critic(2, 2, 6, (8,), (8,), rngs=nnx.Rngs(2))
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -92,43 +84,7 @@ def distill(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     return json.loads(Path(f"{out}.json").read_text()), out
 
 
-# --------------------------------------------------------------------------- in-process
-
-
-def test_devices_and_mesh_are_checked_before_anything_is_compiled() -> None:
-    env = PointMass()
-    teacher = make_mlp_actor_critic(2, 2, (4,), (4,), rngs=nnx.Rngs(0))
-    student = make_mlp_actor_critic(2, 2, (4,), (4,), rngs=nnx.Rngs(1))
-    config = DistillationConfig(n_envs=4, n_minibatches=2, total_steps=0, eval=EvalConfig())
-    with pytest.raises(ValueError, match=r"pass devices=\.\.\. or mesh=\.\.\., not both"):
-        train_distillation(env, teacher, student, config, devices=1, mesh=make_mesh())
-    # This process has one CPU device.
-    with pytest.raises(ValueError, match="devices=2 must be between 1 and the number of devices"):
-        train_distillation(env, teacher, student, config, devices=2)
-
-
 # --------------------------------------------------------------------------- 4 devices
-
-
-@pytest.mark.extended
-def test_four_devices_distill_like_one_with_lstm_and_normalizer(distill) -> None:
-    facts, out = distill
-    assert facts["device_count"] == 4
-    reference = _variables(Path(f"{out}-student-1.npz"))
-    _assert_same(reference, _variables(Path(f"{out}-student-4.npz")))
-    # Training moved the student: the comparison is not between two untouched networks.
-    fresh = [_raw(x) for x in jax.tree.leaves(nnx.state(_fresh_student()))]
-    assert any(not np.allclose(a, b, **TOLERANCE) for a, b in zip(reference, fresh, strict=True))
-    # Logged training metrics (global: losses over all devices' minibatches, rollout
-    # statistics over all envs) and the evaluation (sharded 4 ways: 8 envs) agree too.
-    one, four = facts["student-1-metrics"], facts["student-4-metrics"]
-    names = [k for k in one if not k.startswith("throughput/")]
-    assert {"loss/action_nll", "loss/value", "rollout/episodes", "eval/episode_reward/mean"} <= set(
-        names
-    )
-    for name in names:
-        np.testing.assert_allclose(four[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
-    assert facts["student-4-eval"] == pytest.approx(facts["student-1-eval"], rel=1e-5)
 
 
 @pytest.mark.extended

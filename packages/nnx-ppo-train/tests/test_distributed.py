@@ -1,5 +1,7 @@
-"""Scale-out (nnx_ppo.algorithms.distributed): sharded vs one-device training, checkpoints
-across device counts, and a two-process ``jax.distributed`` run.
+"""Scale-out (nnx_ppo.algorithms.distributed): meshes and placement, sharded vs
+one-device training (LSTM, adaptive KL, domain randomization), checkpoints across device
+counts, and a two-process ``jax.distributed`` run. That every trainer trains on 2
+devices like on one is ``test_trainer_contract.py``'s.
 
 The pytest process has a single CPU device, so runs on several devices or processes are
 subprocesses (``_distributed_runs.py``): one with 4 forced host devices
@@ -27,7 +29,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from nnx_ppo.algorithms.checkpointing import Checkpointer, load_network
-from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
+from nnx_ppo.algorithms.config import PPOConfig
 from nnx_ppo.algorithms.distributed import (
     check_batch_divisible,
     gather_state,
@@ -38,7 +40,6 @@ from nnx_ppo.algorithms.distributed import (
     state_shardings,
 )
 from nnx_ppo.algorithms.iteration import init_train_state, make_optimizer
-from nnx_ppo.algorithms.ppo import train_ppo
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper
@@ -210,14 +211,6 @@ def test_gather_and_shard_state_round_trip(one_device_states) -> None:
         assert a.sharding == b.sharding
 
 
-def test_train_ppo_rejects_devices_and_mesh_together() -> None:
-    env = EpisodeWrapper(PointMass(), episode_length=12)
-    net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
-    config = TrainConfig(ppo=PPOConfig(n_envs=4, n_minibatches=2, total_steps=0))
-    with pytest.raises(ValueError, match="not both"):
-        train_ppo(env, net, config, progress=False, devices=1, mesh=make_mesh())
-
-
 def test_checkpointer_is_due_follows_save_every_steps(tmp_path: Path) -> None:
     # Every 100 steps: 99 has not crossed a multiple of 100 since step 0, 100 has;
     # final always saves.
@@ -228,23 +221,6 @@ def test_checkpointer_is_due_follows_save_every_steps(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- 4 devices
-
-
-@pytest.mark.heavy
-def test_four_devices_train_like_one_with_mlp_and_normalizer(sharded) -> None:
-    facts, out = sharded
-    assert facts["device_count"] == 4
-    _assert_same(_variables(Path(f"{out}-mlp-1.npz")), _variables(Path(f"{out}-mlp-4.npz")))
-    for name, value in facts["mlp-1-eval"].items():  # evaluation sharded over 4 devices
-        np.testing.assert_allclose(facts["mlp-4-eval"][name], value, rtol=1e-5)
-    # The env state was sharded 4 ways (16 envs: 4 per device), the parameters
-    # replicated; the network got plain one-device copies back; log_fn ran each call.
-    assert facts["mlp-1-env-devices"] == 1
-    assert facts["mlp-4-env-sharded"]
-    assert (facts["mlp-4-env-devices"], facts["mlp-4-shard-shapes"]) == (4, [4])
-    assert facts["mlp-4-params-replicated"]
-    assert facts["mlp-4-network-devices"] == 1
-    assert facts["mlp-4-logged"] == [STEPS_PER_ITERATION * i for i in (1, 2, 3, 4)]
 
 
 @pytest.mark.heavy

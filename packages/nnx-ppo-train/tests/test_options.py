@@ -1,5 +1,6 @@
 """The run options (`RunOptions`), defined once for every trainer: their keys, their
-defaults, and a misspelled option rejected by name before anything is compiled."""
+defaults, a misspelled option named, and the user's periodic tasks. That every trainer
+refuses a wrong option before using the environment is `test_trainer_contract.py`'s."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import pytest
 from flax import nnx
 
 from nnx_ppo.algorithms import trainer
-from nnx_ppo.algorithms.config import DistillationConfig, PPOConfig
-from nnx_ppo.algorithms.distillation import train_distillation
+from nnx_ppo.algorithms.config import PPOConfig
 from nnx_ppo.algorithms.hooks import Periodic
 from nnx_ppo.algorithms.options import Host, RunOptions, RunSettings, resolve_options
 from nnx_ppo.algorithms.ppo import train_ppo
@@ -20,7 +20,6 @@ from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper
 
 ENV = EpisodeWrapper(PointMass(), episode_length=6)
-PPO = PPOConfig(n_envs=4, rollout_length=5, n_minibatches=2, total_steps=40)
 KEYS = (
     "log_fn", "eval_env", "progress", "jsonl_path", "checkpoint", "devices", "mesh",
     "randomization_fn", "redraw_every", "stop", "tasks",
@@ -29,14 +28,6 @@ KEYS = (
 
 def _mlp(seed: int = 0) -> nnx.Module:
     return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(seed))
-
-
-class NotAnEnv:
-    """Any use of it as an environment fails: a trainer that reaches its checks (let
-    alone compiles anything) raises this module's error, not the option's."""
-
-    def __getattr__(self, name: str):
-        raise AssertionError(f"the environment was used ({name}) before the options were checked")
 
 
 def test_the_typed_dict_and_the_resolved_settings_have_the_same_keys():
@@ -79,22 +70,6 @@ def test_a_host_option_of_the_wrong_kind_is_rejected_when_resolved():
         resolve_options("train_ppo", {"progress": "yes"}, env=None)
     with pytest.raises(TypeError, match=r"checkpoint='runs/x' is a path"):
         resolve_options("train_ppo", {"checkpoint": "runs/x"}, env=None)
-
-
-def test_every_trainer_rejects_an_unknown_option_before_using_the_environment():
-    with pytest.raises(TypeError, match=r"^train_ppo\(\) got an unknown run option 'log_func'"):
-        train_ppo(NotAnEnv(), _mlp(), PPO, log_func=print)  # type: ignore[call-arg]
-    config = DistillationConfig(n_envs=4, rollout_length=5, n_minibatches=2, total_steps=40)
-    with pytest.raises(
-        TypeError, match=r"^train_distillation\(\) got an unknown run option 'mesh_'"
-    ):
-        train_distillation(NotAnEnv(), _mlp(0), _mlp(1), config, mesh_=None)  # type: ignore[call-arg]
-
-    def never(rngs):
-        raise AssertionError("make_network was called before the options were checked")
-
-    with pytest.raises(TypeError, match=r"^train_many\(\) got an unknown run option 'device'"):
-        train_many(NotAnEnv(), never, PPO, seeds=[0, 1], device=1)  # type: ignore[call-arg]
 
 
 def test_user_tasks_run_when_due_and_their_metrics_are_logged():

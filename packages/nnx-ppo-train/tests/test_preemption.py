@@ -1,10 +1,10 @@
-"""A clean stop (`nnx_ppo.algorithms.preemption`): a stop request ends a run after a
-device call with a checkpoint, and resuming continues it bit for bit; SIGTERM to a
-training process does that through `StopOnSignal`."""
+"""A clean stop (`nnx_ppo.algorithms.preemption`): SIGTERM to a training process stops
+it through `StopOnSignal` with a checkpoint, and running it again continues bit for bit.
+That a stop request ends every trainer's run after a device call with a checkpoint, and
+that resuming continues it exactly, is `test_trainer_contract.py`'s."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -20,7 +20,6 @@ from flax import nnx
 
 from nnx_ppo.algorithms.checkpointing import Checkpointer
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.ppo import train_ppo
 from nnx_ppo.algorithms.preemption import StopOnSignal
 from nnx_ppo.algorithms.sweeps import train_many
 from nnx_ppo.envs import PointMass
@@ -45,43 +44,6 @@ def _config(total: int, eval_every: int = 60) -> TrainConfig:
 def _mlp(rngs: nnx.Rngs | int = 0) -> nnx.Module:
     rngs = nnx.Rngs(rngs) if isinstance(rngs, int) else rngs
     return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=rngs)
-
-
-def _stop_after(calls: int):
-    """A stop request that answers true from the ``calls``-th time it is asked on."""
-    asked = itertools.count(1)
-    return lambda: next(asked) >= calls
-
-
-def test_a_stopped_run_checkpoints_and_resumes_bitwise(tmp_path):
-    config = _config(240)
-    full = train_ppo(ENV, _mlp(), config, progress=False, jsonl_path=tmp_path / "full.jsonl")
-
-    # Stopped after the 5th call (step 100, between the checkpoints every 80 steps and
-    # not at an evaluation): a checkpoint at 100, nothing logged or evaluated for it.
-    with Checkpointer(tmp_path / "ckpt", config=config, save_every_steps=80) as ckpt:
-        first = train_ppo(
-            ENV, _mlp(), config, progress=False, checkpoint=ckpt, stop=_stop_after(5),
-            jsonl_path=tmp_path / "split.jsonl",
-        )  # fmt: skip
-        assert ckpt.steps == [80, 100]
-    assert first.stopped and first.total_steps == 100
-    assert [step for step, _ in first.eval_history] == [0, 60]
-    with Checkpointer(tmp_path / "ckpt", config=config, save_every_steps=80) as ckpt:
-        second = train_ppo(
-            ENV, _mlp(1), config, progress=False, checkpoint=ckpt,
-            jsonl_path=tmp_path / "split.jsonl",
-        )  # fmt: skip
-    assert not second.stopped and second.total_steps == 240
-    assert [step for step, _ in second.eval_history] == [120, 180, 240]
-    assert not full.stopped
-    assert_trees_equal(second.state, full.state)
-    assert (tmp_path / "split.jsonl").read_text() == (tmp_path / "full.jsonl").read_text()
-
-
-def test_the_stop_option_must_be_callable():
-    with pytest.raises(TypeError, match=r"stop=True is not callable.*StopOnSignal"):
-        train_ppo(ENV, _mlp(), _config(60), stop=True)
 
 
 def test_stop_on_signal_restores_handlers_and_ctrl_c_twice_interrupts():

@@ -1,9 +1,12 @@
-"""A resumed run is the same run in everything it records; recovering from a divergence
-as the error message says works; a failure late in a run never costs its checkpoint;
-arguments are checked before anything is compiled.
+"""A resumed run is the same run in everything it records, for more network families
+and in new processes; recovering from a divergence as the error message says works; a
+failure late in a run never costs its checkpoint; arguments are checked before anything
+is compiled.
 
 The split runs stop in a separate process (a ``log_fn`` that raises, after the JSONL
-file got the record and past the last checkpoint) and resume in another one.
+file got the record and past the last checkpoint) and resume in another one. The
+contract every trainer keeps (exact resume, divergence, run options, devices) is
+`test_trainer_contract.py`'s: these are its costlier variants.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from flax import nnx
 
 from nnx_ppo.algorithms.checkpointing import Checkpointer, load_metadata, load_network
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.distillation import DistillationConfig, train_distillation
 from nnx_ppo.algorithms.evaluation import evaluate
 from nnx_ppo.algorithms.faults import NonFiniteError
 from nnx_ppo.algorithms.ppo import train_ppo
@@ -135,11 +137,10 @@ def _run_script(tmp_path: Path, kind: str, name: str, stop_at: int) -> tuple[int
     return proc.returncode, out
 
 
-# nv: value statistics. The MLP case also runs at the dependency floors (see `heavy`).
-@pytest.mark.parametrize(
-    "kind",
-    ["mlp", *(pytest.param(k, marks=pytest.mark.extended) for k in ("lstm", "graph", "mlp_nv"))],
-)
+# nv: value statistics. The MLP network's in-process split and resume, for every trainer,
+# is test_trainer_contract.py's (it runs in the default sessions, at the floors too).
+@pytest.mark.extended
+@pytest.mark.parametrize("kind", ["lstm", "graph", "mlp_nv"])
 def test_split_and_resume_in_new_processes_records_the_uninterrupted_run(kind, tmp_path):
     if kind == "graph":
         pytest.importorskip("nnx_ppo.networks.graph", reason="needs nnx-graph")
@@ -335,43 +336,6 @@ def _never_compiled(monkeypatch):
     monkeypatch.setattr(trainer_module, "init_state", unreachable)  # both trainers' run
 
 
-BAD_EVAL_ENV = EpisodeWrapper(MemoryTask(cue_size=3), episode_length=8)  # [3] observations
-
-
-@pytest.mark.parametrize("at_start", [True, False])
-def test_a_mismatched_eval_env_fails_before_compiling_naming_eval_env(at_start, monkeypatch):
-    _never_compiled(monkeypatch)
-    config = TrainConfig(ppo=_tiny(64, 3e-3).ppo, eval=EvalConfig(at_start=at_start, n_envs=4))
-    with pytest.raises(ValueError, match=r"failed on eval_env's observation .*\(4, 3\)"):
-        train_ppo(ENV, _mlp(), config, progress=False, eval_env=BAD_EVAL_ENV)
-    student = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(1))
-    distill = DistillationConfig(n_envs=4, n_minibatches=2, total_steps=64, eval=config.eval)
-    with pytest.raises(ValueError, match=r"failed on eval_env's observation .*\(4, 3\)"):
-        train_distillation(ENV, _mlp(), student, distill, progress=False, eval_env=BAD_EVAL_ENV)
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"checkpoint": "runs/x"}, r"checkpoint='runs/x' is a path.*Checkpointer\('runs/x'"),
-        ({"checkpoint": Path("runs/x")}, r"is a path.*Checkpointer\('runs/x'"),
-        ({"checkpoint": object()}, r"checkpoint=<object .*> is not a checkpoint hook"),
-        ({"log_fn": "metrics.jsonl"}, r"log_fn='metrics.jsonl' is not callable"),
-        ({"progress": "yes"}, r"progress='yes' must be True, False or None"),
-        ({"jsonl_path": 3}, r"jsonl_path=3 must be a path"),
-    ],
-)
-def test_host_arguments_are_checked_before_compiling(kwargs, match, monkeypatch):
-    _never_compiled(monkeypatch)
-    kwargs.setdefault("progress", False)
-    with pytest.raises(TypeError, match=match):
-        train_ppo(ENV, _mlp(), _tiny(64, 3e-3), **kwargs)
-    student = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(1))
-    distill = DistillationConfig(n_envs=4, n_minibatches=2, total_steps=64)
-    with pytest.raises(TypeError, match=match):
-        train_distillation(ENV, _mlp(), student, distill, **kwargs)
-
-
 def test_a_video_env_without_render_fails_before_compiling(monkeypatch, tmp_path):
     from nnx_ppo.algorithms.config import VideoConfig
 
@@ -383,6 +347,9 @@ def test_a_video_env_without_render_fails_before_compiling(monkeypatch, tmp_path
     )
     with pytest.raises(ValueError, match=r"render.*eval_env is a EpisodeWrapper"):
         train_ppo(ENV, _mlp(), config, progress=False)
+
+
+BAD_EVAL_ENV = EpisodeWrapper(MemoryTask(cue_size=3), episode_length=8)  # [3] observations
 
 
 def test_evaluate_checks_its_arguments_and_the_network_first():

@@ -1,23 +1,18 @@
-"""Sweeps (`train_many`): run i of a sweep is its own `train_ppo` run; results, logs and
-checkpoints per run; exact resume; bad input fails before anything is compiled."""
+"""Sweeps (`train_many`): run i of a sweep is its own `train_ppo` (`train_distillation`)
+run; results and logs per run; bad input fails before anything is compiled. A sweep's
+exact resume, divergence, run options and devices are `test_trainer_contract.py`'s."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import jax
 import numpy as np
 import optax
 import pytest
-from _train_test_helpers import COMPILED, jax_programs
 from flax import nnx
 
 from nnx_ppo.algorithms import _run_axis
-from nnx_ppo.algorithms.checkpointing import Checkpointer, load_metadata, load_network
 from nnx_ppo.algorithms.config import (
     DistillationConfig,
     EvalConfig,
@@ -205,70 +200,6 @@ def test_run_of_a_distillation_sweep_equals_its_own_train_distillation_run(tmp_p
         train_many(ENV, lstm, config, seeds=[0, 1])
 
 
-@pytest.mark.extended
-def test_a_killed_sweep_resumes_bitwise(tmp_path):
-    # K=2 runs of 4 iterations (20 steps each), checkpoints when the step crosses a
-    # multiple of 40. The first attempt stops while logging step 60 (after its JSONL
-    # line, past the checkpoint at 40); the second resumes from 40. Its final state,
-    # metrics and JSONL file equal the uninterrupted sweep's, bit for bit.
-    config = TrainConfig(
-        ppo=PPOConfig(
-            n_envs=4, rollout_length=5, n_minibatches=2, n_epochs=1, total_steps=80,
-            log_level=LOG,
-        ),
-        eval=EvalConfig(enabled=False),
-    )  # fmt: skip
-    runs = {"seeds": [0, 7], "overrides": {"learning_rate": [1e-2, 3e-3]}}
-
-    def sweep(name, log_fn=None):
-        with Checkpointer(tmp_path / name, config=config, save_every_steps=40) as checkpoint:
-            return train_many(
-                ENV, mlp, config, **runs, checkpoint=checkpoint, log_fn=log_fn,
-                jsonl_path=tmp_path / f"{name}.jsonl", progress=False,
-            )  # fmt: skip
-
-    class Stop(Exception):
-        pass
-
-    def stop_at_60(metrics, step, run):
-        if step >= 60:
-            raise Stop(step)
-
-    full = sweep("full")
-    with pytest.raises(Stop):
-        sweep("split", stop_at_60)
-    with Checkpointer(tmp_path / "split") as interrupted:
-        assert interrupted.steps == [40]  # the next one was due at 80
-    with jax_programs(COMPILED) as compiled:
-        resumed = sweep("split")
-    assert compiled.count("jit(train_call)") == 1  # restored: placed like a fresh state
-    assert resumed.total_steps == 80
-    for ours, theirs in zip(_leaves(resumed.state), _leaves(full.state), strict=True):
-        np.testing.assert_array_equal(ours, theirs)
-    assert (tmp_path / "split.jsonl").read_text() == (tmp_path / "full.jsonl").read_text()
-    assert resumed.metrics == full.metrics
-
-    # One run's state without the run axis, as its own train_ppo run would hold it.
-    alone = resumed.run_state(1)
-    assert int(alone.iteration) == 4 and np.shape(alone.rng) == np.shape(full.state.rng)[1:]
-    for ours, theirs in zip(_leaves(alone.params), _leaves(full.state.params), strict=True):
-        np.testing.assert_array_equal(ours, theirs[1])
-
-    # One run's network from the sweep's checkpoint; the metadata has every run's metrics.
-    loaded = load_network(tmp_path / "split", mlp(nnx.Rngs(99)), run=1)
-    for ours, theirs in zip(
-        _leaves(nnx.state(loaded)), _leaves(nnx.state(resumed.network(1))), strict=True
-    ):
-        np.testing.assert_array_equal(ours, theirs)
-    meta = load_metadata(tmp_path / "split")
-    assert meta["step"] == 80 and meta["iteration"] == 4
-    assert meta["metrics"]["run_1/loss/total"] == pytest.approx(full.metrics[1]["loss/total"])
-    with pytest.raises(IndexError, match="run=2 is not a run of the sweep"):
-        load_network(tmp_path / "split", mlp(nnx.Rngs(0)), run=2)
-    with pytest.raises(IndexError, match="run=2 is not a run of this sweep"):
-        full.network(2)
-
-
 def test_bad_input_fails_before_anything_is_compiled(monkeypatch):
     def compiled(*args, **kwargs):
         raise AssertionError("the sweep got as far as building its state")
@@ -408,26 +339,3 @@ def test_a_diverged_run_is_named():
         raise_if_non_finite(record, 100)
     assert e.value.run == 1 and e.value.iteration == 5
     raise_if_non_finite(healthy())  # a single run: no run named
-
-
-@pytest.mark.extended
-def test_four_devices_train_a_sweep_like_one():
-    # Runs replicated, environments sharded along "data" (axis 1 of the batch fields):
-    # the same sweep on 4 forced host devices and on 1 (LSTM, K=2, 3 iterations, one
-    # evaluation). Only the reduction order differs (sums of 4 partial sums): ~2e-7.
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-    script = Path(__file__).parent / "_sweep_devices.py"
-    proc = subprocess.run(
-        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    facts = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert facts["env_sharding"] == "P(None, 'data')" and facts["params_replicated"]
-    assert len(facts["network_devices"]) == 1  # result.network(i): plain one-device copies
-    assert facts["max_state_difference"] < 1e-5
-    four, one = facts["metrics"]
-    for ours, theirs in zip(four, one, strict=True):
-        assert set(ours) == set(theirs)
-        for name, value in theirs.items():
-            np.testing.assert_allclose(ours[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
