@@ -385,23 +385,15 @@ def test_the_final_checkpoint_and_the_result_address_the_runs(
 
 
 def test_loading_a_run_the_checkpoint_does_not_hold_is_refused_by_name(
-    trainer: Trainer, split: Split, request: pytest.FixtureRequest
+    trainer: Trainer, split: Split
 ) -> None:
     template = trainer.network(nnx.Rngs(0))
     if trainer.runs > 1:
         with pytest.raises(IndexError, match=r"run=2 is not a run of the sweep .* has 2 runs"):
             load_network(split.directory, template, run=2)
         return
-    # A single run's checkpoint has no run axis. loading._runs_of reads the run count
-    # from the leading axis of the checkpoint's first network array, here the
-    # Normalizer's count, int32 (2,): so run=0 passes as a run of 2 and the error is a
-    # template mismatch naming count_words, not this one.
-    request.applymarker(
-        pytest.mark.xfail(
-            strict=True,
-            reason="loading._runs_of takes a single run's (2,)-shaped count for a run axis",
-        )
-    )
+    # A single run's checkpoint has no run axis (its first array, the Normalizer's
+    # count, is (2,): not a run axis of 2, since the template's own is (2,) too).
     with pytest.raises(CheckpointMismatchError, match=r"a single run's .*load it without run=0"):
         load_network(split.directory, template, run=0)
 

@@ -10,8 +10,9 @@ one program; `grid` builds their overrides) and what they return. **Configure**:
 `LogLevel`. **Save and load**: `Checkpointer`, `load_network`, `load_metadata`.
 **Observe and analyse**: `evaluate`, `JSONLWriter`, `PerRun`,
 `record_activations_rollout`, `NonFiniteError`, `Periodic` (your own task between
-device calls, ``tasks=[...]``). **Stop cleanly**: `StopOnSignal`, `StopRequest`. Everything else (the phases of an iteration, the host loop, placement on
-devices) lives in the submodules, documented in the API reference.
+device calls, ``tasks=[...]``). **Stop cleanly**: `StopOnSignal`, `StopRequest`.
+Everything else (the phases of an iteration, the host loop, placement on devices) lives
+in the submodules, documented in the API reference.
 
 Importing this package is cheap: each name is imported from its submodule when first
 used (``import nnx_ppo.algorithms`` alone loads neither the trainer nor orbax).

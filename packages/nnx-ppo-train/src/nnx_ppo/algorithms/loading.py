@@ -105,7 +105,8 @@ def load_network(
     try:
         template = _network_template(template_network)
         if run is not None:
-            runs = _runs_of(manager, path, step, run)
+            single = (_io.template_records(template) or [{"shape": []}])[0].get("shape") or []
+            runs = _runs_of(manager, path, step, run, len(single))
             template = jax.tree.map(lambda x: jnp.stack([x] * runs), template)
         found = _io.restore_latest(path, manager, {"network": template}, _network_hint(), step, 3)
     finally:
@@ -119,9 +120,12 @@ def load_network(
     return template_network
 
 
-def _runs_of(manager: ocp.CheckpointManager, path: Path, step: int | None, run: Any) -> int:
+def _runs_of(
+    manager: ocp.CheckpointManager, path: Path, step: int | None, run: Any, single_rank: int
+) -> int:
     """The number of runs of the sweep checkpointed at ``step`` (or at the latest step
-    with readable metadata), with ``run`` checked against it."""
+    with readable metadata), with ``run`` checked against it. ``single_rank``: the rank
+    of the template's first network array; a sweep's has one more (the run axis)."""
     if isinstance(run, bool) or not isinstance(run, int | np.integer) or run < 0:
         raise TypeError(f"run={run!r} must be a non-negative int (a run index) or None.")
     available = sorted(manager.all_steps(), reverse=True)
@@ -137,7 +141,7 @@ def _runs_of(manager: ocp.CheckpointManager, path: Path, step: int | None, run: 
             continue
         records = meta.get("arrays", {}).get("network") or [{"shape": []}]
         shape = records[0].get("shape") or []
-        if not shape:
+        if len(shape) <= single_rank:
             raise CheckpointMismatchError(
                 f"the checkpoint at step {candidate} in {path} is a single run's (its "
                 f"variables have no run axis); load it without run={run}."
