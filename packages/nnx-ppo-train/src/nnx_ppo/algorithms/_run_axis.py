@@ -192,7 +192,8 @@ def runs_video(
     """Every run's videos: run ``i``'s episode, recorded as its own run records it
     (its variables, its key folded with the iteration), written to
     ``<video.directory>/run_<i>/video_<step>.mp4``."""
-    assert video.directory is not None
+    folder = video.directory
+    assert folder is not None
 
     def record(state: Any, at_iteration: int, at_step: int) -> None:
         for i in range(count):
@@ -200,7 +201,7 @@ def runs_video(
                 lambda x, i=i: x[i], (state.params, state.network_state)
             )
             key = jax.random.fold_in(keys[i], at_iteration)
-            directory = os.path.join(video.directory, f"run_{i}")
+            directory = os.path.join(folder, f"run_{i}")
             recorder(params, network_state, key, at_step, directory=directory)
 
     return Periodic(record, video.every_steps, primary_only=True)

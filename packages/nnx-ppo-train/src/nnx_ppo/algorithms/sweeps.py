@@ -510,7 +510,7 @@ def train_many(
     settings = resolve_options("train_many", options, env=env)
     seed_list = [run.seed for run in runs]
     networks, graphdef, params, network_states = _build_networks(make_network, seed_list)
-    if distills:
+    if teacher is not None:
         algorithm = distillation_algorithm(base, teacher, networks[0])
         video = None
     else:

@@ -301,7 +301,7 @@ def export_policy(
 
     if reference_arrays is not None:
         buffer = io.BytesIO()
-        np.savez(buffer, **reference_arrays)
+        np.savez(buffer, **reference_arrays)  # type: ignore[arg-type]
         blobs[REFERENCE_FILE] = buffer.getvalue()
     readme = render_readme(manifest, has_reference=reference_arrays is not None)
 
