@@ -51,6 +51,14 @@ def _shape(shape: list[Any]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
+def _signature(function: dict[str, Any]) -> list[str]:
+    """A function's input and output tables."""
+    return [
+        "Inputs:", "", *_table(function["inputs"]), "",
+        "Outputs:", "", *_table(function["outputs"]), "",
+    ]  # fmt: skip
+
+
 def _table(tensors: list[dict[str, Any]]) -> list[str]:
     rows = ["| # | name | shape | dtype |", "|---|------|-------|-------|"]
     for i, t in enumerate(tensors):
@@ -152,27 +160,13 @@ def render_readme(manifest: dict[str, Any], *, has_reference: bool) -> str:
         "",
         f"`{files['step']}`: one control step.",
         "",
-        "Inputs:",
-        "",
-        *_table(manifest["step"]["inputs"]),
-        "",
-        "Outputs:",
-        "",
-        *_table(manifest["step"]["outputs"]),
-        "",
+        *_signature(manifest["step"]),
     ]
     if carry:
         lines += [
             f"`{files['reset']}`: reset the carry of the environments where `done` is true.",
             "",
-            "Inputs:",
-            "",
-            *_table(manifest["reset"]["inputs"]),
-            "",
-            "Outputs:",
-            "",
-            *_table(manifest["reset"]["outputs"]),
-            "",
+            *_signature(manifest["reset"]),
             "## The carry",
             "",
             "Each step returns the next carry; feed it back as the next step's carry input:",
