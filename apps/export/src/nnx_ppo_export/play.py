@@ -66,44 +66,23 @@ def play_episodes(env: Any, network: Any, key: Any, n_episodes: int, max_steps: 
     """Per-episode returns and lengths of the deterministic policy, ``([N], [N])``.
 
     ``network`` is not changed (an ``eval()`` copy is stepped). The rollout is
-    `evaluate`'s: ``n_episodes`` environments reset from ``jax.random.split(key,
+    `evaluate`'s (`episode_returns`): ``n_episodes`` environments reset from ``jax.random.split(key,
     n_episodes)``, ``max_steps`` steps, rewards counted up to and including the step
     that first sets ``done``.
     """
     import jax
-    import jax.numpy as jnp
-    from flax import nnx
 
-    from nnx_ppo.algorithms.rollout import (
-        eval_copy,
-        network_step,
-        ppo_output,
-        reset_envs,
-        split_network,
-        sum_leaves,
-    )
+    from nnx_ppo.algorithms.evaluation import episode_returns
+    from nnx_ppo.algorithms.rollout import eval_copy, split_network, sum_leaves
 
     graphdef, params, network_state = split_network(eval_copy(network))
 
     @jax.jit
     def run(params: Any, network_state: Any, key: Any) -> tuple[Any, Any]:
-        carry = nnx.merge(graphdef, params, network_state).initialize_state(n_episodes)
-        env_state = reset_envs(env, key, n_episodes)
-
-        def step(loop: Any, _: None) -> tuple[Any, None]:
-            net_state, env_s, net_carry, returns, length, active = loop
-            net_state, out = network_step(graphdef, params, net_state, net_carry, env_s.obs)
-            next_env = jax.vmap(env.step)(env_s, ppo_output(out).actions)
-            live = active.astype(jnp.float32)
-            returns = jax.tree.map(lambda r, x: r + x * live, returns, next_env.reward)
-            length = length + active.astype(jnp.int32)
-            active = active & ~(jnp.asarray(next_env.done) > 0)
-            return (net_state, next_env, out.next_state, returns, length, active), None
-
-        zero = jax.tree.map(jnp.zeros_like, env_state.reward)
-        length = jnp.zeros((n_episodes,), jnp.int32)
-        loop = (network_state, env_state, carry, zero, length, jnp.ones((n_episodes,), bool))
-        (_, _, _, returns, length, _), _ = jax.lax.scan(step, loop, None, length=max_steps)
+        returns, length = episode_returns(
+            env, graphdef, params, network_state, key,
+            n_envs=n_episodes, max_episode_length=max_steps,
+        )  # fmt: skip
         return sum_leaves(returns), length
 
     return jax.device_get(run(params, network_state, key))

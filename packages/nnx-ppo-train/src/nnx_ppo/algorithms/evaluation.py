@@ -55,9 +55,74 @@ from nnx_ppo.algorithms.rollout import (
 )
 from nnx_ppo.algorithms.types import Metrics
 
-__all__ = ["evaluate", "make_evaluator"]
+__all__ = ["episode_returns", "evaluate", "make_evaluator"]
 
 _MODELS = 0x6576  # fold_in data of an evaluation's model key
+
+
+def episode_returns(
+    env: Any,
+    graphdef: nnx.GraphDef,
+    params: nnx.State,
+    network_state: nnx.State,
+    key: jax.Array,
+    *,
+    n_envs: int,
+    max_episode_length: int,
+    mesh: Mesh | None = None,
+    training_step: int | None = None,
+    models: Any = None,
+) -> tuple[Any, jax.Array]:
+    """The evaluation rollout (jit-able): ``n_envs`` episodes reset from ``key``, run
+    for ``max_episode_length`` steps, each reward counted up to and including the step
+    that first sets ``done``.
+
+    Args:
+        env: The unbatched environment.
+        graphdef: The network's ``GraphDef`` (its ``eval()``-mode one for the mean
+            action).
+        params: The network's parameters.
+        network_state: Its other variables.
+        key: A raw PRNG key for the resets.
+        n_envs: Episodes run in parallel.
+        max_episode_length: Steps.
+        mesh: Shard the environments along its ``"data"`` axis, or ``None``.
+        training_step: Written as the training progress's step (see `make_evaluator`).
+        models: Each environment's randomized model leaves, or ``None``.
+
+    Returns:
+        ``(returns, lengths)``: the per-episode returns (the reward tree, leaves
+        ``[n_envs]``) and int32 ``[n_envs]`` episode lengths.
+    """
+    model = nnx.merge(graphdef, params, network_state)
+    carry = constrain_batch(model.initialize_state(n_envs), mesh)
+    env_state = constrain_batch(reset_envs(env, key, n_envs, models), mesh)
+    step = batched(env, "step", models)
+    zero_reward = jax.tree.map(jnp.zeros_like, env_state.reward)
+
+    def eval_step(loop, _):
+        net_state, env_s, net_carry, returns, length, active = loop
+        env_s = write_progress(env_s, step=training_step, progress=1.0, training=False)
+        net_state, out = network_step(graphdef, params, net_state, net_carry, env_s.obs)
+        next_env = step(env_s, ppo_output(out).actions)
+        live = active.astype(jnp.float32)
+        returns = jax.tree.map(lambda r, x: r + x * live, returns, next_env.reward)
+        length = length + active.astype(jnp.int32)
+        active = active & ~(jnp.asarray(next_env.done) > 0)
+        return (net_state, next_env, out.next_state, returns, length, active), None
+
+    loop = (
+        network_state,
+        env_state,
+        carry,
+        zero_reward,
+        jnp.zeros((n_envs,), jnp.int32),
+        jnp.ones((n_envs,), bool),
+    )
+    (_, _, _, returns, length, _), _ = jax.lax.scan(
+        eval_step, loop, None, length=max_episode_length
+    )
+    return returns, length
 
 
 def make_evaluator(
@@ -106,37 +171,14 @@ def make_evaluator(
         check_step_range(jax.eval_shape(env.reset, jax.random.PRNGKey(0)), training_step)
 
     def evaluator(params: nnx.State, network_state: nnx.State, key: jax.Array) -> Metrics:
-        model = nnx.merge(graphdef, params, network_state)
-        carry = constrain_batch(model.initialize_state(n_envs), shard)
         models = None
         if randomization is not None:
             models = constrain_batch(randomization.draw(jax.random.fold_in(key, _MODELS)), shard)
-        env_state = constrain_batch(reset_envs(env, key, n_envs, models), shard)
-        step = batched(env, "step", models)
-        zero_reward = jax.tree.map(jnp.zeros_like, env_state.reward)
-
-        def eval_step(loop, _):
-            net_state, env_s, net_carry, returns, length, active = loop
-            env_s = write_progress(env_s, step=training_step, progress=1.0, training=False)
-            net_state, out = network_step(graphdef, params, net_state, net_carry, env_s.obs)
-            next_env = step(env_s, ppo_output(out).actions)
-            live = active.astype(jnp.float32)
-            returns = jax.tree.map(lambda r, x: r + x * live, returns, next_env.reward)
-            length = length + active.astype(jnp.int32)
-            active = active & ~(jnp.asarray(next_env.done) > 0)
-            return (net_state, next_env, out.next_state, returns, length, active), None
-
-        loop = (
-            network_state,
-            env_state,
-            carry,
-            zero_reward,
-            jnp.zeros((n_envs,), jnp.int32),
-            jnp.ones((n_envs,), bool),
-        )
-        (_, _, _, returns, length, _), _ = jax.lax.scan(
-            eval_step, loop, None, length=max_episode_length
-        )
+        returns, length = episode_returns(
+            env, graphdef, params, network_state, key,
+            n_envs=n_envs, max_episode_length=max_episode_length, mesh=shard,
+            training_step=training_step, models=models,
+        )  # fmt: skip
         total = sum_leaves(returns)
         metrics = {
             "eval/episode_reward/mean": jnp.mean(total),
