@@ -369,13 +369,10 @@ def apps(session: nox.Session) -> None:
 
 @nox.session
 def export(session: nox.Session) -> None:
-    """Policy export with ONNX: apps/export's tests, and the ONNX runtime example in a venv
-    with only onnxruntime and numpy (the test fails if JAX imports there).
-
-    ``-- latency [ARGS]`` runs the latency benchmark instead, ``-- CHECKPOINT_DIR
-    --format onnx --out DIR`` the ``nnx-ppo-export`` CLI (jax2onnx, nnx-modules' ``onnx``
-    extra, is kept out of the workspace's developer environment).
-    """
+    """Policy export with ONNX as pip resolves it outside the workspace (jax2onnx caps
+    orbax-checkpoint below 0.11.37, which the workspace overrides): apps/export's tests,
+    and the ONNX runtime example in a venv with only onnxruntime and numpy (the test
+    fails if JAX imports there)."""
     session.install(
         "-e",
         "packages/nnx-modules[onnx]",
@@ -391,12 +388,9 @@ def export(session: nox.Session) -> None:
         "apps/export",
         *_group("test"),
     )
-    if session.posargs[:1] == ["latency"]:
-        session.run("nnx-ppo-export-latency", *session.posargs[1:], env=_test_env())
-        return
-    if session.posargs:
-        session.run("nnx-ppo-export", *session.posargs, env=_test_env())
-        return
+    session.run(
+        "python", "-c", "import orbax.checkpoint as o; print('orbax-checkpoint', o.__version__)"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         runtime = Path(tmp) / "runtime"
         session.run("uv", "venv", "--quiet", str(runtime), external=True)

@@ -64,11 +64,8 @@ PLAN: dict[str, Run | str] = {
     "uv run nnx-ppo-export runs/cartpole --format stablehlo --out runs/cartpole-policy": Run(
         expect=("runs/cartpole-policy/policy.json", "runs/cartpole-policy/step.stablehlo")
     ),
-    "uv run nox -s export -- RUN_DIR --format onnx --out DIR": (
-        "builds the export session's own environment (minutes); that session's tests "
-        "export a quickstart run to ONNX with the same nnx-ppo-export call "
-        "(apps/export/tests/test_cli.py)"
-    ),
+    "uv run nnx-ppo-export runs/cartpole --format onnx --out runs/cartpole-onnx "
+    "--record-obs 200": Run(expect=("runs/cartpole-onnx/step.onnx", "runs/cartpole-onnx/obs.npz")),
     "uv run nnx-ppo-bench": Run(
         "--implementations ours --environments current --networks mlp_small --repeats 1 "
         "--steps 4096 --chunks 2 --n-envs 32 --eval-envs 2 --output-dir {tmp}/bench",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +102,26 @@ def test_onnx_export_of_a_quickstart_run(run_dir: Path, tmp_path: Path) -> None:
     session = onnxruntime.InferenceSession(str(out / "step.onnx"))
     names = [o.name for o in session.get_outputs()]
     assert names[0] == "action" and names[-1] == "value" and len(names) == 6  # 4 carry
+
+
+# A Python without jax2onnx (find_spec is how the CLI looks for it), asking for ONNX.
+WITHOUT_JAX2ONNX = """
+import importlib.util, sys
+real = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a: None if name == "jax2onnx" else real(name, *a)
+from nnx_ppo_export.cli import main
+code = main([sys.argv[1], "--format", "onnx", "--out", sys.argv[2]])
+print(code, "jax" in sys.modules)
+"""
+
+
+def test_onnx_without_the_extra_fails_before_loading_jax(run_dir: Path, tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", WITHOUT_JAX2ONNX, str(run_dir), str(tmp_path / "o")]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    # Exit 2 with the install command, before JAX is imported or the run rebuilt.
+    assert result.stdout.split() == ["2", "False"], result.stdout + result.stderr
+    assert 'pip install "nnx-modules[onnx]"' in result.stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_existing_out_needs_overwrite(run_dir: Path, tmp_path: Path, capsys: Any) -> None:

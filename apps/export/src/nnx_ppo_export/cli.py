@@ -19,6 +19,7 @@ README's loop checks the artefact on the target machine.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from pathlib import Path
 
 from nnx_ppo_apps_common.cli import fail, positive_int
@@ -86,6 +87,14 @@ def main(argv: list[str] | None = None) -> int:
             "--record-obs needs the run's environment, which only an nnx-ppo-quickstart "
             "run's config.json names; a --factory run has none (record your own obs.npz, "
             "see the artefact's README.md)",
+        )
+    if args.format == "onnx" and importlib.util.find_spec("jax2onnx") is None:
+        # Before JAX loads and the run is rebuilt (a minute): the install is the fix.
+        return fail(
+            PROG,
+            "--format onnx needs the jax2onnx converter, which nnx-modules' 'onnx' extra "
+            'installs: pip install "nnx-modules[onnx]" (or `uv sync` in the nnx-ppo '
+            "workspace); --format stablehlo needs only JAX",
         )
     from nnx_ppo.networks.export import (
         DeterministicPolicy,

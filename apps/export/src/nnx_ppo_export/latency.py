@@ -11,7 +11,7 @@ observations, 1 action):
 Each row is the median (and 10th / 90th percentile) wall time of one call, including the
 host-device copy of the result, over ``--steps`` calls after a warm-up. This is a
 benchmark, not a test: numbers depend on the machine and its load. ONNX rows need the
-``onnx`` extra (run it with ``uv run nox -s export -- latency``).
+``onnx`` extra, which this app installs (``uv run nnx-ppo-export-latency``).
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ def _converter() -> Any:
     except ImportError as error:
         raise ImportError(
             "export_policy(format='onnx') needs jax2onnx, which the 'onnx' extra of "
-            'nnx-modules installs: pip install "nnx-modules[onnx]" (in the nnx-ppo '
-            "workspace: uv run nox -s export -- CHECKPOINT_DIR --format onnx --out DIR); "
-            "or export format='stablehlo', which needs only JAX."
+            'nnx-modules installs: pip install "nnx-modules[onnx]" (the nnx-ppo '
+            "workspace's environment has it); or export format='stablehlo', which needs "
+            "only JAX."
         ) from error
     return jax2onnx
 
