@@ -69,12 +69,20 @@ def test_record_obs_makes_a_self_describing_artefact(
         for tensor in manifest[fn]["inputs"] + manifest[fn]["outputs"]:
             shape = "[" + ", ".join(str(d) for d in tensor["shape"]) + "]"
             assert f"`{tensor['name']}` | `{shape}`" in readme, tensor
-    # obs.npz: a real rollout (episodes of 40 steps end at t = 39) with the JAX actions;
-    # the StableHLO artefact, its carry fed back and reset where done, reproduces them.
+    # obs.npz: a real rollout (episodes of at most 40 steps) with the JAX actions; the
+    # StableHLO artefact, its carry fed back and reset where done, reproduces them.
     with np.load(out / "obs.npz") as data:
         obs, done, expected = data["obs"], data["done"], data["expected/action"]
     assert obs.shape == (60, 2, 4) and expected.shape == (60, 2, 1)
-    assert done[39].all() and done.sum() == 2
+    assert done.any(axis=0).all()  # every environment's first episode ended in it
+    # The run's environment is behind a one-step observation lag (and the recording
+    # keeps it): the first step of every episode sees the reset observation again.
+    for b in range(2):
+        starts = [0, *(np.flatnonzero(done[:-2, b]) + 1)]
+        for t in starts:
+            np.testing.assert_array_equal(obs[t + 1, b], obs[t, b])
+            assert not np.array_equal(obs[t + 2, b], obs[t + 1, b])
+    assert source["obs_lag"] == "1" and source["action_lag"] == "0:1"
     loaded = load_stablehlo(out)
     carry = loaded.initial_carry(2)
     for t in range(60):

@@ -125,6 +125,10 @@ def test_unknown_env_lists_valid_choices(tmp_path, capsys):
         (["--n-envs", "100", "--n-minibatches", "8"], ("100", "8")),
         (["--learning-rate", "-1"], ("learning_rate", "-1")),
         (["--discount", "1.5"], ("discounting_factor", "1.5")),
+        (["--action-lag", "3:1"], ("--action-lag '3:1'", "LOW <= HIGH")),
+        (["--obs-lag", "-1"], ("--obs-lag '-1'", "K >= 0")),
+        (["--obs-lag", "2ms"], ("--obs-lag '2ms'", "e.g. --obs-lag 0:3")),
+        (["--lag-hold-prob", "1.5"], ("--lag-hold-prob 1.5", "[0, 1]")),
     ],
 )
 def test_bad_options_are_one_line_errors_before_any_env(

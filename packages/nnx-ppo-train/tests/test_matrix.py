@@ -59,7 +59,7 @@ from nnx_ppo.networks.export import DeterministicPolicy, export_policy, load_sta
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.networks.recording import extract_activations, with_recording
 from nnx_ppo.networks.utils import Filter
-from nnx_ppo.wrappers import Wrapper, wrap_for_training
+from nnx_ppo.wrappers import Latency, Wrapper, wrap_for_training
 
 brax_envs = pytest.importorskip("brax.envs")
 playground_registry = pytest.importorskip("mujoco_playground").registry
@@ -81,9 +81,10 @@ CURRICULUM = "curriculum (training progress)"
 EXPORT = "export (StableHLO)"
 ACTIVATIONS = "recorded activations"
 VIDEO = "video"
+LATENCY = "randomized latency: resume + sweep"
 FEATURES = (
     EVALUATION, ROUND_TRIP, RESUME, LIGHT, SWEEP, RANDOMIZATION, SWEEP_RANDOMIZATION, CURRICULUM,
-    EXPORT, ACTIVATIONS, VIDEO,
+    EXPORT, ACTIVATIONS, VIDEO, LATENCY,
 )  # fmt: skip
 
 PASS = "pass"
@@ -628,6 +629,47 @@ def check_activations(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
             np.testing.assert_allclose(got[t], want, rtol=1e-5, atol=1e-6, err_msg=f"t={t}")
 
 
+def check_latency(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    # Training and evaluation environments behind Latency (action lag 0-2, observation
+    # lag 0-1, redrawn at 10% of steps). The lags are environment state: a run stopped
+    # at its HALF checkpoint and resumed in a new call ends bitwise as the uninterrupted
+    # run, with its evaluations; the environments hold different lags; and run 0 of a
+    # two-seed sweep trains like the single run, to float32 rounding.
+    family = runs.family(name)
+    env = Latency(family.env, action_lag=(0, 2), obs_lag=(0, 1), hold_prob=0.9)
+    config = train_config(TOTAL)
+
+    def train(directory: Path) -> tuple[TrainResult, Checkpointer]:
+        with Checkpointer(directory, config=config, save_every_steps=HALF) as ckpt:
+            result = train_ppo(
+                family.train_env(env), family.make_network(nnx.Rngs(0)), config,
+                progress=False, eval_env=family.eval_env(env), checkpoint=ckpt,
+            )  # fmt: skip
+        return result, ckpt
+
+    whole, _ = train(tmp_path / "whole")
+    assert step_dirs(tmp_path / "whole") == [HALF, TOTAL]
+    shutil.copytree(tmp_path / "whole", tmp_path / "resumed")
+    shutil.rmtree(tmp_path / "resumed" / str(TOTAL))
+    resumed, ckpt = train(tmp_path / "resumed")
+    assert ckpt.restored_step == HALF
+    assert_trees_equal(resumed.state, whole.state)
+    assert resumed.eval_history == [e for e in whole.eval_history if e[0] > HALF]
+    lags = np.asarray(whole.state.env_state.info["latency"]["action_lag"])
+    assert lags.shape == (N_ENVS,) and len(set(lags.tolist())) > 1, lags
+    sweep = train_many(
+        family.train_env(env), family.make_network, config, seeds=[0, 1],
+        eval_env=family.eval_env(env), progress=False,
+    )  # fmt: skip
+    for a, b in zip(
+        jax.tree.leaves(host(sweep.run_state(0).params)),
+        jax.tree.leaves(host(whole.state.params)),
+        strict=True,
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert trees_differ(sweep.run_state(1).env_state, sweep.run_state(0).env_state)
+
+
 CHECKS: dict[str, Callable[[MatrixRuns, str, Path], None]] = {
     EVALUATION: check_evaluation,
     ROUND_TRIP: check_round_trip,
@@ -639,6 +681,7 @@ CHECKS: dict[str, Callable[[MatrixRuns, str, Path], None]] = {
     CURRICULUM: check_curriculum,
     EXPORT: check_export,
     ACTIVATIONS: check_activations,
+    LATENCY: check_latency,
 }
 
 # --------------------------------------------------------------------------- refused cells

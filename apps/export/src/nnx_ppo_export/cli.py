@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         reference = None
         if args.record_obs is not None:
             rollout = record_rollout(
-                rebuilt.envs.eval.unwrapped,
+                rebuilt.envs.eval.env,  # inside the episode limit; Latency stays
                 rebuilt.network,
                 n_envs=args.record_envs,
                 n_steps=args.record_obs,

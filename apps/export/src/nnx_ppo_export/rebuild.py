@@ -106,12 +106,17 @@ def _quickstart_template(run_dir: Path) -> tuple[Any, Any, str, Any, dict[str, A
         episode_length=int(cli["episode_length"]),
         reward_scaling=float(cli.get("reward_scaling", 1.0)),
         brax_backend=cli["brax_backend"],
+        # Runs recorded before the latency options had none.
+        action_lag=str(cli.get("action_lag", "0")),
+        obs_lag=str(cli.get("obs_lag", "0")),
+        lag_hold_prob=float(cli.get("lag_hold_prob", 1.0)),
     )
     network = make_network(
         cli["network"], envs.observation_size, envs.action_size, int(cli["seed"])
     )
     what = f"{cli['network']} on {cli['env']} [{envs.source}]"
     run = {key: cli[key] for key in ("env", "brax_backend", "episode_length", "network")}
+    run.update({key: cli[key] for key in ("action_lag", "obs_lag", "lag_hold_prob") if key in cli})
     run["trained_with"] = (stored.get("provenance") or {}).get("versions")
     return network, envs.observation_size, what, envs, run
 

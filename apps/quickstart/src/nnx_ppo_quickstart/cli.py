@@ -78,6 +78,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "half of the episode with a fresh reset per episode, which the recurrent networks "
         "need on fixed-length tasks; see wrap_for_training)",
     )
+    parser.add_argument(
+        "--action-lag",
+        default="0",
+        metavar="K|LOW:HIGH",
+        help="steps between an action and its effect, or a range to draw it from per "
+        "environment and episode (nnx_ppo.wrappers.Latency); training and evaluation",
+    )
+    parser.add_argument(
+        "--obs-lag",
+        default="0",
+        metavar="K|LOW:HIGH",
+        help="steps between a measurement and the policy seeing it, as --action-lag",
+    )
+    parser.add_argument(
+        "--lag-hold-prob",
+        type=float,
+        default=1.0,
+        help="probability that a step keeps its lags (1: one draw per episode, 0: a new "
+        "draw every step)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_run_arguments(parser)
     return parser.parse_args(argv)
@@ -95,7 +115,10 @@ def eval_history(jsonl_path: Path) -> list[tuple[int, dict[str, float]]]:
     return history
 
 
-RUN_DEFINING = ("env", "brax_backend", "network", "n_envs", "episode_length", "no_stagger")
+RUN_DEFINING = (
+    "env", "brax_backend", "network", "n_envs", "episode_length", "no_stagger",
+    "action_lag", "obs_lag", "lag_hold_prob",
+)  # fmt: skip
 """The options that decide a run's environments, network and training state: a resume
 must repeat them (`resume_problem`)."""
 
@@ -158,12 +181,19 @@ def main(argv: list[str] | None = None) -> int:
     from nnx_ppo.algorithms.checkpointing import Checkpointer
     from nnx_ppo.algorithms.ppo import train_ppo
     from nnx_ppo.algorithms.preemption import StopOnSignal
-    from nnx_ppo_quickstart.envs import make_envs
+    from nnx_ppo_quickstart.envs import make_envs, parse_lag
     from nnx_ppo_quickstart.networks import make_network
 
     try:  # every option before any environment is built
         # Staggered starts need a freshly drawn reset per episode (wrap_for_training).
         config = train_config(args, seed=args.seed, reset_mode=_reset_mode(args))
+        parse_lag("--action-lag", args.action_lag)
+        parse_lag("--obs-lag", args.obs_lag)
+        if not 0.0 <= args.lag_hold_prob <= 1.0:
+            raise ValueError(
+                f"--lag-hold-prob {args.lag_hold_prob} must be in [0, 1]: the probability "
+                "that a step keeps its lags"
+            )
     except (ValueError, TypeError) as error:
         return fail(PROG, str(error))
     if args.output_dir is None:
@@ -184,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
             reward_scaling=args.reward_scaling,
             brax_backend=args.brax_backend,
             stagger=not args.no_stagger,
+            action_lag=args.action_lag,
+            obs_lag=args.obs_lag,
+            lag_hold_prob=args.lag_hold_prob,
         )
         network = make_network(args.network, envs.observation_size, envs.action_size, args.seed)
     except (ValueError, TypeError) as error:

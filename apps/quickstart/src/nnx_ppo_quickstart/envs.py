@@ -6,9 +6,9 @@ import dataclasses
 import warnings
 from typing import Any
 
-from nnx_ppo.wrappers import RewardScalingWrapper, wrap_for_training
+from nnx_ppo.wrappers import Latency, RewardScalingWrapper, wrap_for_training
 
-__all__ = ["EnvPair", "available_envs", "make_envs"]
+__all__ = ["EnvPair", "available_envs", "make_envs", "parse_lag"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +45,28 @@ def available_envs() -> dict[str, list[str]]:
     return {"brax": _brax_names(), "playground": _playground_names()}
 
 
+def parse_lag(option: str, text: str) -> int | tuple[int, int]:
+    """A lag option's value: ``"k"`` (always ``k`` steps) or ``"low:high"`` (drawn in
+    ``[low, high]``), as `Latency` takes it.
+
+    Raises:
+        ValueError: If ``text`` is neither, or a lag is negative or ``low > high``,
+            naming ``option``.
+    """
+    try:
+        parts = [int(part) for part in text.split(":")]
+    except ValueError:
+        parts = []
+    if len(parts) == 1 and parts[0] >= 0:
+        return parts[0]
+    if len(parts) == 2 and 0 <= parts[0] <= parts[1]:
+        return parts[0], parts[1]
+    raise ValueError(
+        f"{option} {text!r} is not a lag: give steps as K >= 0 (always K) or LOW:HIGH with "
+        f"0 <= LOW <= HIGH (drawn per environment and episode), e.g. {option} 0:3"
+    )
+
+
 def make_envs(
     name: str,
     *,
@@ -52,14 +74,24 @@ def make_envs(
     reward_scaling: float,
     brax_backend: str,
     stagger: bool = True,
+    action_lag: str = "0",
+    obs_lag: str = "0",
+    lag_hold_prob: float = 1.0,
 ) -> EnvPair:
     """Load ``name`` from brax (first) or Playground and wrap it for training
     (`wrap_for_training`: staggered starts unless ``stagger=False``); the evaluation
     environment plays whole episodes.
 
+    ``action_lag`` and ``obs_lag`` (``"k"`` or ``"low:high"``, see `parse_lag`) put the
+    environment behind `Latency` (with ``hold_prob=lag_hold_prob``), for training and
+    evaluation alike: the run's environment is the slow plant.
+
     Raises:
-        ValueError: If no registry knows ``name``; the message lists the valid names.
+        ValueError: If no registry knows ``name`` (the message lists the valid names),
+            or a lag option is invalid.
     """
+    lags = {"action_lag": parse_lag("--action-lag", action_lag)}
+    lags["obs_lag"] = parse_lag("--obs-lag", obs_lag)
     names = available_envs()
     if name in names["brax"]:
         with warnings.catch_warnings():
@@ -77,6 +109,15 @@ def make_envs(
     else:
         valid = ", ".join(names["brax"] + names["playground"]) or "(install brax or playground)"
         raise ValueError(f"unknown --env {name!r}; valid choices: {valid}")
+    if lags != {"action_lag": 0, "obs_lag": 0}:
+        try:
+            base = Latency(base, **lags, hold_prob=lag_hold_prob)  # type: ignore[arg-type]
+        except ValueError as error:  # name the command-line options
+            raise ValueError(
+                f"--action-lag {action_lag} --obs-lag {obs_lag} --lag-hold-prob "
+                f"{lag_hold_prob}: {error}"
+            ) from None
+        source += f", action lag {action_lag}, observation lag {obs_lag} steps"
     episodes = wrap_for_training(base, episode_length=episode_length, stagger=stagger)
     train = RewardScalingWrapper(episodes, reward_scaling)
     evaluation = wrap_for_training(base, episode_length=episode_length, stagger=False)
