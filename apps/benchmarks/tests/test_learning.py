@@ -131,6 +131,26 @@ def test_summary_and_report(tmp_path):
     assert "png" not in tables
 
 
+def test_latency_tasks_are_ours_and_report_the_cross_evaluation(tmp_path):
+    # nnx-ppo 0.3.0 has no Latency wrapper: its cells are not planned.
+    cells = plan_cells(["pendulum", "pendulum_lag"], ["mlp"], ["ours", "nnx-ppo-0.3.0"], [1])
+    names = [c.name for c in cells]
+    assert names == [
+        "pendulum__mlp__ours",
+        "pendulum__mlp__nnx-ppo-0.3.0",
+        "pendulum_lag__mlp__ours",
+    ]
+    assert TASKS["pendulum_lag"].cross_eval == ("pendulum",)
+    # Each run's return on the other task is a column: finals on it 1, 2, 3 -> median 2.
+    results = _fake_results()
+    cell = {**results["cells"][0], "task": "pendulum_lag"}
+    cell["runs"] = [{**r, "final_on": {"pendulum": r["seed"]}} for r in cell["runs"]]
+    assert summarize(cell)["final_on"]["pendulum"][1] == 2.0
+    text = write_report({**results, "cells": [cell]}, tmp_path).read_text()
+    assert "| final return on `pendulum`, median [95% CI] |" in text
+    assert "| lstm | ours | staggered | 3 | 20.0 [10.0, 30.0] | 2.0 [1.0, 3.0] |" in text
+
+
 def test_report_only_rerenders(tmp_path, capsys):
     (tmp_path / "results.json").write_text(json.dumps(_fake_results()))
     assert main(["--report-only", "--output-dir", str(tmp_path)]) == 0

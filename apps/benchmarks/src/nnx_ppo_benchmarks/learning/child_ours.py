@@ -179,25 +179,35 @@ def _record(
     history: list[tuple[int, dict[str, float]]],
     total_steps: int,
 ) -> dict[str, Any]:
-    """One run's record: its curve (the periodic evaluations) and the final return of a
-    deterministic evaluation on ``final_eval_envs`` fresh episodes, keyed by the seed."""
+    """One run's record: its curve (the periodic evaluations), the final return of a
+    deterministic evaluation on ``final_eval_envs`` fresh episodes, and the same on each
+    of the task's ``cross_eval`` tasks (``final_on``), keyed by the seed."""
     import jax
 
     from nnx_ppo.algorithms.evaluation import evaluate
+    from nnx_ppo.wrappers import EpisodeWrapper
 
-    final = evaluate(
-        eval_env,
-        network,
-        jax.random.PRNGKey(seed + 10_000),
-        n_envs=cell["final_eval_envs"],
-        max_episode_length=task.episode_length,
-    )
-    return {
+    def final(env: Any) -> float:
+        return evaluate(
+            env,
+            network,
+            jax.random.PRNGKey(seed + 10_000),
+            n_envs=cell["final_eval_envs"],
+            max_episode_length=task.episode_length,
+        )["eval/episode_reward/mean"]
+
+    record = {
         "seed": seed,
         "curve": [[step, m["eval/episode_reward/mean"]] for step, m in history],
-        "final": final["eval/episode_reward/mean"],
+        "final": final(eval_env),
         "total_steps": int(total_steps),
     }
+    if task.cross_eval:
+        record["final_on"] = {
+            other: final(EpisodeWrapper(make_env(TASKS[other]), TASKS[other].episode_length))
+            for other in task.cross_eval
+        }
+    return record
 
 
 def run_seeds(cell: dict[str, Any], seeds: Sequence[int]) -> list[dict[str, Any]]:

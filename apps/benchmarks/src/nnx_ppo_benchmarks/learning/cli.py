@@ -93,7 +93,8 @@ def runs(task: str, family: str, implementation: str) -> bool:
     """Whether ``implementation`` can run ``family`` on ``task``."""
     if implementation not in FAMILIES[family].implementations:
         return False
-    return not (TASKS[task].discrete and implementation != "ours")
+    ours_only = TASKS[task].discrete or TASKS[task].action_lag is not None
+    return not (ours_only and implementation != "ours")
 
 
 def plan_cells(

@@ -20,9 +20,12 @@ def summarize(cell: dict[str, Any]) -> dict[str, Any] | None:
         return None
     finals = [r["final"] for r in runs]
     areas = [area_under_curve(r["curve"]) for r in runs]
+    others = TASKS[cell["task"]].cross_eval if cell["task"] in TASKS else ()
+    on = {o: [r["final_on"][o] for r in runs if o in r.get("final_on", {})] for o in others}
     return {
         "seeds": [r["seed"] for r in runs],
         "final": median_ci(finals),
+        "final_on": {o: median_ci(v) for o, v in on.items() if len(v) == len(runs)},
         "auc": median_ci(areas),
         "finals": finals,
         "areas": areas,
@@ -38,6 +41,7 @@ def _fmt(ci: tuple[float, float, float]) -> str:
 def _table(task: str, cells: list[dict[str, Any]]) -> list[str]:
     t = TASKS[task]
     budget = cells[0]["total_steps"]
+    cross = "".join(f" final return on `{o}`, median [95% CI] |" for o in t.cross_eval)
     lines = [
         f"### `{task}`: {t.description}",
         "",
@@ -46,8 +50,9 @@ def _table(task: str, cells: list[dict[str, Any]]) -> list[str]:
         f"return on {cells[0]['final_eval_envs']} episodes.",
         "",
         "| family | implementation | training episodes start | seeds | "
-        "final return, median [95% CI] | area under curve, median [95% CI] | per-seed final |",
-        "|---|---|---|---|---|---|---|",
+        f"final return, median [95% CI] |{cross} area under curve, median [95% CI] | "
+        "per-seed final |",
+        "|---|---|---|---|---|---|---|" + "---|" * len(t.cross_eval),
     ]
     for cell in cells:
         s = summarize(cell)
@@ -55,11 +60,14 @@ def _table(task: str, cells: list[dict[str, Any]]) -> list[str]:
         head = f"| {cell['family']} | {cell['implementation']} | {starts} |"
         if s is None:
             error = cell.get("error", "no seed finished")
-            lines.append(f"{head} 0 | failed: {error} | | |")
+            lines.append(f"{head} 0 | failed: {error} | | |" + " |" * len(t.cross_eval))
             continue
         per_seed = ", ".join(f"{v:.0f}" for v in s["finals"])
+        on = "".join(
+            f" {_fmt(s['final_on'][o])} |" if o in s["final_on"] else " |" for o in t.cross_eval
+        )
         lines.append(
-            f"{head} {len(s['seeds'])} | {_fmt(s['final'])} | {_fmt(s['auc'])} | {per_seed} |"
+            f"{head} {len(s['seeds'])} | {_fmt(s['final'])} |{on} {_fmt(s['auc'])} | {per_seed} |"
         )
     return [*lines, ""]
 

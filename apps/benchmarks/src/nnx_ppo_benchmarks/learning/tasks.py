@@ -16,6 +16,11 @@ library would.
 - ``memory_chain``: gymnax's bsuite ``MemoryChain`` (a context bit shown at the first
   step must be reported by a discrete action 10 steps later; +1 or -1), with
   discrete actions. nnx-ppo 0.3.0 has no discrete-action sampler, so only ours runs it.
+- ``pendulum`` / ``pendulum_lag``: brax ``inverted_pendulum`` (full observation) without
+  and behind a random actuation latency (`nnx_ppo.wrappers.Latency`: each episode's
+  action lag drawn in ``[0, 3]`` steps). Each final policy is also evaluated on the
+  other task (``cross_eval``): a policy trained without lag, run on the slow plant, and
+  the converse. Ours only (nnx-ppo 0.3.0 has no ``Latency``).
 """
 
 from __future__ import annotations
@@ -50,6 +55,10 @@ class Task:
         discrete: Discrete actions (``CategoricalSampler``).
         options: Keyword arguments of the environment's constructor.
         memory_needed: Whether a memoryless policy is provably or practically limited.
+        action_lag: ``(low, high)``: the environment is behind `nnx_ppo.wrappers.Latency`
+            with this action lag (drawn per episode); ``None``: no latency.
+        cross_eval: Other tasks (same observations and actions) whose evaluation
+            environment each final policy is also evaluated on.
     """
 
     name: str
@@ -63,6 +72,8 @@ class Task:
     discrete: bool = False
     options: tuple[tuple[str, Any], ...] = ()
     memory_needed: bool = True
+    action_lag: tuple[int, int] | None = None
+    cross_eval: tuple[str, ...] = ()
 
 
 TASKS: dict[str, Task] = {
@@ -117,6 +128,24 @@ TASKS: dict[str, Task] = {
             total_steps=204_800,
             discrete=True,
             options=(("memory_length", 10),),
+        ),
+        Task(
+            "pendulum",
+            "brax inverted_pendulum, full observation, no latency",
+            "brax",
+            "inverted_pendulum",
+            total_steps=307_200,
+            memory_needed=False,
+            cross_eval=("pendulum_lag",),
+        ),
+        Task(
+            "pendulum_lag",
+            "brax inverted_pendulum behind an action lag of 0-3 steps per episode",
+            "brax",
+            "inverted_pendulum",
+            total_steps=307_200,
+            action_lag=(0, 3),
+            cross_eval=("pendulum",),
         ),
     )
 }
@@ -192,6 +221,10 @@ def make_env(task: Task) -> Any:
         env = GymnaxEnv.make(task.env_name, **options)
     else:
         raise ValueError(f"task {task.name!r}: unknown source {task.source!r}")
+    if task.action_lag is not None:
+        from nnx_ppo.wrappers import Latency  # ours only (see `runs` in the CLI)
+
+        env = Latency(env, action_lag=task.action_lag)
     return env if task.keep is None else ObservationMask(env, task.keep)
 
 
