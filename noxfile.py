@@ -22,7 +22,8 @@ nox.options.error_on_missing_interpreters = True
 ROOT = Path(__file__).parent
 PACKAGES = {
     # distribution -> (extras installed for its tests, workspace siblings it needs)
-    "nnx-modules": ("[stablehlo]", ()),  # flatbuffers, to serialize exported policies
+    # flatbuffers, to serialize exported policies; matplotlib, for the analysis plots
+    "nnx-modules": ("[stablehlo,plot]", ()),
     "nnx-graph": ("", ("nnx-modules",)),
     # nnx-modules[stablehlo]: the feature matrix exports trained policies
     "nnx-ppo-train": ("[brax,playground,logging,gymnax]", ("nnx-modules[stablehlo]",)),
@@ -38,7 +39,7 @@ nox.options.sessions = [
 # Extras installed for a distribution's own tests only, per JAX ("floor"/"latest"): the
 # export tests of nnx-modules then run for StableHLO at the floor and also for ONNX at the
 # latest JAX (jax2onnx needs jax >= 0.8.1; it is skipped only where it is not installed).
-TEST_EXTRAS = {"nnx-modules": {"floor": "[stablehlo]", "latest": "[onnx]"}}
+TEST_EXTRAS = {"nnx-modules": {"floor": "[stablehlo,plot]", "latest": "[onnx,plot]"}}
 # The distribution whose suite runs against its built wheel (at the latest JAX) rather
 # than the workspace source: packaging mistakes (a module left out of the wheel, a
 # file read from the source tree) fail its tests. nnx-modules: the cheapest suite.

@@ -1,4 +1,5 @@
-"""plot_activations: a PNG of one environment's recorded episode, and its input checks."""
+"""The library's plot_activations on a recorded memory-task LSTM episode (a PNG), and its
+input checks."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from nnx_ppo_memory_task.activations import plot_activations
 from nnx_ppo_memory_task.networks import make_network
 
 from nnx_ppo.algorithms.rollout import record_activations_rollout
 from nnx_ppo.envs import MemoryTask
+from nnx_ppo.networks.analysis.plotting import plot_activations
 from nnx_ppo.networks.recording import flatten_activations
 from nnx_ppo.wrappers import EpisodeWrapper
 

@@ -118,3 +118,17 @@ def test_readme_shows_the_committed_results():
     assert abs(finals["mlp"]) < 2
     assert all(finals[k] > 0.9 * results["optimum"] for k in ("lstm", "delay", "graph"))
     assert (APP / "docs" / "learning_curves.png").stat().st_size > 0
+
+
+@pytest.mark.extended
+def test_fixed_points_script_writes_figures_and_summary(tmp_path):
+    from nnx_ppo_memory_task.fixed_points import main as fixed_points
+
+    args = ["--steps", "1000", "--episode-length", "10", "--hidden", "4", "--starts", "8"]
+    assert fixed_points([*args, "--cue-size", "1", "--output-dir", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["values_to_hold"] == 2 and -1.0 <= summary["score"] <= 1.0
+    assert summary["fixed_points"] >= summary["attractors"] == len(summary["attractor_outputs"])
+    assert len(summary["unstable_dimensions"]) == summary["fixed_points"]
+    for name in ("pca_fixed_points.png", "activity.png"):
+        assert (tmp_path / name).stat().st_size > 5000

@@ -169,6 +169,27 @@ def test_memory_task_scripted_rewards():
     assert set(np.unique(np.asarray(obs)).tolist()) <= {-1.0, 1.0}
 
 
+def test_memory_task_hold_scores_the_last_shown_cue():
+    # delay 1, hold: cues o_0..o_4 = +1, 0, 0, -1, 0 (0: not shown). The target at step
+    # t is the last cue shown at or before t - 1: t=0: none (0); t=1..3: +1 (o_0 held
+    # through the unshown o_1, o_2); t=4: -1 (o_3). Acting +1 every step earns
+    # 0, 1, 1, 1, -1.
+    env = MemoryTask(delay=1, cue_probability=0.5, hold=True)
+    s = env.reset(jax.random.key(0))
+    cues = [1.0, 0.0, 0.0, -1.0, 0.0]
+    s = s.replace(pipeline_state={**s.pipeline_state, "cue": jnp.array([cues[0]])})
+    rewards = []
+    for t in range(5):
+        s = env.step(s, jnp.ones(1))
+        rewards.append(float(s.reward))
+        if t + 1 < 5:  # show the scripted next cue instead of the drawn one
+            s = s.replace(pipeline_state={**s.pipeline_state, "cue": jnp.array([cues[t + 1]])})
+    assert rewards == [0.0, 1.0, 1.0, 1.0, -1.0]
+    assert "held" not in MemoryTask().reset(jax.random.key(0)).pipeline_state
+    with pytest.raises(ValueError, match="hold=1 must be True or False"):
+        MemoryTask(hold=1)
+
+
 def _memory_returns(env: MemoryTask, policy, n_envs: int, n_steps: int) -> jax.Array:
     """Undiscounted returns [n_envs]; policy(obs_history [t+1, cue]) -> action [cue]."""
 

@@ -4,112 +4,18 @@
 ``MemoryTask(delay)`` (the app's PPO settings), records one deterministic episode with
 `nnx_ppo.algorithms.rollout.record_activations_rollout` and draws, for one
 environment: the cue and the action (with the target, the cue of ``delay`` steps ago),
-then one heatmap (units x time) per recorded layer of the actor. `plot_activations`
-draws any recorded episode, of any network.
+then one heatmap (units x time) per recorded layer of the actor, with the library's
+`nnx_ppo.networks.analysis.plotting.plot_activations`.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-__all__ = ["main", "plot_activations"]
-
-
-def plot_activations(
-    activations: Mapping[str, Any],
-    dones: Any,
-    path: Path,
-    *,
-    env_index: int = 0,
-    signals: Mapping[str, Any] | None = None,
-    title: str = "",
-) -> None:
-    """Draw one environment's recorded activations over an episode and save a PNG.
-
-    Args:
-        activations: Flat ``{path: [T, B, ...]}`` activations
-            (`nnx_ppo.networks.recording.flatten_activations` of what
-            ``record_activations_rollout`` returned), in the order to draw them. Each
-            becomes a heatmap of its units (trailing axes flattened) over time.
-        dones: ``[T, B]`` bool: steps after the episode ended, drawn blank.
-        path: Where to write the PNG (its folder must exist).
-        env_index: Which environment (column ``b``) to draw.
-        signals: Optional ``{label: [T, B, K]}`` traces drawn as lines in a first panel
-            (e.g. the cue, the target and the action).
-        title: The figure title.
-
-    Raises:
-        ValueError: If there is nothing to draw, ``env_index`` is out of range, or an
-            array does not have ``dones``' ``[T, B]`` leading axes.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    dones = np.asarray(dones, bool)
-    if dones.ndim != 2:
-        raise ValueError(f"dones must be [T, B], got shape {dones.shape}")
-    steps, n_envs = dones.shape
-    if not 0 <= env_index < n_envs:
-        raise ValueError(f"env_index={env_index} is out of range for {n_envs} environments")
-    if not activations:
-        raise ValueError("activations is empty: record a network with with_recording first")
-    live = ~dones[:, env_index]
-
-    def column(name: str, value: Any) -> np.ndarray:
-        array = np.asarray(value, np.float32)
-        if array.shape[:2] != (steps, n_envs):
-            raise ValueError(
-                f"{name!r} has shape {array.shape}; expected leading axes [T, B] = "
-                f"[{steps}, {n_envs}] like dones"
-            )
-        units = array[:, env_index].reshape(steps, -1)
-        return np.where(live[:, None], units, np.nan)
-
-    panels = [(name, column(name, value)) for name, value in activations.items()]
-    n_rows = len(panels) + (1 if signals else 0)
-    heights = ([1.2] if signals else []) + [max(0.6, min(2.4, p.shape[1] / 12)) for _, p in panels]
-    fig, axes = plt.subplots(
-        n_rows,
-        1,
-        figsize=(9, 1.2 + 1.3 * sum(heights)),
-        sharex=True,
-        gridspec_kw={"height_ratios": heights},
-        squeeze=False,
-    )
-    rows = list(axes[:, 0])
-    t = np.arange(steps)
-    if signals:
-        ax = rows.pop(0)
-        for label, value in signals.items():
-            ax.step(t, column(label, value)[:, 0], where="mid", label=label)
-        ax.legend(loc="upper right", fontsize=7, ncol=len(signals))
-        ax.set_ylabel("signal", fontsize=8)
-    for ax, (name, units) in zip(rows, panels, strict=True):
-        bound = float(np.nanmax(np.abs(units))) if np.isfinite(units).any() else 1.0
-        image = ax.imshow(
-            units.T,
-            aspect="auto",
-            interpolation="nearest",
-            cmap="RdBu_r",
-            vmin=-bound,
-            vmax=bound,
-            extent=(-0.5, steps - 0.5, units.shape[1] - 0.5, -0.5),
-        )
-        ax.set_ylabel(f"{name}\n({units.shape[1]} units)", fontsize=8)
-        fig.colorbar(image, ax=ax, pad=0.01, fraction=0.03)
-    rows[-1].set_xlabel("step")
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+__all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from nnx_ppo.algorithms.ppo import train_ppo
     from nnx_ppo.algorithms.rollout import record_activations_rollout
     from nnx_ppo.envs import MemoryTask
+    from nnx_ppo.networks.analysis.plotting import plot_activations
     from nnx_ppo.networks.recording import flatten_activations
     from nnx_ppo.wrappers import EpisodeWrapper
     from nnx_ppo_memory_task.networks import make_network

@@ -39,11 +39,20 @@ class MemoryTask(Env):
     ``[-1, 1]``). The task never terminates; wrap it in
     `EpisodeWrapper`.
 
+    With ``hold=True`` the target is the last cue *shown* at or before ``t - delay``
+    (zeros before the first): a flip-flop memory (Sussillo & Barak's "3-bit
+    flip-flop" for ``cue_size=3``). Between sparse cues a network must hold one of
+    ``2 ** cue_size`` values indefinitely, which a trained network does with that many
+    attractors (the "Record and analyse activations" how-to finds them). A memoryless
+    policy still earns ``0`` in expectation.
+
     Args:
         delay: ``k``, steps between a cue and the action that must reproduce it; an
             int >= 1.
         cue_size: Number of cue entries; an int >= 1.
         cue_probability: Probability that a cue is shown at a step, in ``(0, 1]``.
+        hold: Score against the last shown cue (a flip-flop) instead of the
+            observation ``delay`` steps earlier.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -55,7 +64,9 @@ class MemoryTask(Env):
         (0.0, 1.0)
     """
 
-    def __init__(self, delay: int = 2, cue_size: int = 1, cue_probability: float = 1.0) -> None:
+    def __init__(
+        self, delay: int = 2, cue_size: int = 1, cue_probability: float = 1.0, hold: bool = False
+    ) -> None:
         for name, value in (("delay", delay), ("cue_size", cue_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(
@@ -76,6 +87,9 @@ class MemoryTask(Env):
                 f"MemoryTask: cue_probability={cue_probability!r} must be in (0, 1]; it is "
                 "the probability that a cue is shown at a step."
             )
+        if not isinstance(hold, bool):
+            raise ValueError(f"MemoryTask: hold={hold!r} must be True or False.")
+        self.hold = hold
 
     @property
     def observation_size(self) -> int:
@@ -104,11 +118,13 @@ class MemoryTask(Env):
             done=zero,
             metrics={"max_reward": zero},
             info={},
-            # history[0] is o_{t-delay}, history[-1] is o_{t-1}.
+            # history[0] is o_{t-delay}, history[-1] is o_{t-1}; with hold, "held" is
+            # the last cue shown at or before t - delay.
             pipeline_state={
                 "rng": rng,
                 "cue": cue,
                 "history": jnp.zeros((self.delay, self.cue_size), jnp.float32),
+                **({"held": jnp.zeros((self.cue_size,), jnp.float32)} if self.hold else {}),
             },
         )
 
@@ -117,6 +133,10 @@ class MemoryTask(Env):
         action = check_action(action, self.action_size, "MemoryTask")
         ps = state.pipeline_state
         target = ps["history"][0]
+        held = {}
+        if self.hold:  # a shown cue has every entry +-1, an unshown one is all zeros
+            target = jnp.where(jnp.any(target != 0), target, ps["held"])
+            held = {"held": target}
         reward = jnp.mean(action * target)
         history = jnp.concatenate([ps["history"][1:], ps["cue"][None]], axis=0)
         rng, cue_key = jax.random.split(ps["rng"])
@@ -126,5 +146,5 @@ class MemoryTask(Env):
             reward=reward,
             done=jnp.zeros((), jnp.float32),
             metrics={"max_reward": jnp.mean(jnp.abs(target))},
-            pipeline_state={"rng": rng, "cue": cue, "history": history},
+            pipeline_state={"rng": rng, "cue": cue, "history": history, **held},
         )
