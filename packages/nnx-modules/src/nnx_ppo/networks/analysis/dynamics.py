@@ -135,8 +135,7 @@ class CarryMap:
         state = jnp.asarray(state, self.dtype)
         if state.shape[-1:] != (self.size,):
             raise ValueError(
-                f"CarryMap: a state has {self.size} units (the last axis), got shape "
-                f"{state.shape}."
+                f"CarryMap: a state has {self.size} units (the last axis), got shape {state.shape}."
             )
         return self._apply(state)  # type: ignore[no-any-return]
 
