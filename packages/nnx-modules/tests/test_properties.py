@@ -39,7 +39,7 @@ from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp, make_ml
 from nnx_ppo.networks.feedforward import MLP, Dense
 from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.recording import ACTIVATION_KEY, Recorder, with_recording
-from nnx_ppo.networks.recurrent import GRU, LSTM
+from nnx_ppo.networks.recurrent import CTRNN, GRU, LSTM, SimpleRNN
 from nnx_ppo.networks.sampling_layers import (
     CategoricalSampler,
     NormalSampler,
@@ -52,7 +52,7 @@ from nnx_ppo.networks.variational import AR1VariationalBottleneck, VariationalBo
 B = 3
 STEPS = 3
 # Base classes that are not meant to be instantiated.
-ABSTRACT = {"StatefulModule", "StatelessModule", "ActionSampler"}
+ABSTRACT = {"StatefulModule", "StatelessModule", "ActionSampler", "RecurrentCell"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +114,15 @@ CASES = [
         _vec(4),
     ),
     Case("GRU", lambda: GRU(4, 5, rngs=_rngs()), _vec(4)),
+    Case("SimpleRNN", lambda: SimpleRNN(4, 5, activation="relu", rngs=_rngs()), _vec(4)),
+    Case(
+        "CTRNN", lambda: CTRNN(4, 5, dt=0.5, tau=[0.5, 1.0, 2.0, 4.0, 8.0], rngs=_rngs()), _vec(4)
+    ),
+    Case(
+        "CTRNN-learned-tau",
+        lambda: CTRNN(4, 5, tau=3.0, learn_tau=True, trainable_initial_state=True, rngs=_rngs()),
+        _vec(4),
+    ),
     Case("Delay", lambda: Delay(jnp.zeros(4), 2, initial_value=0.5), _vec(4)),
     Case(
         "Delay-tree",

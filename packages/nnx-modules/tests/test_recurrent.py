@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from nnx_ppo.networks.recurrent import GRU, LSTM
+from nnx_ppo.networks.recurrent import CTRNN, GRU, LSTM, SimpleRNN, TimeConstant
 from nnx_ppo.networks.types import reset_where
 
 
@@ -196,3 +196,222 @@ def test_call_errors_name_the_problem():
         cell((state["c"], state["h"]), jnp.ones((2, 3)))
     with pytest.raises(ValueError, match=r"in_features=3, got an input of shape \(2, 5\)"):
         cell(state, jnp.ones((2, 5)))
+
+
+# ------------------------------------------------------------------ LSTM / GRU pinned
+
+
+def test_lstm_and_gru_parameters_and_outputs_are_pinned():
+    # Computed with the LSTM and GRU of the commit before the RecurrentCell base (9f9d2d0),
+    # which agreed bitwise with the refactored cells (parameters, outputs, replay,
+    # gradients). Parameter names and values are what existing checkpoints hold.
+    def random_bias(key, shape, dtype=jnp.float32):
+        return jax.random.normal(key, shape, dtype)
+
+    x = jnp.asarray([[1.0, -2.0, 0.5], [0.0, 0.3, -1.0]])
+    lstm = LSTM(3, 4, rngs=nnx.Rngs(7), bias_init=random_bias)
+    assert [k for k, _ in nnx.to_flat_state(nnx.state(lstm))] == [
+        ("input_proj", "kernel"),
+        ("recurrent_proj", "bias"),
+        ("recurrent_proj", "kernel"),
+    ]
+    out = lstm(lstm.initialize_state(2), x)
+    np.testing.assert_allclose(
+        out.output[0], [-0.0657285824, 0.3061609566, -0.0511749089, -0.2706680596], rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        out.next_state["c"][1], [-0.1743658036, -0.1534763724, -0.0472741835, 0.3813136816],
+        rtol=1e-5,
+    )  # fmt: skip
+    gru = GRU(3, 4, rngs=nnx.Rngs(7), bias_init=random_bias)
+    assert [k for k, _ in nnx.to_flat_state(nnx.state(gru))] == [
+        ("input_proj", "bias"),
+        ("input_proj", "kernel"),
+        ("recurrent_proj", "bias"),
+        ("recurrent_proj", "kernel"),
+    ]
+    out = gru(gru.initialize_state(2), x)
+    out = gru(out.next_state, x)
+    np.testing.assert_allclose(
+        out.output[0], [0.2241704315, -0.4074997306, -0.5260309577, -0.5682232380], rtol=1e-5
+    )
+
+
+# ------------------------------------------------------------------ SimpleRNN and CTRNN
+
+# x = [1, -2], W_in = [[1, 2], [3, 4]]:  x W_in = [1 - 6, 2 - 8] = [-5, -6]
+# h = [0.5, 1], W_rec = [[2, 0], [1, -1]]:  h W_rec = [1 + 1, 0 - 1] = [2, -1]
+# b = [4, 3]:  pre-activation = [-5 + 2 + 4, -6 - 1 + 3] = [1, -4]
+_X = [[1.0, -2.0]]
+_H = [[0.5, 1.0]]
+_PRE = np.array([[1.0, -4.0]])
+
+
+def _set_weights(cell):
+    cell.input_proj.kernel[...] = jnp.array([[1.0, 2.0], [3.0, 4.0]])
+    cell.recurrent_proj.kernel[...] = jnp.array([[2.0, 0.0], [1.0, -1.0]])
+    cell.recurrent_proj.bias[...] = jnp.array([4.0, 3.0])
+    return cell
+
+
+@pytest.mark.parametrize(
+    ("activation", "expected"),
+    [("relu", [[1.0, 0.0]]), ("tanh", np.tanh(_PRE)), (jnp.sin, np.sin(_PRE))],
+    ids=["relu", "tanh", "callable"],
+)
+def test_simple_rnn_one_step_by_hand(activation, expected):
+    # h' = f(pre-activation) = f([1, -4]) (see above): relu gives [1, 0].
+    cell = _set_weights(SimpleRNN(2, 2, activation=activation, rngs=nnx.Rngs(0)))
+    out = cell({"h": jnp.array(_H)}, jnp.array(_X))
+    np.testing.assert_allclose(out.output, expected, rtol=1e-6)
+    np.testing.assert_array_equal(out.output, out.next_state["h"])
+
+
+def test_ctrnn_one_step_by_hand_per_unit_tau():
+    # dt = 0.5, tau = [1, 2]: a = dt / tau = [0.5, 0.25]. With relu, f(pre) = [1, 0]:
+    # h' = (1 - a) h + a f = [0.5 * 0.5 + 0.5 * 1, 0.75 * 1 + 0.25 * 0] = [0.75, 0.75].
+    cell = _set_weights(CTRNN(2, 2, dt=0.5, tau=[1.0, 2.0], activation="relu", rngs=nnx.Rngs(0)))
+    out = cell({"h": jnp.array(_H)}, jnp.array(_X))
+    np.testing.assert_allclose(out.output, [[0.75, 0.75]], rtol=1e-6)
+    np.testing.assert_allclose(cell.tau, [1.0, 2.0])
+
+
+def test_ctrnn_with_dt_equal_tau_is_exactly_simple_rnn():
+    # a = dt / tau = 1: h' = 0 * h + 1 * f(...), SimpleRNN's update, bit for bit.
+    def random_bias(key, shape, dtype=jnp.float32):
+        return jax.random.normal(key, shape, dtype)
+
+    simple = SimpleRNN(3, 4, rngs=nnx.Rngs(0), bias_init=random_bias)
+    ctrnn = CTRNN(3, 4, dt=0.1, tau=0.1, rngs=nnx.Rngs(0), bias_init=random_bias)
+    slow = CTRNN(3, 4, dt=0.1, tau=0.2, rngs=nnx.Rngs(0), bias_init=random_bias)
+    # The same parameter names and, from the same rngs, the same values.
+    jax.tree.map(
+        np.testing.assert_array_equal, nnx.state(ctrnn, nnx.Param), nnx.state(simple, nnx.Param)
+    )
+    xs = jax.random.normal(jax.random.key(0), (4, 2, 3))
+    done = jnp.zeros((4, 2), bool).at[1, 1].set(True)
+    state = {"h": jnp.full((2, 4), 0.5)}
+    eager = ctrnn(state, xs[0]).output
+    np.testing.assert_array_equal(eager, simple(state, xs[0]).output)
+    assert not np.allclose(slow(state, xs[0]).output, eager, atol=1e-3)  # tau matters
+
+    @nnx.jit  # compiled and scanned, with a reset
+    def replay(cell):
+        return cell.replay_sequence(cell.initialize_state(2), xs, None, done)[1].output
+
+    replayed = replay(ctrnn)
+    np.testing.assert_array_equal(replayed, replay(simple))
+    assert np.abs(replayed).min() > 0
+
+
+def test_learned_tau_starts_at_tau_and_stays_above_dt_after_a_huge_step():
+    dt, tau0 = 0.1, np.array([0.2, 1.0, 5.0, 20.0])
+    cell = CTRNN(3, 4, dt=dt, tau=tau0, learn_tau=True, rngs=nnx.Rngs(0))
+    np.testing.assert_allclose(cell.tau, tau0, rtol=1e-6)
+    assert set(nnx.state(cell, nnx.Param)) == {"input_proj", "recurrent_proj", "raw_tau"}
+    x = jnp.ones((2, 3))
+
+    def loss(cell):
+        # |h'| = a |f(...)| from h = 0 grows with a = dt / tau: the step shrinks tau.
+        return -jnp.sum(jnp.abs(cell(cell.initialize_state(2), x).output))
+
+    grads = nnx.grad(loss)(cell)
+    assert np.all(np.asarray(grads["raw_tau"][...]) > 0)
+    params = nnx.state(cell, nnx.Param)
+    nnx.update(cell, jax.tree.map(lambda p, g: p - 1e6 * g, params, grads))
+    tau = np.asarray(cell.tau)
+    assert np.all(np.isfinite(tau)) and np.all(tau >= np.float32(dt)) and np.all(tau > 0)
+    assert np.all(tau < tau0)  # the step did move it down, as far as dt
+    # a = dt / tau <= 1: with tanh, h' stays in [-1, 1] (a convex combination of h, f).
+    h = cell({"h": jnp.ones((2, 4))}, 3.0 * x).output
+    assert np.all(np.isfinite(h)) and np.all(np.abs(np.asarray(h)) <= 1.0)
+
+
+def test_fixed_tau_is_a_time_constant_not_a_param():
+    cell = CTRNN(3, 4, dt=1.0, tau=[1.0, 2.0, 3.0, 4.0], rngs=nnx.Rngs(0))
+    assert set(nnx.state(cell, nnx.Param)) == {"input_proj", "recurrent_proj"}
+    np.testing.assert_array_equal(nnx.state(cell, TimeConstant)["fixed_tau"][...], [1, 2, 3, 4])
+
+
+def _ctrnn(**kwargs):
+    return CTRNN(3, 4, rngs=nnx.Rngs(0), **{"tau": 2.0, **kwargs})
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "match"),
+    [
+        (lambda: SimpleRNN(0, 4, rngs=nnx.Rngs(0)), ValueError, "SimpleRNN: in_features"),
+        (
+            lambda: SimpleRNN(3, 4, activation="gelu", rngs=nnx.Rngs(0)),
+            ValueError,
+            r"activation must be one of \['relu', 'tanh'\].*got 'gelu'",
+        ),
+        (lambda: _ctrnn(activation=3), TypeError, "activation must be .* got 3 of type int"),
+        (
+            lambda: _ctrnn(tau=0.5),
+            ValueError,
+            r"dt / tau must be <= 1 .*dt=1.0 and tau=0.5.*tau >=",
+        ),
+        (lambda: _ctrnn(tau=[1.0, 1.0, 0.5, 1.0]), ValueError, r"tau=0.5 \(unit 2\)"),
+        (lambda: _ctrnn(tau=[2.0] * 3), ValueError, r"\(4,\), got an array of shape \(3,\)"),
+        (lambda: _ctrnn(tau=-1.0), ValueError, "tau must be positive and finite, got tau=-1.0"),
+        (lambda: _ctrnn(tau=float("nan")), ValueError, "tau must be positive and finite"),
+        (lambda: _ctrnn(tau="slow"), TypeError, "tau must be a positive number .* str 'slow'"),
+        (lambda: _ctrnn(tau=True), TypeError, "tau must be a positive number"),
+        (lambda: _ctrnn(dt=0.0), ValueError, "dt must be a positive finite number.*dt=0.0"),
+        (lambda: _ctrnn(dt="0.1"), TypeError, "dt must be a positive number.*str '0.1'"),
+        (lambda: _ctrnn(learn_tau=1), TypeError, "learn_tau must be True or False, got 1"),
+        (
+            lambda: _ctrnn(tau=1.0, learn_tau=True),
+            ValueError,
+            r"learn_tau=True, tau must be > dt .*tau=1.0 and dt=1.0",
+        ),
+    ],
+)
+def test_new_cells_construction_errors(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
+
+
+REPLAY_CELLS = [
+    pytest.param(lambda: LSTM(3, 4, rngs=nnx.Rngs(0), trainable_initial_state=True), id="lstm"),
+    pytest.param(lambda: GRU(3, 4, rngs=nnx.Rngs(0)), id="gru"),
+    pytest.param(
+        lambda: SimpleRNN(3, 4, activation="relu", rngs=nnx.Rngs(0), trainable_initial_state=True),
+        id="simple_rnn",
+    ),
+    pytest.param(
+        lambda: CTRNN(
+            3, 4, dt=0.5, tau=[0.5, 1.0, 2.0, 4.0], rngs=nnx.Rngs(0), trainable_initial_state=True
+        ),
+        id="ctrnn",
+    ),
+    pytest.param(
+        lambda: CTRNN(
+            3, 4, tau=3.0, learn_tau=True, rngs=nnx.Rngs(0), trainable_initial_state=True
+        ),
+        id="ctrnn_learned_tau",
+    ),
+]
+
+
+@pytest.mark.parametrize("make", REPLAY_CELLS)
+def test_replay_sequence_equals_step_by_step_with_resets(make):
+    cell = make()
+    _set_initial_state(cell, 0.5)  # so that a reset is visible (GRU: from zeros)
+    T, B = 6, 3
+    xs = jax.random.normal(jax.random.key(0), (T, B, 3))
+    done = jnp.zeros((T, B), bool).at[1, 0].set(True).at[3, 2].set(True)
+    state0 = cell.initialize_state(B)
+    final, out = nnx.jit(lambda c, s, d: c.replay_sequence(s, xs, None, d))(cell, state0, done)
+    state, outputs = state0, []
+    for t in range(T):
+        step = cell(state, xs[t])
+        outputs.append(step.output)
+        state = reset_where(cell, done[t], step.next_state)
+    np.testing.assert_allclose(out.output, jnp.stack(outputs), rtol=1e-5, atol=1e-6)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), final, state)
+    assert out.regularization_loss.shape == (T, B)
+    # The resets mattered: without them the replay differs after the first one.
+    _, no_reset = cell.replay_sequence(state0, xs, None, jnp.zeros_like(done))
+    assert not np.allclose(no_reset.output[2:, 0], out.output[2:, 0], atol=1e-4)

@@ -1,4 +1,4 @@
-"""Recurrent cells as stateful modules: `LSTM` and `GRU`.
+"""Recurrent cells as stateful modules: `LSTM`, `GRU`, `SimpleRNN` and `CTRNN`.
 
 The cell's memory is the module's carry (a dict of ``[B, hidden_features]`` arrays), so
 the trainer can thread it through the rollout, store it, replay from it and reset it
@@ -7,7 +7,9 @@ per environment. A cell starts each episode from zeros or, with
 ``[hidden_features]``) broadcast to the batch.
 
 Each cell uses one fused input projection and one fused recurrent projection (one
-matmul each per step) rather than one small matmul per gate.
+matmul each per step) rather than one small matmul per gate. All four are written on
+`RecurrentCell` (`nnx_ppo.networks.recurrent_cell`), the base class to subclass for a
+cell of your own.
 
 Examples:
     >>> import jax.numpy as jnp
@@ -24,16 +26,19 @@ Examples:
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from nnx_ppo.networks._helpers import check_features
-from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput, replay_scanned
+from nnx_ppo.networks.recurrent_cell import RecurrentCell
 
-__all__ = ["GRU", "LSTM"]
+__all__ = ["CTRNN", "GRU", "LSTM", "SimpleRNN", "TimeConstant"]
 
 Initializer = Any
 Activation = Any
@@ -43,182 +48,7 @@ _ORTHOGONAL = nnx.initializers.orthogonal()
 _ZEROS = nnx.initializers.zeros_init()
 
 
-def _per_gate(init: Initializer, n_gates: int) -> Initializer:
-    """An initialiser for a fused ``[in, n_gates * H]`` kernel: ``init`` on each gate block."""
-
-    def fused(key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> jax.Array:
-        fan_in, fused_out = shape
-        keys = jax.random.split(key, n_gates)
-        blocks = [init(k, (fan_in, fused_out // n_gates), dtype) for k in keys]
-        return jnp.concatenate(blocks, axis=-1)
-
-    return fused
-
-
-class _RecurrentCell(StatefulModule):
-    """Shared carry handling; subclasses implement `_step` (on the input already
-    projected by ``input_proj``) and name their carry."""
-
-    _carry_names: tuple[str, ...] = ()
-    _n_gates: int = 0
-
-    def __init__(
-        self,
-        in_features: int,
-        hidden_features: int,
-        *,
-        rngs: nnx.Rngs,
-        trainable_initial_state: bool,
-        kernel_init: Initializer | None,
-        recurrent_kernel_init: Initializer | None,
-        bias_init: Initializer | None,
-        param_dtype: Any,
-        input_bias: bool,
-        gate_fn: Activation = jax.nn.sigmoid,
-        activation_fn: Activation = jnp.tanh,
-    ) -> None:
-        owner = type(self).__name__
-        # None selects the default, as in nnx-ppo 0.3.0's LSTM.
-        kernel_init = _LECUN_NORMAL if kernel_init is None else kernel_init
-        recurrent_kernel_init = (
-            _ORTHOGONAL if recurrent_kernel_init is None else recurrent_kernel_init
-        )
-        bias_init = _ZEROS if bias_init is None else bias_init
-        for name, fn in (("gate_fn", gate_fn), ("activation_fn", activation_fn)):
-            if not callable(fn):
-                raise TypeError(
-                    f"{owner}: {name} must be an elementwise callable such as "
-                    f"nnx.sigmoid or nnx.tanh, got {fn!r} of type {type(fn).__name__}."
-                )
-        self.gate_fn = gate_fn
-        self.activation_fn = activation_fn
-        example = f"{owner}(8, 64, rngs=rngs)"
-        self.in_features = check_features(owner, "in_features", in_features, example)
-        self.hidden_features = check_features(owner, "hidden_features", hidden_features, example)
-        if not isinstance(trainable_initial_state, bool):
-            raise TypeError(
-                f"{owner}: trainable_initial_state must be True or False, got "
-                f"{trainable_initial_state!r}."
-            )
-        self.trainable_initial_state = trainable_initial_state
-        self.param_dtype = param_dtype
-        fused = self._n_gates * self.hidden_features
-        self.input_proj = nnx.Linear(
-            self.in_features,
-            fused,
-            use_bias=input_bias,
-            kernel_init=kernel_init,
-            bias_init=bias_init,
-            param_dtype=param_dtype,
-            rngs=rngs,
-        )
-        self.recurrent_proj = nnx.Linear(
-            self.hidden_features,
-            fused,
-            use_bias=True,
-            kernel_init=_per_gate(recurrent_kernel_init, self._n_gates),
-            bias_init=bias_init,
-            param_dtype=param_dtype,
-            rngs=rngs,
-        )
-        self.initial_state: nnx.Dict | None
-        if trainable_initial_state:
-            self.initial_state = nnx.Dict(
-                {
-                    name: nnx.Param(jnp.zeros((self.hidden_features,), param_dtype))
-                    for name in self._carry_names
-                }
-            )
-        else:
-            self.initial_state = None
-
-    def initialize_state(self, batch_size: int) -> dict[str, jax.Array]:
-        """The carry at the start of an episode.
-
-        Args:
-            batch_size: Number of environments ``B``.
-
-        Returns:
-            A dict of ``[B, hidden_features]`` arrays: zeros, or the learned initial
-            state broadcast to the batch.
-        """
-        shape = (batch_size, self.hidden_features)
-        if self.initial_state is None:
-            return {name: jnp.zeros(shape, self.param_dtype) for name in self._carry_names}
-        return {
-            name: jnp.broadcast_to(self.initial_state[name][...], shape)
-            for name in self._carry_names
-        }
-
-    def __call__(
-        self, state: dict[str, jax.Array], x: jax.Array, rollout_extras: Any = None
-    ) -> StatefulModuleOutput:
-        """Advance the cell one step.
-
-        Args:
-            state: The carry, a dict of ``[B, hidden_features]`` arrays.
-            x: Input, shape ``[B, in_features]``.
-            rollout_extras: Ignored (the cell is deterministic given its carry).
-
-        Returns:
-            A `StatefulModuleOutput` whose ``output`` is the new hidden state
-            ``h``, shape ``[B, hidden_features]``, and whose ``next_state`` has the
-            structure, shapes and dtypes of ``state``.
-        """
-        del rollout_extras
-        self._check(state, x)
-        return self._projected_call(state, self.input_proj(x))
-
-    def replay_sequence(
-        self, state: dict[str, jax.Array], xs: jax.Array, rollout_extras: Any, done: jax.Array
-    ) -> tuple[dict[str, jax.Array], StatefulModuleOutput]:
-        """Replay a stored sequence: the input projection ``x W`` of all ``T * B``
-        samples in one product, then a scan over time of the recurrent part only
-        (see `StatefulModule.replay_sequence`)."""
-        self._check(state, xs)
-        return replay_scanned(
-            self, state, self.input_proj(xs), rollout_extras, done, step=_projected_step
-        )
-
-    def _check(self, state: Any, x: jax.Array) -> None:
-        owner = type(self).__name__
-        if not isinstance(state, dict) or set(state) != set(self._carry_names):
-            keys = sorted(state) if isinstance(state, dict) else type(state).__name__
-            raise ValueError(
-                f"{owner}: state must be a dict with keys {sorted(self._carry_names)}, got "
-                f"{keys}; pass the carry from initialize_state() or a previous next_state."
-            )
-        if x.shape[-1:] != (self.in_features,):
-            raise ValueError(
-                f"{owner}: the input's last axis must have size in_features="
-                f"{self.in_features}, got an input of shape {tuple(x.shape)}."
-            )
-
-    def _projected_call(
-        self, state: dict[str, jax.Array], projected: jax.Array
-    ) -> StatefulModuleOutput:
-        next_state = self._step(state, projected)
-        next_state = {k: v.astype(state[k].dtype) for k, v in next_state.items()}
-        return StatefulModuleOutput(
-            next_state=next_state,
-            output=next_state["h"],
-            regularization_loss=jnp.zeros(()),
-            metrics={},
-            rollout_extras=(),
-        )
-
-    def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
-        raise NotImplementedError
-
-
-def _projected_step(
-    cell: _RecurrentCell, state: dict[str, jax.Array], projected: jax.Array, extras: Any
-) -> StatefulModuleOutput:
-    del extras
-    return cell._projected_call(state, projected)
-
-
-class LSTM(_RecurrentCell):
+class LSTM(RecurrentCell):
     """A long short-term memory cell.
 
     With gates stacked as ``[i, f, g, o]`` along the fused output axis::
@@ -249,14 +79,15 @@ class LSTM(_RecurrentCell):
             always uses one fused input and one fused recurrent projection.
 
     Raises:
-        TypeError: If a size is not an int.
+        TypeError: If a size is not an int, or ``gate_fn`` or ``activation_fn`` is not
+            callable.
         ValueError: If a size is not positive.
 
     The carry is ``{"h": [B, H], "c": [B, H]}``; the output is ``h'``, ``[B, H]``.
     """
 
-    _carry_names = ("c", "h")
-    _n_gates = 4
+    carry_names = ("c", "h")
+    n_gates = 4
 
     def __init__(
         self,
@@ -274,6 +105,14 @@ class LSTM(_RecurrentCell):
         use_optimized: bool = True,
     ) -> None:
         del use_optimized  # one fused implementation (nnx-ppo's two variants agree)
+        for name, fn in (("gate_fn", gate_fn), ("activation_fn", activation_fn)):
+            if not callable(fn):
+                raise TypeError(
+                    f"LSTM: {name} must be an elementwise callable such as "
+                    f"nnx.sigmoid or nnx.tanh, got {fn!r} of type {type(fn).__name__}."
+                )
+        self.gate_fn = gate_fn
+        self.activation_fn = activation_fn
         super().__init__(
             in_features,
             hidden_features,
@@ -284,8 +123,6 @@ class LSTM(_RecurrentCell):
             bias_init=bias_init,
             param_dtype=param_dtype,
             input_bias=False,
-            gate_fn=gate_fn,
-            activation_fn=activation_fn,
         )
 
     def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
@@ -297,7 +134,7 @@ class LSTM(_RecurrentCell):
         return {"c": c, "h": h}
 
 
-class GRU(_RecurrentCell):
+class GRU(RecurrentCell):
     """A gated recurrent unit.
 
     With gates stacked as ``[r, z, n]`` along the fused output axis::
@@ -331,8 +168,8 @@ class GRU(_RecurrentCell):
     The carry is ``{"h": [B, H]}``; the output is ``h'``, ``[B, H]``.
     """
 
-    _carry_names = ("h",)
-    _n_gates = 3
+    carry_names = ("h",)
+    n_gates = 3
 
     def __init__(
         self,
@@ -346,6 +183,8 @@ class GRU(_RecurrentCell):
         bias_init: Initializer | None = _ZEROS,
         param_dtype: Any = jnp.float32,
     ) -> None:
+        self.gate_fn = jax.nn.sigmoid
+        self.activation_fn = jnp.tanh
         super().__init__(
             in_features,
             hidden_features,
@@ -366,3 +205,319 @@ class GRU(_RecurrentCell):
         z = self.gate_fn(xz + hz)
         n = self.activation_fn(xn + r * hn)
         return {"h": (1.0 - z) * n + z * h}
+
+
+# --------------------------------------------------------------------------------------
+# SimpleRNN and CTRNN
+# --------------------------------------------------------------------------------------
+
+_ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "relu": jax.nn.relu,
+    "tanh": jnp.tanh,
+}
+
+
+def _activation(owner: str, value: Any) -> Callable[[jax.Array], jax.Array]:
+    """``value`` as an elementwise function: a name in `_ACTIVATIONS` or a callable."""
+    if isinstance(value, str):
+        if value not in _ACTIVATIONS:
+            raise ValueError(
+                f"{owner}: activation must be one of {sorted(_ACTIVATIONS)} or an "
+                f"elementwise callable, got {value!r}; e.g. activation='tanh' or "
+                "activation=jax.nn.softplus."
+            )
+        return _ACTIVATIONS[value]
+    if not callable(value):
+        raise TypeError(
+            f"{owner}: activation must be one of {sorted(_ACTIVATIONS)} or an elementwise "
+            f"callable, got {value!r} of type {type(value).__name__}; e.g. "
+            "activation='relu' or activation=jax.nn.softplus."
+        )
+    return value
+
+
+class SimpleRNN(RecurrentCell):
+    """The simple (Elman) recurrent cell: ``h' = f(x W_in + h W_rec + b)``.
+
+    ``W_in`` is ``input_proj.kernel`` ``[in_features, H]``, ``W_rec`` is
+    ``recurrent_proj.kernel`` ``[H, H]`` and ``b`` is ``recurrent_proj.bias`` ``[H]``
+    (the input projection has no bias of its own). The carry is ``{"h": [B, H]}``; the
+    output is ``h'``, ``[B, H]``.
+
+    Args:
+        in_features: Size of the input's last axis, a positive int.
+        hidden_features: Size ``H`` of the hidden state, a positive int.
+        rngs: Random streams for the parameter initialisers.
+        activation: ``f``: ``"tanh"`` (default), ``"relu"``, or an elementwise
+            callable such as ``jax.nn.softplus``.
+        trainable_initial_state: If true, the episode-start ``h`` is a learned
+            parameter (initialised at zero) instead of fixed zeros.
+        kernel_init: Initialiser of ``W_in`` (default, or ``None``: LeCun normal).
+        recurrent_kernel_init: Initialiser of ``W_rec`` (default, or ``None``:
+            orthogonal).
+        bias_init: Initialiser of ``b`` (default, or ``None``: zeros).
+        param_dtype: Dtype of the parameters and the carry.
+
+    Raises:
+        TypeError: If a size is not an int or ``activation`` is neither a name nor a
+            callable.
+        ValueError: If a size is not positive or ``activation`` is an unknown name.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from flax import nnx
+        >>> from nnx_ppo.networks.recurrent import SimpleRNN
+        >>> cell = SimpleRNN(3, 4, activation="relu", rngs=nnx.Rngs(0))
+        >>> out = cell(cell.initialize_state(batch_size=2), jnp.ones((2, 3)))
+        >>> out.output.shape, bool((out.output >= 0).all())
+        ((2, 4), True)
+    """
+
+    carry_names = ("h",)
+    n_gates = 1
+
+    def __init__(
+        self,
+        in_features: int,
+        hidden_features: int,
+        *,
+        rngs: nnx.Rngs,
+        activation: str | Callable[[jax.Array], jax.Array] = "tanh",
+        trainable_initial_state: bool = False,
+        kernel_init: Initializer | None = None,
+        recurrent_kernel_init: Initializer | None = None,
+        bias_init: Initializer | None = None,
+        param_dtype: Any = jnp.float32,
+    ) -> None:
+        self.activation = _activation(type(self).__name__, activation)
+        super().__init__(
+            in_features,
+            hidden_features,
+            rngs=rngs,
+            trainable_initial_state=trainable_initial_state,
+            kernel_init=kernel_init,
+            recurrent_kernel_init=recurrent_kernel_init,
+            bias_init=bias_init,
+            param_dtype=param_dtype,
+        )
+
+    def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
+        return {"h": self.activation(projected + self.recurrent_proj(state["h"]))}
+
+
+class TimeConstant(nnx.Variable):
+    """A fixed (not learned) per-unit time constant of a `CTRNN`, ``[H]``.
+
+    Not an `nnx.Param`: gradient transforms and ``nnx.Param``-filtered optimizers
+    leave it alone. A learned time constant is an `nnx.Param` instead (``raw_tau``).
+    """
+
+
+def _check_dt(owner: str, dt: Any) -> float:
+    if isinstance(dt, (bool, np.bool_)) or not isinstance(dt, numbers.Real):
+        raise TypeError(
+            f"{owner}: dt must be a positive number (the integration step), got "
+            f"{type(dt).__name__} {dt!r}; e.g. dt=0.1."
+        )
+    if not np.isfinite(dt) or dt <= 0:
+        raise ValueError(
+            f"{owner}: dt must be a positive finite number (the integration step), got "
+            f"dt={dt!r}; e.g. dt=0.1."
+        )
+    return float(dt)
+
+
+def _check_tau(owner: str, tau: Any, hidden: int, dt: float, learn_tau: bool) -> np.ndarray:
+    """``tau`` as a float64 ``[hidden]`` array, checked for the Euler step with ``dt``."""
+    example = f"tau=10 * dt, or an array of shape ({hidden},)"
+    try:
+        array = None if isinstance(tau, (bool, np.bool_, str)) else np.asarray(tau)
+    except (TypeError, ValueError):
+        array = None
+    if array is None or array.dtype.kind not in "iuf":
+        raise TypeError(
+            f"{owner}: tau must be a positive number or an array of {hidden} positive "
+            f"numbers (one per unit), got {type(tau).__name__} {tau!r}; e.g. {example}."
+        )
+    array = array.astype(np.float64)
+    if array.shape not in {(), (hidden,)}:
+        raise ValueError(
+            f"{owner}: tau must be a number or an array of shape (hidden_features,) = "
+            f"({hidden},), got an array of shape {array.shape}; e.g. {example}."
+        )
+    per_unit = np.broadcast_to(array, (hidden,)).copy()
+    which = "" if array.ndim == 0 else " (unit {i})"
+    bad = np.flatnonzero(~np.isfinite(per_unit) | (per_unit <= 0))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"{owner}: tau must be positive and finite, got tau={float(per_unit[i])!r}"
+            f"{which.format(i=i)}; e.g. {example}."
+        )
+    if learn_tau:
+        bad = np.flatnonzero(per_unit <= dt)
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(
+                f"{owner}: with learn_tau=True, tau must be > dt for every unit, because "
+                f"the learned time constant is tau = dt + softplus(raw_tau) > dt; got "
+                f"tau={float(per_unit[i])!r}{which.format(i=i)} and dt={dt!r}. Start from a tau "
+                f"above dt (e.g. tau={2 * dt!r}), or use learn_tau=False for tau == dt."
+            )
+    else:
+        bad = np.flatnonzero(dt / per_unit > 1)
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(
+                f"{owner}: dt / tau must be <= 1 for every unit (a larger Euler step "
+                f"overshoots the target and can diverge), got dt={dt!r} and "
+                f"tau={float(per_unit[i])!r}{which.format(i=i)}, dt / tau = "
+                f"{dt / per_unit[i]:.4g}. "
+                f"Pass tau >= dt (e.g. tau={10 * dt!r}) or a smaller dt (e.g. "
+                f"dt={float(per_unit.min())!r})."
+            )
+    return per_unit
+
+
+def _inverse_softplus(y: np.ndarray) -> np.ndarray:
+    """``log(exp(y) - 1)`` for ``y > 0``, written to stay finite for large ``y``."""
+    return y + np.log(-np.expm1(-y))
+
+
+class CTRNN(RecurrentCell):
+    """A continuous-time recurrent network (leaky rate units), Euler-integrated.
+
+    The network ``tau dh/dt = -h + f(x U + h W + b)`` stepped by ``dt``::
+
+        h' = h + (dt / tau) * (-h + f(x U + h W + b))
+           = (1 - a) * h + a * f(x U + h W + b),      a = dt / tau  (per unit, [H])
+
+    computed in the second form, so with ``dt == tau`` (``a == 1``) the cell is exactly
+    a `SimpleRNN` with the same weights. ``U`` is ``input_proj.kernel``
+    ``[in_features, H]``, ``W`` is ``recurrent_proj.kernel`` ``[H, H]`` and ``b`` is
+    ``recurrent_proj.bias`` ``[H]``, as in `SimpleRNN` (the same parameter names, and
+    from the same ``rngs`` the same initial values). The carry is ``{"h": [B, H]}``;
+    the output is ``h'``, ``[B, H]``.
+
+    A fixed ``tau`` (``learn_tau=False``) is a `TimeConstant` ``fixed_tau`` and must
+    satisfy ``dt / tau <= 1``, the stability condition of the Euler step. A learned one
+    (``learn_tau=True``) is parametrised as ``tau = dt + softplus(raw_tau)`` with
+    ``raw_tau`` an `nnx.Param` ``[H]`` initialised so that ``tau`` starts at the value
+    given. This keeps ``tau`` above ``dt > 0`` after any gradient step, however large
+    (at worst ``tau`` rounds to ``dt``), so ``a = dt / tau`` stays in ``(0, 1]`` and the
+    learned cell is stable by construction. ``tau = exp(log_tau)`` would keep ``tau``
+    positive but let a step take it below ``dt`` (``a > 1``, an overshooting update),
+    and its gradient grows with ``tau`` where softplus's is at most 1. The price: a
+    learned ``tau`` must start above ``dt``.
+
+    Args:
+        in_features: Size of the input's last axis, a positive int.
+        hidden_features: Size ``H`` of the hidden state, a positive int.
+        tau: The time constant, a positive number or an array of ``H`` positive numbers
+            (one per unit), in the units of ``dt``.
+        rngs: Random streams for the parameter initialisers.
+        dt: The integration step, a positive number (default 1.0).
+        learn_tau: Learn ``tau`` (then ``tau`` is its initial value and must be
+            ``> dt``) instead of keeping it fixed (then ``dt / tau <= 1``).
+        activation: ``f``: ``"tanh"`` (default), ``"relu"``, or an elementwise
+            callable such as ``jax.nn.softplus``.
+        trainable_initial_state: If true, the episode-start ``h`` is a learned
+            parameter (initialised at zero) instead of fixed zeros.
+        kernel_init: Initialiser of ``U`` (default, or ``None``: LeCun normal).
+        recurrent_kernel_init: Initialiser of ``W`` (default, or ``None``:
+            orthogonal).
+        bias_init: Initialiser of ``b`` (default, or ``None``: zeros).
+        param_dtype: Dtype of the parameters and the carry.
+
+    Raises:
+        TypeError: If a size is not an int, ``dt`` not a number, ``tau`` not a number
+            or numeric array, ``learn_tau`` not a bool, or ``activation`` neither a
+            name nor a callable.
+        ValueError: If a size, ``dt`` or ``tau`` is not positive and finite, ``tau``
+            has the wrong shape, ``dt / tau > 1`` for a fixed ``tau``, ``tau <= dt``
+            for a learned one, or ``activation`` is an unknown name.
+
+    Attributes:
+        dt: The integration step (a Python float).
+        learn_tau: Whether ``tau`` is learned.
+        fixed_tau: The `TimeConstant` ``[H]`` (``None`` when learned).
+        raw_tau: The `nnx.Param` ``[H]`` with ``tau = dt + softplus(raw_tau)``
+            (``None`` when fixed).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from flax import nnx
+        >>> from nnx_ppo.networks.recurrent import CTRNN
+        >>> cell = CTRNN(3, 4, dt=1.0, tau=[1.0, 2.0, 4.0, 8.0], rngs=nnx.Rngs(0))
+        >>> (cell.dt / cell.tau).tolist()  # how far each unit moves towards f(...)
+        [1.0, 0.5, 0.25, 0.125]
+        >>> out = cell(cell.initialize_state(batch_size=2), jnp.ones((2, 3)))
+        >>> out.output.shape
+        (2, 4)
+        >>> learned = CTRNN(3, 4, dt=1.0, tau=4.0, learn_tau=True, rngs=nnx.Rngs(0))
+        >>> [round(t, 5) for t in learned.tau.tolist()]
+        [4.0, 4.0, 4.0, 4.0]
+    """
+
+    carry_names = ("h",)
+    n_gates = 1
+
+    def __init__(
+        self,
+        in_features: int,
+        hidden_features: int,
+        *,
+        tau: float | np.ndarray | jax.Array | list[float],
+        rngs: nnx.Rngs,
+        dt: float = 1.0,
+        learn_tau: bool = False,
+        activation: str | Callable[[jax.Array], jax.Array] = "tanh",
+        trainable_initial_state: bool = False,
+        kernel_init: Initializer | None = None,
+        recurrent_kernel_init: Initializer | None = None,
+        bias_init: Initializer | None = None,
+        param_dtype: Any = jnp.float32,
+    ) -> None:
+        owner = type(self).__name__
+        self.activation = _activation(owner, activation)
+        self.dt = _check_dt(owner, dt)
+        if not isinstance(learn_tau, bool):
+            raise TypeError(f"{owner}: learn_tau must be True or False, got {learn_tau!r}.")
+        self.learn_tau = learn_tau
+        # tau's shape depends on hidden_features: check both before any parameter is drawn.
+        example = f"{owner}(8, 64, tau=10.0, rngs=rngs)"
+        check_features(owner, "in_features", in_features, example)
+        hidden = check_features(owner, "hidden_features", hidden_features, example)
+        per_unit = _check_tau(owner, tau, hidden, self.dt, learn_tau)
+        super().__init__(
+            in_features,
+            hidden_features,
+            rngs=rngs,
+            trainable_initial_state=trainable_initial_state,
+            kernel_init=kernel_init,
+            recurrent_kernel_init=recurrent_kernel_init,
+            bias_init=bias_init,
+            param_dtype=param_dtype,
+        )
+        raw = _inverse_softplus(per_unit - self.dt) if learn_tau else None
+        self.fixed_tau: TimeConstant | None = (
+            None if learn_tau else TimeConstant(jnp.asarray(per_unit, param_dtype))
+        )
+        self.raw_tau: nnx.Param | None = (
+            None if raw is None else nnx.Param(jnp.asarray(raw, param_dtype))
+        )
+
+    @property
+    def tau(self) -> jax.Array:
+        """The time constant of each unit, ``[H]``: the fixed one, or ``dt +
+        softplus(raw_tau)`` when learned."""
+        if self.raw_tau is not None:
+            return self.dt + jax.nn.softplus(self.raw_tau[...])
+        assert self.fixed_tau is not None  # one of the two is set at construction
+        return self.fixed_tau[...]
+
+    def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
+        h = state["h"]
+        a = self.dt / self.tau  # [H], in (0, 1]
+        target = self.activation(projected + self.recurrent_proj(h))
+        return {"h": (1.0 - a) * h + a * target}

@@ -1,0 +1,344 @@
+"""`RecurrentCell`: the base class of the recurrent cells, for writing your own.
+
+A recurrent cell keeps its memory in the module's carry, a dict of ``[B, H]`` arrays
+(``H = hidden_features``), so the trainer can thread it through the rollout, store it,
+replay from it and reset it per environment. Everything a cell needs besides its update
+rule lives here, once: the carry (zeros, or a learned initial vector per entry with
+``trainable_initial_state=True``), the reset, the input checks, one fused input
+projection and one fused recurrent projection, and `RecurrentCell.replay_sequence`,
+which projects the inputs of all ``T * B`` samples in one product and scans only the
+recurrent part over time. A cell written on this base is exported by
+``nnx_ppo.networks.export`` and recorded by ``nnx_ppo.networks.recording`` like the
+library's own (`LSTM`, `GRU`, `SimpleRNN` and `CTRNN` in `nnx_ppo.networks.recurrent`).
+
+A subclass declares its carry and the width of its projections, and implements one
+hook, `RecurrentCell._step`, on the input already projected (see the class docstring
+for a complete cell in a few lines).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from nnx_ppo.networks._helpers import check_features
+from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput, replay_scanned
+
+__all__ = ["RecurrentCell"]
+
+Initializer = Any
+
+_LECUN_NORMAL = nnx.initializers.lecun_normal()
+_ORTHOGONAL = nnx.initializers.orthogonal()
+_ZEROS = nnx.initializers.zeros_init()
+
+
+def _per_gate(init: Initializer, n_gates: int) -> Initializer:
+    """An initialiser for a fused ``[in, n_gates * H]`` kernel: ``init`` on each gate block."""
+
+    def fused(key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> jax.Array:
+        fan_in, fused_out = shape
+        keys = jax.random.split(key, n_gates)
+        blocks = [init(k, (fan_in, fused_out // n_gates), dtype) for k in keys]
+        return jnp.concatenate(blocks, axis=-1)
+
+    return fused
+
+
+class RecurrentCell(StatefulModule):
+    """Base class of the recurrent cells: everything but the update rule.
+
+    A subclass sets two class attributes and implements one method:
+
+    - ``carry_names``: the names of the carry's entries, each ``[B, H]``; it must
+      include ``"h"``, the cell's output.
+    - ``n_gates``: how many ``H``-wide blocks the projections produce (4 for an LSTM's
+      ``[i, f, g, o]``, 1 for a cell without gates).
+    - ``_step(state, projected)``: the update. ``state`` is the carry (``{name: [B,
+      H]}``) and ``projected`` is the input already projected, ``x W (+ b)``, shape
+      ``[B, n_gates * H]``; the recurrent projection ``h U + a`` is
+      ``self.recurrent_proj(state["h"])``, same shape. It returns the next carry, a dict
+      with the same keys and ``[B, H]`` arrays; its ``"h"`` is the output.
+
+    The base class gives the subclass `__call__`, `initialize_state`, ``reset_state``,
+    `replay_sequence` (the input projection of all steps in one product, then a scan),
+    the argument and input checks, and the optional learned initial carry. A subclass
+    with arguments of its own validates and stores them and calls
+    ``super().__init__(in_features, hidden_features, rngs=rngs, ...)``, as `CTRNN` does.
+
+    Args:
+        in_features: Size of the input's last axis, a positive int.
+        hidden_features: Size ``H`` of each carry entry, a positive int.
+        rngs: Random streams for the parameter initialisers.
+        trainable_initial_state: If true, each carry entry starts an episode from a
+            learned ``[H]`` parameter (initialised at zero, an `nnx.Param` in
+            ``initial_state``) broadcast to the batch, instead of fixed zeros.
+        kernel_init: Initialiser of ``input_proj.kernel`` ``[in_features, n_gates * H]``
+            (default, or ``None``: LeCun normal).
+        recurrent_kernel_init: Initialiser of each gate's ``[H, H]`` block of
+            ``recurrent_proj.kernel`` (default, or ``None``: orthogonal).
+        bias_init: Initialiser of the biases (default, or ``None``: zeros).
+        param_dtype: Dtype of the parameters and the carry.
+        input_bias: Whether ``input_proj`` has a bias of its own (``recurrent_proj``
+            always has one, so a cell whose pre-activations add up needs no second).
+
+    Raises:
+        TypeError: If a size is not an int, ``trainable_initial_state`` not a bool, or
+            the subclass's ``carry_names`` or ``n_gates`` are malformed.
+        ValueError: If a size is not positive.
+
+    Attributes:
+        input_proj: The input projection, an ``nnx.Linear`` ``[in_features, n_gates *
+            H]``.
+        recurrent_proj: The recurrent projection, an ``nnx.Linear`` ``[H, n_gates *
+            H]`` with a bias.
+        initial_state: ``{name: nnx.Param [H]}`` with ``trainable_initial_state``, else
+            ``None``.
+
+    Examples:
+        A cell that moves ``h`` towards a candidate at a learned, input-dependent rate
+        (a GRU without its reset gate), in a dozen lines:
+
+        >>> import jax, jax.numpy as jnp
+        >>> from flax import nnx
+        >>> from nnx_ppo.networks.recurrent_cell import RecurrentCell
+        >>> class LeakyGatedCell(RecurrentCell):
+        ...     # z = sigmoid(x W_z + h U_z + a_z), n = tanh(x W_n + h U_n + a_n)
+        ...     # h' = (1 - z) * h + z * n
+        ...     carry_names = ("h",)
+        ...     n_gates = 2  # the projections hold [z, n], each H wide
+        ...
+        ...     def _step(self, state, projected):
+        ...         h = state["h"]
+        ...         z, n = jnp.split(projected + self.recurrent_proj(h), 2, axis=-1)
+        ...         z = jax.nn.sigmoid(z)
+        ...         return {"h": (1.0 - z) * h + z * jnp.tanh(n)}
+        >>> cell = LeakyGatedCell(3, 8, rngs=nnx.Rngs(0))
+        >>> state = cell.initialize_state(batch_size=2)
+        >>> out = cell(state, jnp.ones((2, 3)))
+        >>> out.output.shape, out.next_state["h"].shape
+        ((2, 8), (2, 8))
+
+        Loss replay of a stored ``[T, B, in_features]`` sequence comes with it (here no
+        episode ends, so it is the step-by-step rollout):
+
+        >>> xs, done = jnp.ones((5, 2, 3)), jnp.zeros((5, 2), bool)
+        >>> final, seq = cell.replay_sequence(state, xs, None, done)
+        >>> seq.output.shape
+        (5, 2, 8)
+        >>> bool(jnp.allclose(seq.output[0], out.output))
+        True
+    """
+
+    carry_names: ClassVar[tuple[str, ...]] = ("h",)
+    """The carry's entries, each ``[B, H]``; must include ``"h"`` (the output)."""
+    n_gates: ClassVar[int] = 1
+    """How many ``H``-wide blocks the input and recurrent projections produce."""
+
+    def __init__(
+        self,
+        in_features: int,
+        hidden_features: int,
+        *,
+        rngs: nnx.Rngs,
+        trainable_initial_state: bool = False,
+        kernel_init: Initializer | None = None,
+        recurrent_kernel_init: Initializer | None = None,
+        bias_init: Initializer | None = None,
+        param_dtype: Any = jnp.float32,
+        input_bias: bool = False,
+    ) -> None:
+        owner = type(self).__name__
+        self._check_declaration(owner)
+        # None selects the default, as in nnx-ppo 0.3.0's LSTM.
+        kernel_init = _LECUN_NORMAL if kernel_init is None else kernel_init
+        recurrent_kernel_init = (
+            _ORTHOGONAL if recurrent_kernel_init is None else recurrent_kernel_init
+        )
+        bias_init = _ZEROS if bias_init is None else bias_init
+        example = f"{owner}(8, 64, rngs=rngs)"
+        self.in_features = check_features(owner, "in_features", in_features, example)
+        self.hidden_features = check_features(owner, "hidden_features", hidden_features, example)
+        if not isinstance(trainable_initial_state, bool):
+            raise TypeError(
+                f"{owner}: trainable_initial_state must be True or False, got "
+                f"{trainable_initial_state!r}."
+            )
+        self.trainable_initial_state = trainable_initial_state
+        self.param_dtype = param_dtype
+        fused = self.n_gates * self.hidden_features
+        self.input_proj = nnx.Linear(
+            self.in_features,
+            fused,
+            use_bias=input_bias,
+            kernel_init=kernel_init,
+            bias_init=bias_init,
+            param_dtype=param_dtype,
+            rngs=rngs,
+        )
+        self.recurrent_proj = nnx.Linear(
+            self.hidden_features,
+            fused,
+            use_bias=True,
+            kernel_init=_per_gate(recurrent_kernel_init, self.n_gates),
+            bias_init=bias_init,
+            param_dtype=param_dtype,
+            rngs=rngs,
+        )
+        self.initial_state: nnx.Dict | None
+        if trainable_initial_state:
+            self.initial_state = nnx.Dict(
+                {
+                    name: nnx.Param(jnp.zeros((self.hidden_features,), param_dtype))
+                    for name in self.carry_names
+                }
+            )
+        else:
+            self.initial_state = None
+
+    def initialize_state(self, batch_size: int) -> dict[str, jax.Array]:
+        """The carry at the start of an episode.
+
+        Args:
+            batch_size: Number of environments ``B``.
+
+        Returns:
+            A dict with one ``[B, hidden_features]`` array per name in
+            ``carry_names``: zeros, or the learned initial state broadcast to the batch.
+        """
+        shape = (batch_size, self.hidden_features)
+        if self.initial_state is None:
+            return {name: jnp.zeros(shape, self.param_dtype) for name in self.carry_names}
+        return {
+            name: jnp.broadcast_to(self.initial_state[name][...], shape)
+            for name in self.carry_names
+        }
+
+    def __call__(
+        self, state: dict[str, jax.Array], x: jax.Array, rollout_extras: Any = None
+    ) -> StatefulModuleOutput:
+        """Advance the cell one step.
+
+        Args:
+            state: The carry, a dict of ``[B, hidden_features]`` arrays.
+            x: Input, shape ``[B, in_features]``.
+            rollout_extras: Ignored (the cell is deterministic given its carry).
+
+        Returns:
+            A `StatefulModuleOutput` whose ``output`` is the new hidden state
+            ``h``, shape ``[B, hidden_features]``, and whose ``next_state`` has the
+            structure, shapes and dtypes of ``state``.
+
+        Raises:
+            ValueError: If ``state`` does not have the keys ``carry_names`` or the
+                input's last axis is not ``in_features``.
+        """
+        del rollout_extras
+        self._check(state, x)
+        return self._projected_call(state, self.input_proj(x))
+
+    def replay_sequence(
+        self, state: dict[str, jax.Array], xs: jax.Array, rollout_extras: Any, done: jax.Array
+    ) -> tuple[dict[str, jax.Array], StatefulModuleOutput]:
+        """Replay a stored sequence: the input projection ``x W`` of all ``T * B``
+        samples in one product, then a scan over time of the recurrent part only
+        (see `StatefulModule.replay_sequence`).
+
+        Args:
+            state: The carry before the first step, ``[B, hidden_features]`` arrays.
+            xs: The inputs, ``[T, B, in_features]``.
+            rollout_extras: Ignored.
+            done: ``[T, B]`` bool: the carry is reset after step ``t`` where set.
+
+        Returns:
+            ``(final_state, out)`` with ``out.output`` ``[T, B, hidden_features]``.
+        """
+        self._check(state, xs)
+        return replay_scanned(
+            self, state, self.input_proj(xs), rollout_extras, done, step=_projected_step
+        )
+
+    def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
+        """The cell's update (the one hook a subclass implements).
+
+        Args:
+            state: The carry, ``{name: [B, H]}`` for each name in ``carry_names``.
+            projected: The projected input ``x W (+ b)``, ``[B, n_gates * H]``.
+
+        Returns:
+            The next carry: the same keys, ``[B, H]`` arrays; ``"h"`` is the output.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement _step(state, projected) -> next carry"
+        )
+
+    @classmethod
+    def _check_declaration(cls, owner: str) -> None:
+        names = cls.carry_names
+        if (
+            not isinstance(names, tuple)
+            or not all(isinstance(n, str) for n in names)
+            or len(set(names)) != len(names)
+            or "h" not in names
+        ):
+            raise TypeError(
+                f"{owner}.carry_names must be a tuple of distinct str that includes 'h' "
+                f"(the output), got {names!r}; declare e.g. carry_names = ('h',) or "
+                "('c', 'h') in the class body."
+            )
+        if isinstance(cls.n_gates, bool) or not isinstance(cls.n_gates, int) or cls.n_gates < 1:
+            raise TypeError(
+                f"{owner}.n_gates must be a positive int (the number of H-wide blocks of "
+                f"the projections), got {cls.n_gates!r}; declare e.g. n_gates = 1."
+            )
+
+    def _check(self, state: Any, x: jax.Array) -> None:
+        owner = type(self).__name__
+        if not isinstance(state, dict) or set(state) != set(self.carry_names):
+            keys = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ValueError(
+                f"{owner}: state must be a dict with keys {sorted(self.carry_names)}, got "
+                f"{keys}; pass the carry from initialize_state() or a previous next_state."
+            )
+        if x.shape[-1:] != (self.in_features,):
+            raise ValueError(
+                f"{owner}: the input's last axis must have size in_features="
+                f"{self.in_features}, got an input of shape {tuple(x.shape)}."
+            )
+
+    def _projected_call(
+        self, state: dict[str, jax.Array], projected: jax.Array
+    ) -> StatefulModuleOutput:
+        next_state = self._step(state, projected)
+        owner = type(self).__name__
+        if not isinstance(next_state, dict) or set(next_state) != set(self.carry_names):
+            got = sorted(next_state) if isinstance(next_state, dict) else type(next_state)
+            raise ValueError(
+                f"{owner}._step must return a dict with the keys of carry_names "
+                f"{sorted(self.carry_names)}, got {got}."
+            )
+        for name, value in next_state.items():
+            if jnp.shape(value) != jnp.shape(state[name]):
+                raise ValueError(
+                    f"{owner}._step returned {name!r} of shape {jnp.shape(value)}, but the "
+                    f"carry's {name!r} has shape {jnp.shape(state[name])}; each entry "
+                    "must keep its [B, hidden_features] shape."
+                )
+        next_state = {k: v.astype(state[k].dtype) for k, v in next_state.items()}
+        return StatefulModuleOutput(
+            next_state=next_state,
+            output=next_state["h"],
+            regularization_loss=jnp.zeros(()),
+            metrics={},
+            rollout_extras=(),
+        )
+
+
+def _projected_step(
+    cell: RecurrentCell, state: dict[str, jax.Array], projected: jax.Array, extras: Any
+) -> StatefulModuleOutput:
+    del extras
+    return cell._projected_call(state, projected)
