@@ -7,7 +7,7 @@ import pytest
 from flax import nnx
 
 from nnx_ppo.networks.feedforward import Dense
-from nnx_ppo.networks.graph import PopulationGraph
+from nnx_ppo.networks.graph import PopulationGraph, SignedDense
 from nnx_ppo.networks.types import StatelessModule
 
 
@@ -104,6 +104,93 @@ def test_input_from_and_output_to_must_be_strings():
         g.add_input("a", size=1, input_from=0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="output_to must be a non-empty str"):
         g.add_output("o", size=1, output_to="")
+
+
+# ------------------------------------------------------- time constants and signs
+
+
+@pytest.mark.parametrize("dt", [0, -0.1, float("inf"), float("nan")])
+def test_dt_must_be_positive_and_finite(dt):
+    with pytest.raises(ValueError, match=r"dt must be a positive number .*got .*dt=0.02"):
+        PopulationGraph(nnx.Rngs(0), dt=dt)
+
+
+@pytest.mark.parametrize("dt", ["0.1", True, None])
+def test_dt_must_be_a_number(dt):
+    with pytest.raises(TypeError, match="dt must be a positive number"):
+        PopulationGraph(nnx.Rngs(0), dt=dt)  # type: ignore[arg-type]
+
+
+def test_tau_shorter_than_dt_names_the_leak_factor_and_the_fix():
+    g = PopulationGraph(nnx.Rngs(0), dt=0.1)
+    with pytest.raises(
+        ValueError,
+        match=r"add_population\('h'\): tau=0.05 is shorter than the graph's step dt=0.1, so "
+        r"the leak factor dt/tau = 2 is outside \(0, 1\].*Use tau >= 0.1",
+    ):
+        g.add_population("h", size=2, tau=0.05)
+    assert g.populations == ()  # nothing declared by the failed call
+
+
+@pytest.mark.parametrize("tau", [0, -1.0, float("inf"), float("nan")])
+def test_tau_must_be_positive_and_finite(tau):
+    with pytest.raises(ValueError, match=r"add_output\('y'\): tau must be a positive, finite"):
+        PopulationGraph(nnx.Rngs(0)).add_output("y", size=1, tau=tau)
+
+
+@pytest.mark.parametrize("tau", ["5", True, jnp.ones(3)])
+def test_tau_must_be_a_number(tau):
+    with pytest.raises(TypeError, match=r"add_input\('a'\): tau must be a positive number or None"):
+        PopulationGraph(nnx.Rngs(0)).add_input("a", size=1, input_from="x", tau=tau)
+
+
+def test_learn_tau_needs_a_bool_and_a_tau_above_dt():
+    g = PopulationGraph(nnx.Rngs(0), dt=0.5)
+    with pytest.raises(TypeError, match="learn_tau must be a bool, got 1"):
+        g.add_population("h", size=2, tau=2.0, learn_tau=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"learn_tau=True needs the initial time constant.*tau=5"):
+        g.add_population("h", size=2, learn_tau=True)
+    with pytest.raises(ValueError, match=r"learn_tau=True needs tau > dt.*e\.g\. tau=1"):
+        g.add_population("h", size=2, tau=0.5, learn_tau=True)
+    assert len(nnx.state(g, nnx.Param)) == 0  # no parameter left behind
+
+
+@pytest.mark.parametrize("sign", ["excite", "Excitatory", 1, -1.0])
+def test_unknown_sign(sign):
+    with pytest.raises(ValueError, match=r"sign must be 'excitatory' or 'inhibitory' \(or None\)"):
+        PopulationGraph(nnx.Rngs(0)).add_population("h", size=2, sign=sign)
+
+
+def test_custom_transform_out_of_a_signed_population():
+    g = PopulationGraph(nnx.Rngs(0))
+    g.add_input("a", size=3, input_from="x", sign="inhibitory")
+    g.add_output("b", size=2)
+    with pytest.raises(
+        ValueError,
+        match=r"connect\('a', 'b', delay=0\): population 'a' is inhibitory .* but the "
+        r"transform is a Dense, whose weights the graph cannot constrain.*"
+        r"SignedDense\(in_features, out_features, sign='inhibitory', rngs=rngs\)",
+    ):
+        g.connect("a", "b", transform=Dense(3, 2, rngs=nnx.Rngs(1)))
+    wrong = SignedDense(3, 2, sign="excitatory", rngs=nnx.Rngs(1))
+    with pytest.raises(ValueError, match="transform is a SignedDense with sign='excitatory'"):
+        g.connect("a", "b", transform=wrong)
+    right = SignedDense(3, 2, sign="inhibitory", rngs=nnx.Rngs(1))
+    g.connect("a", "b", transform=right)
+    g.finalize()
+    assert g.transforms["a->b"] is right
+
+
+def test_signed_dense_arguments():
+    with pytest.raises(ValueError, match=r"sign must be 'excitatory' or 'inhibitory', got None"):
+        SignedDense(2, 3, sign=None, rngs=nnx.Rngs(0))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="SignedDense: out_features must be a positive int, got 0"):
+        SignedDense(2, 0, sign="excitatory", rngs=nnx.Rngs(0))
+    with pytest.raises(TypeError, match="SignedDense: in_features must be a positive int"):
+        SignedDense(2.0, 3, sign="excitatory", rngs=nnx.Rngs(0))  # type: ignore[arg-type]
+    layer = SignedDense(2, 3, sign="excitatory", rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="last axis must have size in_features=2"):
+        layer.forward(jnp.ones((1, 3)))
 
 
 # ---------------------------------------------------------------- connections

@@ -2,7 +2,8 @@
 
 A graph inside a container is recorded as one entry, ``{population: [B, size]}``, at
 its path. Checked against a numpy step-by-step reference of the graph's semantics,
-with the recording copy stepped inside a jitted ``lax.scan`` and episodes restarting.
+with the recording copy stepped inside a jitted ``lax.scan`` and episodes restarting;
+also with leaky and sign-constrained populations (the leaky activity is recorded).
 """
 
 from __future__ import annotations
@@ -10,20 +11,32 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
 from nnx_ppo.networks.containers import Concat, Sequential
 from nnx_ppo.networks.feedforward import Dense
-from nnx_ppo.networks.graph import PopulationGraph
+from nnx_ppo.networks.graph import PopulationGraph, SignedDense
 from nnx_ppo.networks.recording import ACTIVATION_KEY, extract_activations, with_recording
 from nnx_ppo.networks.types import reset_where
 
+# Leak factors dt / tau of the leaky variant (dt = 0.1): hidden 0.5 (learned tau), motor 0.25.
+_LEAKS = {"hidden": 0.5, "motor": 0.25}
 
-def _graph() -> PopulationGraph:
-    g = PopulationGraph(nnx.Rngs(0))
-    g.add_input("sense", 3, input_from="x")
-    g.add_population("hidden", 4, activation=nnx.tanh)
-    g.add_output("motor", 2)
+
+def _graph(leaky: bool = False) -> PopulationGraph:
+    """With ``leaky``: hidden and motor are leaky, sense excitatory, hidden inhibitory."""
+    g = PopulationGraph(nnx.Rngs(0), dt=0.1)
+    if leaky:
+        g.add_input("sense", 3, input_from="x", sign="excitatory")
+        g.add_population(
+            "hidden", 4, activation=nnx.tanh, tau=0.2, learn_tau=True, sign="inhibitory"
+        )
+        g.add_output("motor", 2, tau=0.4)
+    else:
+        g.add_input("sense", 3, input_from="x")
+        g.add_population("hidden", 4, activation=nnx.tanh)
+        g.add_output("motor", 2)
     g.connect("sense", "hidden")
     g.connect("hidden", "hidden", delay=1)
     g.connect("hidden", "motor")
@@ -32,12 +45,20 @@ def _graph() -> PopulationGraph:
     return g
 
 
-def _reference(g: PopulationGraph, xs: np.ndarray, start: np.ndarray) -> dict[str, np.ndarray]:
-    """Populations ``[T, B, size]``: history kept in full, zeros before an episode."""
+def _reference(
+    g: PopulationGraph, xs: np.ndarray, start: np.ndarray, leaks: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """Populations ``[T, B, size]``: history kept in full, zeros before an episode; a
+    leaky population mixes ``a = (1 - leak) a_prev + leak f(input)`` (a_prev = 0 at an
+    episode start)."""
     dense = {}
     for name in ("sense->hidden", "hidden->hidden@1", "hidden->motor", "sense->motor@2"):
-        linear = g.transforms[name].linear
-        dense[name] = (np.asarray(linear.kernel[...]), np.asarray(linear.bias[...]))
+        module = g.transforms[name]
+        if isinstance(module, SignedDense):  # weights sign * |kernel|
+            dense[name] = (np.asarray(module.weight), np.asarray(module.bias[...]))
+        else:
+            linear = module.linear
+            dense[name] = (np.asarray(linear.kernel[...]), np.asarray(linear.bias[...]))
 
     def apply(name: str, v: np.ndarray) -> np.ndarray:
         kernel, bias = dense[name]
@@ -57,19 +78,30 @@ def _reference(g: PopulationGraph, xs: np.ndarray, start: np.ndarray) -> dict[st
             def past(pop: str, k: int, t: int = t, b: int = b, first: int = first) -> np.ndarray:
                 return out[pop][t - k, b] if t - k >= first else np.zeros(out[pop].shape[-1])
 
+            def leak(pop: str, value: np.ndarray) -> np.ndarray:
+                if pop not in leaks:
+                    return value
+                return (1 - leaks[pop]) * past(pop, 1) + leaks[pop] * value
+
             out["sense"][t, b] = xs[t, b]
-            out["hidden"][t, b] = np.tanh(
-                apply("sense->hidden", out["sense"][t, b])
-                + apply("hidden->hidden@1", past("hidden", 1))
+            out["hidden"][t, b] = leak(
+                "hidden",
+                np.tanh(
+                    apply("sense->hidden", out["sense"][t, b])
+                    + apply("hidden->hidden@1", past("hidden", 1))
+                ),
             )
-            out["motor"][t, b] = apply("hidden->motor", out["hidden"][t, b]) + apply(
-                "sense->motor@2", past("sense", 2)
+            out["motor"][t, b] = leak(
+                "motor",
+                apply("hidden->motor", out["hidden"][t, b])
+                + apply("sense->motor@2", past("sense", 2)),
             )
     return out
 
 
-def test_graph_populations_equal_the_numpy_reference_inside_a_scan():
-    g = _graph()
+@pytest.mark.parametrize("leaky", [False, True], ids=["plain", "leaky_signed"])
+def test_graph_populations_equal_the_numpy_reference_inside_a_scan(leaky):
+    g = _graph(leaky)
     net = Sequential([g, Concat(motor=Dense(2, 1, rngs=nnx.Rngs(1)))])  # the graph at path 0
     recording = with_recording(net)
     graphdef, variables = nnx.split(recording)
@@ -91,14 +123,17 @@ def test_graph_populations_equal_the_numpy_reference_inside_a_scan():
 
     acts = run(variables, jnp.asarray(xs), jnp.asarray(start))
     assert set(acts) == {0, 1} and set(acts[0]) == {"sense", "hidden", "motor"}
-    expected = _reference(g, xs, start)
+    if leaky:  # the learned time constant starts at the declared tau = 0.2
+        np.testing.assert_allclose(g.time_constant("hidden"), 0.1 / _LEAKS["hidden"], rtol=1e-6)
+    expected = _reference(g, xs, start, _LEAKS if leaky else {})
     for pop, values in expected.items():
         np.testing.assert_allclose(acts[0][pop], values, rtol=1e-5, atol=1e-6, err_msg=pop)
     assert acts[1]["motor"].shape == (T, B, 1)  # the Dense after the graph
 
 
-def test_recording_copy_of_a_graph_is_bitwise_the_graph_and_leaves_it_alone():
-    g = _graph()
+@pytest.mark.parametrize("leaky", [False, True], ids=["plain", "leaky_signed"])
+def test_recording_copy_of_a_graph_is_bitwise_the_graph_and_leaves_it_alone(leaky):
+    g = _graph(leaky)
     recording = with_recording(g)
     state = g.initialize_state(2)
     x = {"x": jnp.arange(6.0).reshape(2, 3)}

@@ -1,10 +1,10 @@
 """The staged sequence replay of a `PopulationGraph` (package-internal).
 
 Loss replay runs a graph over a stored ``[T, B, ...]`` sequence. Only the populations
-that need the history (a buffer, a transform's carry, or an input from those) must be
-scanned over time; the others are computed once for all ``T * B`` samples. The result
-equals the step-by-step replay because every stage calls the same per-step arithmetic
-(``_step.integrate``).
+that need the history (a buffer, a leak, a transform's carry, or an input from those)
+must be scanned over time; the others are computed once for all ``T * B`` samples. The
+result equals the step-by-step replay because every stage calls the same per-step
+arithmetic (``_step.integrate``).
 
 The three stages (*before*, the scanned *core*, *after*) are described in
 `PopulationGraph.replay_sequence`; `stages` decides them.
@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nnx_ppo.networks.graph import _step
+from nnx_ppo.networks.graph import _leak, _step
 from nnx_ppo.networks.graph.topology import Connection, ExecutionPlan
 from nnx_ppo.networks.types import (
     Metrics,
@@ -60,24 +60,28 @@ def stages(
         carry_less: Names of the connections whose transform has no carry.
 
     Returns:
-        ``(before, after)``. *Before*: no delayed input, and every input from a
-        *before* population through a connection without carry. *After*: not
-        *before*, no delayed input, not read through a delayed connection, every input
-        through a connection without carry, and read (at ``delay=0``) only by *after*
-        populations.
+        ``(before, after)``. *Before*: not leaky, no delayed input, and every input
+        from a *before* population through a connection without carry. *After*: not
+        *before*, not leaky, no delayed input, not read through a delayed connection,
+        every input through a connection without carry, and read (at ``delay=0``) only
+        by *after* populations.
     """
     delayed_in = {c.dst for c in connections if c.delay > 0}
     delayed_out = {c.src for c in connections if c.delay > 0}
+    leaky = {name for name, _ in plan.leaky}
     before: set[str] = set()
     for pop, incoming in zip(plan.order, plan.incoming, strict=True):
-        if pop.name not in delayed_in and all(
-            c.src in before and c.name in carry_less for c in incoming
+        if (
+            pop.name not in leaky
+            and pop.name not in delayed_in
+            and all(c.src in before and c.name in carry_less for c in incoming)
         ):
             before.add(pop.name)
     after: set[str] = set()
     for pop, incoming in reversed(list(zip(plan.order, plan.incoming, strict=True))):
         if (
             pop.name not in before
+            and pop.name not in leaky
             and pop.name not in delayed_in
             and pop.name not in delayed_out
             and all(c.name in carry_less for c in incoming)
@@ -160,11 +164,12 @@ def replay_staged(
             b,
             outputs=given,
             inputs=given_inputs,
+            leaks=_leak.leak_factors(plan, module.dt, module.raw_tau),  # type: ignore[attr-defined]
         )
-        next_state = {
-            **_step.write_buffers(plan, carry, result.outputs),
-            "transforms": {**carry["transforms"], **result.transforms},
-        }
+        # Every leaky population is in the core, so its activity is in result.outputs.
+        next_state = _step.next_carry(
+            plan, carry, result.outputs, {**carry["transforms"], **result.transforms}
+        )
         return StatefulModuleOutput(
             next_state=next_state,
             output={name: result.outputs[name] for name in core},

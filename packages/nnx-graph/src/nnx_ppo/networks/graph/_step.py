@@ -2,10 +2,11 @@
 
 A finalized `PopulationGraph` steps by running its populations in the order of its
 `ExecutionPlan`: each sums its incoming connection outputs (plus its observation
-input), applies its activation, and the populations read with a delay write into
-their circular buffers. These functions do that work for the graph's ``__call__`` and
-for the staged sequence replay in ``_replay``, so both compute with the same
-arithmetic; they are plain functions over the plan, the transforms and the carry.
+input), applies its activation, a leaky population mixes the result into its previous
+output, and the populations read with a delay write into their circular buffers. These
+functions do that work for the graph's ``__call__`` and for the staged sequence replay
+in ``_replay``, so both compute with the same arithmetic; they are plain functions over
+the plan, the transforms and the carry.
 """
 
 from __future__ import annotations
@@ -16,20 +17,25 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nnx_ppo.networks.graph import topology
+from nnx_ppo.networks.graph import _leak, topology
 from nnx_ppo.networks.graph.topology import Connection, ExecutionPlan, Population
 from nnx_ppo.networks.types import Metrics, ModuleState, StatefulModule, StatefulModuleOutput
 
 __all__ = [
+    "ACTIVITY_DTYPE",
     "Integration",
     "batch_size",
     "call_transform",
     "integrate",
+    "next_carry",
     "read_buffer",
     "read_obs",
     "write_buffer",
     "write_buffers",
 ]
+
+
+ACTIVITY_DTYPE = jnp.float32  # of the delay buffers and the leaky populations' activity
 
 
 class Integration(NamedTuple):
@@ -126,6 +132,22 @@ def write_buffers(
     return {"buffers": buffers, "positions": positions}
 
 
+def next_carry(
+    plan: ExecutionPlan,
+    state: ModuleState,
+    outputs: Mapping[str, jax.Array],
+    transforms: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The graph's carry after a step: the buffers written with ``outputs``
+    (``{population: [B, size]}``), the leaky populations' activity (only when the graph
+    has some) and the transforms' carries."""
+    carry = write_buffers(plan, state, outputs)
+    if plan.leaky:
+        carry["activity"] = {name: outputs[name].astype(ACTIVITY_DTYPE) for name, _ in plan.leaky}
+    carry["transforms"] = dict(transforms)
+    return carry
+
+
 def call_transform(
     transforms: Mapping[str, StatefulModule],
     c: Connection,
@@ -154,6 +176,7 @@ def integrate(
     *,
     outputs: Mapping[str, jax.Array] | None = None,
     inputs: Mapping[str, jax.Array] | None = None,
+    leaks: Mapping[str, Any] | None = None,
 ) -> Integration:
     """One step of the populations in ``names``, in execution order.
 
@@ -161,7 +184,8 @@ def integrate(
         plan: The graph's execution plan.
         transforms: The graph's transforms, by connection name.
         names: The populations to compute; the others are skipped.
-        state: The carry; only ``"buffers"``/``"positions"`` (for delayed reads) and
+        state: The carry; only ``"buffers"``/``"positions"`` (for delayed reads),
+            ``"activity"`` (for the leaky populations computed here) and
             ``"transforms"`` (for the transforms called here) are read.
         x: The observation dict (leaves ``[batch, ...]``).
         rollout_extras: ``None`` in rollouts, else ``{"transforms": {...}}``.
@@ -170,6 +194,8 @@ def integrate(
             ``delay=0`` connections out of populations not in ``names``.
         inputs: Already computed connection outputs (``[batch, dst size]``), used
             instead of calling those connections' transforms.
+        leaks: ``{population: dt / tau}`` (see `_leak.leak_factors`); needed when
+            ``names`` holds a leaky population.
 
     Returns:
         The `Integration`; its carries, extras, regularization and metrics are those
@@ -205,5 +231,10 @@ def integrate(
             total = value if total is None else total + value
         if total is None:  # build_plan rejects populations without any input
             raise RuntimeError(f"internal error: population {pop.name!r} has no input")
-        outputs[pop.name] = total if pop.activation is None else pop.activation(total)
+        value = total if pop.activation is None else pop.activation(total)
+        if pop.tau is not None:
+            if leaks is None:
+                raise RuntimeError(f"internal error: no leak factor for {pop.name!r}")
+            value = _leak.mix(state["activity"][pop.name], value, leaks[pop.name])
+        outputs[pop.name] = value
     return Integration(outputs, next_carries, extras, regularization, metrics)

@@ -17,13 +17,14 @@ import jax.numpy as jnp
 from flax import nnx
 
 from nnx_ppo.networks.feedforward import Dense
-from nnx_ppo.networks.graph import _replay, _step, topology
+from nnx_ppo.networks.graph import _leak, _replay, _step, topology
+from nnx_ppo.networks.graph.signed_dense import SignedDense, check_sign
 from nnx_ppo.networks.graph.topology import Connection, ExecutionPlan, Population
 from nnx_ppo.networks.types import Metrics, ModuleState, StatefulModule, StatefulModuleOutput
 
 __all__ = ["PopulationGraph"]
 
-_BUFFER_DTYPE = jnp.float32
+_BUFFER_DTYPE = _step.ACTIVITY_DTYPE
 _INIT_FAN_IN = ("population", "connection")
 
 
@@ -35,9 +36,12 @@ class PopulationGraph(StatefulModule):
 
     1. sums the outputs of its incoming connections, plus ``obs[input_from]`` if it was
        declared with `add_input`;
-    2. applies its activation once to that sum (connections are linear by default,
+    2. applies its activation ``f`` once to that sum (connections are linear by default,
        activations live on populations);
-    3. writes the result into its delay buffer, if a delayed connection reads it.
+    3. if it is leaky (declared with ``tau=``), moves its previous output towards that
+       value: ``a_t = a_{t-1} + (dt / tau) * (f(input_t) - a_{t-1})``; otherwise
+       ``a_t = f(input_t)``;
+    4. writes ``a_t`` into its delay buffer, if a delayed connection reads it.
 
     A ``delay=0`` connection reads its source's output from the same step; a
     ``delay=k`` connection reads the output from ``k`` steps ago, and zeros before the
@@ -58,7 +62,12 @@ class PopulationGraph(StatefulModule):
 
         {"buffers":    {population: float32 [B, length, size]},
          "positions":  {population: int32 [B]},   # next slot to write
+         "activity":   {population: float32 [B, size]},  # leaky ones: a_{t-1}
          "transforms": {connection: <the transform's carry>}}
+
+    ``"activity"`` is present only in graphs with a leaky population. Like the buffers
+    it starts at zero and `reset_state` zeroes it, so ``a_{-1} = 0`` at every episode
+    start.
 
     ``rollout_extras`` is ``{"transforms": {connection: <extras>}}``; metrics are
     ``{"transforms": {connection: <metrics>}}`` for the transforms that emit any, plus
@@ -77,6 +86,22 @@ class PopulationGraph(StatefulModule):
     whatever the topology. Custom transforms are never changed. ``init_fan_in="connection"`` keeps
     each default ``Dense`` as initialised (nnx-graph 0.1.0 and nnx-ppo 0.3.0).
 
+    **Leaky populations.** ``add_population(..., tau=...)`` (and `add_input`,
+    `add_output`) makes a population a leaky integrator with time constant ``tau``, in
+    the units of the graph's ``dt``: its leak factor ``dt / tau`` must lie in ``(0, 1]``,
+    and ``tau == dt`` is exactly the non-leaky update. ``learn_tau=True`` makes the time
+    constant a parameter per unit, ``tau = dt + softplus(raw)`` with ``raw`` an
+    ``nnx.Param`` ``[size]`` in `raw_tau` (initialised so that every unit starts at the
+    given ``tau``): ``tau`` stays above ``dt``, so the leak factor stays in ``(0, 1)``
+    whatever the gradient does; the gradient reaching ``raw`` is ``sigmoid(raw)`` times
+    that of ``tau``, close to it for slow units and vanishing only as ``tau``
+    approaches ``dt``. `time_constant` returns the current ``tau`` of a population.
+
+    **Dale's law.** ``sign="excitatory"`` (or ``"inhibitory"``) on a population makes
+    every weight of its outgoing connections ``>= 0`` (``<= 0``) throughout training:
+    their default transform is a `SignedDense` (weights ``sign * |kernel|``; its module
+    explains the choice), and a custom transform must be a `SignedDense` of that sign.
+
     Args:
         rngs: Random streams for the default ``Dense`` connections. The graph keeps a
             reference while it is being built and drops it at `finalize`.
@@ -84,11 +109,14 @@ class PopulationGraph(StatefulModule):
             under ``"populations"`` (for analysis; off by default).
         init_fan_in: ``"population"`` (default) or ``"connection"``: the fan-in the
             default ``Dense`` connections are initialised for (see above).
+        dt: The duration of one step, in the units of the leaky populations' ``tau``
+            (default 1: ``tau`` counts steps). Only leaky populations use it.
 
     Raises:
-        TypeError: If ``rngs`` is not an ``nnx.Rngs`` or ``record_populations`` not a
-            bool.
-        ValueError: If ``init_fan_in`` is not ``"population"`` or ``"connection"``.
+        TypeError: If ``rngs`` is not an ``nnx.Rngs``, ``record_populations`` not a
+            bool or ``dt`` not a number.
+        ValueError: If ``init_fan_in`` is not ``"population"`` or ``"connection"``, or
+            ``dt`` is not positive and finite.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -107,6 +135,23 @@ class PopulationGraph(StatefulModule):
         (4, 2)
         >>> out.next_state["buffers"]["hidden"].shape
         (4, 1, 8)
+
+        A leaky excitatory population (``dt / tau = 0.25``) and an inhibitory one:
+
+        >>> g = PopulationGraph(nnx.Rngs(0), dt=0.01)
+        >>> g.add_input("in_x", size=3, input_from="x")
+        >>> g.add_population("e", size=8, activation=nnx.relu, tau=0.04, sign="excitatory")
+        >>> g.add_population("i", size=4, activation=nnx.relu, sign="inhibitory")
+        >>> g.connect("in_x", "e")
+        >>> g.connect("e", "i")
+        >>> g.connect("i", "e", delay=1)
+        >>> g.add_output("y", size=2)
+        >>> g.connect("e", "y")
+        >>> g.finalize()
+        >>> type(g.transforms["e->i"]).__name__, bool(jnp.all(g.transforms["i->e@1"].weight <= 0))
+        ('SignedDense', True)
+        >>> g.initialize_state(4)["activity"]["e"].shape
+        (4, 8)
     """
 
     def __init__(
@@ -115,6 +160,7 @@ class PopulationGraph(StatefulModule):
         *,
         record_populations: bool = False,
         init_fan_in: str = "population",
+        dt: float = 1.0,
     ) -> None:
         if not isinstance(rngs, nnx.Rngs):
             raise TypeError(
@@ -131,9 +177,13 @@ class PopulationGraph(StatefulModule):
                 f"{init_fan_in!r}; use 'population' (the default) unless you need the "
                 "per-connection initialisation of nnx-graph 0.1.0."
             )
+        self.dt = _leak.check_dt(dt)
         self._rngs: nnx.Rngs | None = rngs
         self.record_populations = record_populations
         self.init_fan_in = init_fan_in
+        # The learned time constants' parameters, by population (empty, and then absent
+        # from the graph's state, unless a population has learn_tau=True).
+        self.raw_tau: nnx.Dict[nnx.Param] = nnx.Dict()
         # Connections whose transform the graph created (a default Dense): only these
         # are rescaled at finalize().
         self._default_transforms: list[str] | frozenset[str] = []
@@ -169,9 +219,9 @@ class PopulationGraph(StatefulModule):
     def describe(self) -> str:
         """A plain-text summary of the topology; works before `finalize` too.
 
-        Lists populations (size, activation, observation input, output key, and after
-        finalize their execution order and buffer lengths) and connections (name,
-        endpoints, delay, transform).
+        Lists populations (size, activation, time constant and sign if any,
+        observation input, output key, and after finalize their execution order and
+        buffer lengths) and connections (name, endpoints, delay, transform).
 
         Returns:
             The multi-line summary.
@@ -179,11 +229,14 @@ class PopulationGraph(StatefulModule):
         names = {}
         for c in self._connections:
             module = self.transforms[c.name]
-            names[c.name] = (
-                f"Dense({module.in_features}, {module.out_features})"
-                if isinstance(module, Dense)
-                else type(module).__name__
-            )
+            if isinstance(module, Dense):
+                names[c.name] = f"Dense({module.in_features}, {module.out_features})"
+            elif isinstance(module, SignedDense):
+                names[c.name] = (
+                    f"SignedDense({module.in_features}, {module.out_features}, {module.sign})"
+                )
+            else:
+                names[c.name] = type(module).__name__
         return topology.describe(self._populations, self._connections, self._plan, names)
 
     def to_mermaid(self, direction: str = "LR") -> str:
@@ -204,7 +257,16 @@ class PopulationGraph(StatefulModule):
 
     # ------------------------------------------------------------------------ build
 
-    def add_population(self, name: str, size: int, *, activation: Any = None) -> None:
+    def add_population(
+        self,
+        name: str,
+        size: int,
+        *,
+        activation: Any = None,
+        tau: float | None = None,
+        learn_tau: bool = False,
+        sign: str | None = None,
+    ) -> None:
         """Declare a hidden population.
 
         Args:
@@ -212,36 +274,70 @@ class PopulationGraph(StatefulModule):
             size: Width of the population's output ``[B, size]``.
             activation: Applied once to the summed input, e.g. ``nnx.swish``; ``None``
                 keeps the population linear.
+            tau: Makes the population leaky with this time constant, in the units of
+                the graph's ``dt``: its output ``a_t`` (``[B, size]``) follows
+                ``a_{t-1} + (dt / tau) * (f(input_t) - a_{t-1})`` from ``a_{-1} = 0``
+                at each episode start. ``dt / tau`` must lie in ``(0, 1]``; ``None``
+                (default) gives ``a_t = f(input_t)``.
+            learn_tau: Learn the time constant, one per unit (``tau = dt +
+                softplus(raw)``, starting at ``tau``; needs ``tau > dt``).
+            sign: ``"excitatory"`` or ``"inhibitory"``: every weight of the
+                population's outgoing connections stays ``>= 0`` or ``<= 0`` (Dale's
+                law; their default transform is a `SignedDense`). ``None`` (default)
+                leaves them unconstrained.
 
         Raises:
             TypeError: On a wrongly typed argument.
-            ValueError: On a duplicate or invalid name or a non-positive size.
+            ValueError: On a duplicate or invalid name, a non-positive size, a ``tau``
+                outside ``[dt, inf)`` (or not above ``dt`` with ``learn_tau``), or an
+                unknown ``sign``.
             RuntimeError: After `finalize`.
         """
-        self._add("add_population", name, size, activation, None, None)
+        self._add("add_population", name, size, activation, None, None, tau, learn_tau, sign)
 
-    def add_input(self, name: str, size: int, *, input_from: str, activation: Any = None) -> None:
+    def add_input(
+        self,
+        name: str,
+        size: int,
+        *,
+        input_from: str,
+        activation: Any = None,
+        tau: float | None = None,
+        learn_tau: bool = False,
+        sign: str | None = None,
+    ) -> None:
         """Declare a population that reads ``obs[input_from]`` (``[B, size]``) each step.
 
         The observation is added to whatever incoming connections deliver, then the
-        activation is applied.
+        activation (and the leak, if any) is applied.
 
         Args:
             name: Unique name.
             size: Width of the population; ``obs[input_from]`` must be ``[B, size]``.
             input_from: Key of the observation dict to read.
             activation: Optional activation, as in `add_population`.
+            tau: Optional time constant, as in `add_population`.
+            learn_tau: Learn the time constant, as in `add_population`.
+            sign: Optional sign of the outgoing weights, as in `add_population`.
 
         Raises:
             TypeError: On a wrongly typed argument.
-            ValueError: On a duplicate or invalid name or a non-positive size.
+            ValueError: As in `add_population`.
             RuntimeError: After `finalize`.
         """
         input_from = topology.check_key("add_input", "input_from", input_from)
-        self._add("add_input", name, size, activation, input_from, None)
+        self._add("add_input", name, size, activation, input_from, None, tau, learn_tau, sign)
 
     def add_output(
-        self, name: str, size: int, *, output_to: str | None = None, activation: Any = None
+        self,
+        name: str,
+        size: int,
+        *,
+        output_to: str | None = None,
+        activation: Any = None,
+        tau: float | None = None,
+        learn_tau: bool = False,
+        sign: str | None = None,
     ) -> None:
         """Declare a population whose output appears in the graph's forward output.
 
@@ -250,16 +346,21 @@ class PopulationGraph(StatefulModule):
             size: Width of the population; the output entry is ``[B, size]``.
             output_to: Key in the output dict; defaults to ``name``.
             activation: Optional activation, as in `add_population`.
+            tau: Optional time constant, as in `add_population` (a leaky output
+                smooths what the graph emits).
+            learn_tau: Learn the time constant, as in `add_population`.
+            sign: Optional sign of the outgoing weights, as in `add_population`.
 
         Raises:
             TypeError: On a wrongly typed argument.
-            ValueError: On a duplicate or invalid name, a duplicate output key or a
-                non-positive size.
+            ValueError: As in `add_population`, or on a duplicate output key.
             RuntimeError: After `finalize`.
         """
         if output_to is not None:
             output_to = topology.check_key("add_output", "output_to", output_to)
-        self._add("add_output", name, size, activation, None, output_to or name)
+        self._add(
+            "add_output", name, size, activation, None, output_to or name, tau, learn_tau, sign
+        )
 
     def connect(
         self,
@@ -289,12 +390,17 @@ class PopulationGraph(StatefulModule):
             reciprocal: Also connect ``dst -> src`` with the same delay and its own
                 default ``Dense``. Needs ``transform=None`` and ``delay >= 1``.
 
+        Out of a population declared with ``sign=``, the default transform is a
+        ``SignedDense(src.size, dst.size, sign=...)`` instead of a ``Dense``, and a
+        custom transform must be a `SignedDense` of that sign.
+
         Raises:
             TypeError: On a wrongly typed argument (e.g. a transform that is not a
                 ``StatefulModule``).
             ValueError: On an unknown population, a negative delay, a ``delay=0``
-                self-loop, a duplicate connection, or ``reciprocal=True`` together with
-                a custom transform, a self-loop or ``delay=0``.
+                self-loop, a duplicate connection, ``reciprocal=True`` together with
+                a custom transform, a self-loop or ``delay=0``, or a custom transform
+                out of a signed population that is not a `SignedDense` of its sign.
             RuntimeError: After `finalize`.
         """
         self._check_building("connect")
@@ -302,12 +408,18 @@ class PopulationGraph(StatefulModule):
             self._populations, self._connections, src, dst, transform, delay, reciprocal
         )
         sizes = {p.name: p.size for p in self._populations}
+        signs = {p.name: p.sign for p in self._populations}
         for a, b in pairs:
             name = topology.connection_name(a, b, delay)
             module = transform
             if module is None:
                 assert self._rngs is not None  # dropped only at finalize
-                module = Dense(sizes[a], sizes[b], rngs=self._rngs)
+                sign = signs[a]
+                module = (
+                    Dense(sizes[a], sizes[b], rngs=self._rngs)
+                    if sign is None
+                    else SignedDense(sizes[a], sizes[b], sign=sign, rngs=self._rngs)
+                )
                 self._default_transforms.append(name)  # type: ignore[union-attr]
             self.transforms[name] = module
             self._connections.append(Connection(name, a, b, delay))  # type: ignore[union-attr]
@@ -344,7 +456,10 @@ class PopulationGraph(StatefulModule):
         for c in self._connections:
             if c.name not in self._default_transforms or fan_in[c.dst] == sizes[c.src]:
                 continue
-            kernel = self.transforms[c.name].linear.kernel
+            module = self.transforms[c.name]
+            # A default transform is a Dense, or a SignedDense out of a signed population
+            # (weights sign * |kernel|: scaling the kernel scales them alike).
+            kernel = module.kernel if isinstance(module, SignedDense) else module.linear.kernel
             kernel[...] = kernel[...] * math.sqrt(sizes[c.src] / fan_in[c.dst])
 
     # ------------------------------------------------------------ StatefulModule API
@@ -359,29 +474,37 @@ class PopulationGraph(StatefulModule):
             The carry described in the class docstring.
         """
         plan = self._require_plan("initialize_state")
-        return {
+        state: dict[str, Any] = {
             "buffers": {
                 name: jnp.zeros((batch_size, length, size), _BUFFER_DTYPE)
                 for name, length, size in plan.buffers
             },
             "positions": {name: jnp.zeros((batch_size,), jnp.int32) for name, _, _ in plan.buffers},
-            "transforms": {
-                c.name: self.transforms[c.name].initialize_state(batch_size)
-                for c in self._connections
-            },
         }
+        if plan.leaky:
+            state["activity"] = {
+                name: jnp.zeros((batch_size, size), _BUFFER_DTYPE) for name, size in plan.leaky
+            }
+        state["transforms"] = {
+            c.name: self.transforms[c.name].initialize_state(batch_size) for c in self._connections
+        }
+        return state
 
     def reset_state(self, prev_state: ModuleState) -> ModuleState:
-        """Zero the history and reset every transform's carry (batched ``prev_state``)."""
-        self._require_plan("reset_state")
-        return {
+        """Zero the history (buffers and leaky activity) and reset every transform's
+        carry (batched ``prev_state``)."""
+        plan = self._require_plan("reset_state")
+        state: dict[str, Any] = {
             "buffers": jax.tree.map(jnp.zeros_like, prev_state["buffers"]),
             "positions": jax.tree.map(jnp.zeros_like, prev_state["positions"]),
-            "transforms": {
-                c.name: self.transforms[c.name].reset_state(prev_state["transforms"][c.name])
-                for c in self._connections
-            },
         }
+        if plan.leaky:
+            state["activity"] = jax.tree.map(jnp.zeros_like, prev_state["activity"])
+        state["transforms"] = {
+            c.name: self.transforms[c.name].reset_state(prev_state["transforms"][c.name])
+            for c in self._connections
+        }
+        return state
 
     def update_statistics(self, rollout_extras: Any) -> None:
         """Route each connection's ``[T, B, ...]`` extras to its transform."""
@@ -408,12 +531,12 @@ class PopulationGraph(StatefulModule):
         plan = self._require_plan("__call__")
         batch = _step.batch_size(state, x)
         names = {p.name for p in plan.order}
-        step = _step.integrate(plan, self.transforms, names, state, x, rollout_extras, batch)
+        leaks = _leak.leak_factors(plan, self.dt, self.raw_tau)
+        step = _step.integrate(
+            plan, self.transforms, names, state, x, rollout_extras, batch, leaks=leaks
+        )
         return StatefulModuleOutput(
-            next_state={
-                **_step.write_buffers(plan, state, step.outputs),
-                "transforms": step.transforms,
-            },
+            next_state=_step.next_carry(plan, state, step.outputs, step.transforms),
             output={key: step.outputs[name] for key, name in plan.outputs},
             regularization_loss=jnp.broadcast_to(step.regularization, (batch,)),
             metrics=self._metrics(step.metrics, step.outputs),
@@ -433,10 +556,11 @@ class PopulationGraph(StatefulModule):
           observation or other *before* populations through connections without a
           carry: computed once for all ``T * B`` samples, as are their carry-free
           ``delay=0`` connections into later populations;
-        - *core*: the rest, scanned over time with the buffers and carries;
+        - *core*: the rest, scanned over time with the buffers and carries (the leaky
+          populations always);
         - *after*: populations nobody reads with a delay and only *after* populations
-          read at all (typically the read-outs), again without delayed inputs or
-          carries: computed for all samples from the scanned outputs.
+          read at all (typically the read-outs), again without delayed inputs,
+          carries or leak: computed for all samples from the scanned outputs.
         """
         plan = self._require_plan("replay_sequence")
         if not jax.tree.leaves(state):  # no buffers and no carries: one batched call
@@ -451,6 +575,30 @@ class PopulationGraph(StatefulModule):
             metrics=self._metrics(replay.metrics, replay.outputs),
             rollout_extras=(),
         )
+
+    def time_constant(self, name: str) -> jax.Array:
+        """The current time constant of a leaky population, one per unit.
+
+        Args:
+            name: A population declared with ``tau=``.
+
+        Returns:
+            ``tau``, shape ``[size]``, in the units of the graph's ``dt``: the declared
+            value, or ``dt + softplus(raw_tau[name])`` if it is learned.
+
+        Raises:
+            ValueError: If ``name`` is not a leaky population.
+        """
+        pop = next((p for p in self._populations if p.name == name), None)
+        if pop is None or pop.tau is None:
+            leaky = [p.name for p in self._populations if p.tau is not None]
+            raise ValueError(
+                f"PopulationGraph.time_constant({name!r}): not a leaky population (leaky "
+                f"ones: {leaky or 'none'}); declare it with tau=... to give it a time "
+                "constant."
+            )
+        tau = _leak.time_constant(pop, self.dt, self.raw_tau)
+        return jnp.broadcast_to(jnp.asarray(tau, _BUFFER_DTYPE), (pop.size,))
 
     @property
     def record_activations(self) -> bool:
@@ -498,13 +646,29 @@ class PopulationGraph(StatefulModule):
         activation: Any,
         input_from: str | None,
         output_to: str | None,
+        tau: Any,
+        learn_tau: Any,
+        sign: Any,
     ) -> None:
         self._check_building(call)
         name = topology.check_name(call, name)
-        size = topology.check_size(f"{call}({name!r})", size)
-        activation = topology.check_activation(f"{call}({name!r})", activation)
+        where = f"{call}({name!r})"
+        size = topology.check_size(where, size)
+        activation = topology.check_activation(where, activation)
+        tau, learn_tau = _leak.check_time_constant(where, tau, learn_tau, self.dt)
+        sign = check_sign(where, sign)
         topology.check_new_population(call, self._populations, name, output_to)
+        if learn_tau:
+            self.raw_tau[name] = nnx.Param(_leak.initial_raw_tau(tau, self.dt, size))
         population = Population(
-            name, size, activation, input_from, output_to, index=len(self._populations)
+            name,
+            size,
+            activation,
+            input_from,
+            output_to,
+            index=len(self._populations),
+            tau=tau,
+            learn_tau=learn_tau,
+            sign=sign,
         )
         self._populations.append(population)  # type: ignore[union-attr]

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from nnx_ppo.networks.feedforward import Dense
+from nnx_ppo.networks.graph.signed_dense import SignedDense
 from nnx_ppo.networks.types import StatefulModule
 
 __all__ = [
@@ -53,6 +54,12 @@ class Population:
         output_to: The key of the graph's output dict under which the population's
             output is emitted, or ``None`` if it is not an output.
         index: Insertion index, the tie-break of the topological order.
+        tau: The time constant of a leaky population (its initial value if
+            ``learn_tau``), in the units of the graph's ``dt``; ``None`` for a
+            non-leaky one.
+        learn_tau: Whether the time constant is a parameter, one per unit.
+        sign: ``"excitatory"`` or ``"inhibitory"`` if the weights of its outgoing
+            connections keep that sign (Dale's law), else ``None``.
     """
 
     name: str
@@ -61,6 +68,9 @@ class Population:
     input_from: str | None
     output_to: str | None
     index: int
+    tau: float | None = None
+    learn_tau: bool = False
+    sign: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,12 +104,15 @@ class ExecutionPlan:
         buffers: ``(population, length, size)`` for every population read through a
             delayed connection; ``length`` is its longest outgoing delay.
         outputs: ``(output key, population)`` pairs in insertion order.
+        leaky: ``(population, size)`` for every leaky population, in insertion order:
+            their previous output is carried from step to step.
     """
 
     order: tuple[Population, ...]
     incoming: tuple[tuple[Connection, ...], ...]
     buffers: tuple[tuple[str, int, int], ...]
     outputs: tuple[tuple[str, str], ...]
+    leaky: tuple[tuple[str, int], ...] = ()
 
 
 def connection_name(src: str, dst: str, delay: int) -> str:
@@ -249,6 +262,20 @@ def check_connection(
             f"nnx_ppo.networks.feedforward.Dense), got {type(transform).__name__}. "
             "Wrap plain NNX layers such as nnx.Linear in a StatefulModule."
         )
+    sign = next(p.sign for p in populations if p.name == src)
+    signed_ok = isinstance(transform, SignedDense) and transform.sign == sign
+    if sign is not None and transform is not None and not signed_ok:
+        got = (
+            f"a SignedDense with sign={transform.sign!r}"
+            if isinstance(transform, SignedDense)
+            else f"a {type(transform).__name__}, whose weights the graph cannot constrain"
+        )
+        raise ValueError(
+            f"{call}: population {src!r} is {sign} (declared with sign={sign!r}), so "
+            f"every weight it sends must keep that sign, but the transform is {got}. "
+            "Omit transform= for the default SignedDense, or pass "
+            f"SignedDense(in_features, out_features, sign={sign!r}, rngs=rngs)."
+        )
     if src == dst and delay == 0:
         raise ValueError(
             f"{call}: a delay=0 self-loop would make {src!r} read its own output of "
@@ -292,10 +319,10 @@ def check_transform(c: Connection, module: StatefulModule, src_size: int, dst_si
     Raises:
         ValueError: If the module fails on that input or returns another shape.
     """
-    if type(module) is Dense:
-        if (module.in_features, module.out_features) == (src_size, dst_size):
+    if type(module) in (Dense, SignedDense):
+        if (module.in_features, module.out_features) == (src_size, dst_size):  # type: ignore[attr-defined]
             return
-        got = f"a Dense({module.in_features}, {module.out_features})"
+        got = f"a {type(module).__name__}({module.in_features}, {module.out_features})"  # type: ignore[attr-defined]
     else:
         graphdef, module_state = nnx.split(module)
 
@@ -483,7 +510,10 @@ def build_plan(
             lengths[c.src] = max(lengths.get(c.src, 0), c.delay)
     buffers = tuple((p.name, lengths[p.name], p.size) for p in populations if p.name in lengths)
     outputs = tuple((p.output_to, p.name) for p in populations if p.output_to is not None)
-    return ExecutionPlan(order=order, incoming=incoming, buffers=buffers, outputs=outputs)
+    leaky = tuple((p.name, p.size) for p in populations if p.tau is not None)
+    return ExecutionPlan(
+        order=order, incoming=incoming, buffers=buffers, outputs=outputs, leaky=leaky
+    )
 
 
 # ------------------------------------------------------------------------------ rendering
@@ -493,6 +523,16 @@ def _activation_name(fn: Activation | None) -> str:
     if fn is None:
         return "linear"
     return str(getattr(fn, "__name__", None) or type(fn).__name__)
+
+
+def _dynamics_notes(p: Population) -> list[str]:
+    """``["tau 5", "excitatory"]``-style notes for a leaky and / or signed population."""
+    notes = []
+    if p.tau is not None:
+        notes.append(f"tau {p.tau:g}" + (" learned" if p.learn_tau else ""))
+    if p.sign is not None:
+        notes.append(p.sign)
+    return notes
 
 
 def describe(
@@ -524,7 +564,7 @@ def describe(
     ]
     width = max([len(p.name) for p in populations] + [4])
     for p in pops:
-        notes = [f"size {p.size}", _activation_name(p.activation)]
+        notes = [f"size {p.size}", _activation_name(p.activation), *_dynamics_notes(p)]
         if p.input_from is not None:
             notes.append(f"input obs[{p.input_from!r}]")
         if p.output_to is not None:
@@ -573,6 +613,8 @@ def to_mermaid(
         label = f"{p.name}<br/>size {p.size}"
         if p.activation is not None:
             label += f", {_activation_name(p.activation)}"
+        for note in _dynamics_notes(p):
+            label += f", {note}"
         lines.append(f'    {ids[p.name]}["{label}"]')
     for p in populations:
         if p.input_from is not None:
