@@ -181,6 +181,6 @@ def find_fixed_points(
         )
     points = found_np[kept]
     jacobians = np.asarray(jax.vmap(jax.jacfwd(fn))(jnp.asarray(points)), np.float64)
-    eigenvalues = np.linalg.eigvals(jacobians)
-    eigenvalues = np.take_along_axis(eigenvalues, np.argsort(-np.abs(eigenvalues), axis=-1), -1)
+    unsorted = np.linalg.eigvals(jacobians).astype(complex)
+    eigenvalues = np.take_along_axis(unsorted, np.argsort(-np.abs(unsorted), axis=-1), -1)
     return FixedPoints(points, speeds[kept], jacobians, eigenvalues, np.asarray(counts))
