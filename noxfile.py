@@ -24,7 +24,8 @@ PACKAGES = {
     # distribution -> (extras installed for its tests, workspace siblings it needs)
     # flatbuffers, to serialize exported policies; matplotlib, for the analysis plots
     "nnx-modules": ("[stablehlo,plot]", ()),
-    "nnx-graph": ("", ("nnx-modules",)),
+    # nnx-modules[stablehlo]: the graph's export test serializes a StableHLO artefact
+    "nnx-graph": ("", ("nnx-modules[stablehlo]",)),
     # nnx-modules[stablehlo]: the feature matrix exports trained policies
     "nnx-ppo-train": ("[brax,playground,logging,gymnax]", ("nnx-modules[stablehlo]",)),
 }

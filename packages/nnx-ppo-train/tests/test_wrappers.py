@@ -395,6 +395,7 @@ def test_package_exports():
     assert sorted(wrappers_pkg.__all__) == [
         "AutoResetWrapper",
         "EpisodeWrapper",
+        "Latency",
         "MaskObservation",
         "RewardScalingWrapper",
         "Wrapper",
