@@ -50,6 +50,14 @@ OWN_SESSION_APPS = {"export"}  # tested by `nox -s export`, with the onnx extra
 JAX_CACHE = ROOT / ".cache" / "jax"
 
 
+def _install(session: nox.Session, *args: str) -> None:
+    """``uv pip install`` into the session without the workspace's uv settings: the root
+    pyproject's ``override-dependencies`` (jax2onnx's orbax cap lifted for the developer
+    environment) must not change what the sessions resolve, which is what pip users get
+    (and, at the floors, what the packages declare)."""
+    session.install("--no-config", *args)
+
+
 def _parallel(dist: str = "loadfile") -> list[str]:
     """pytest-xdist options: one worker per CPU this process may use (at most 8; the
     suites are dominated by single-threaded XLA compiles). ``dist="loadfile"`` keeps each
@@ -106,18 +114,20 @@ def _install_package(session: nox.Session, package: str, jax: str) -> None:
     if jax == "floor":
         floor = _jax_floor(package)
         args += ["-e", f"packages/{package}{extras}"]
-        session.install("--resolution", "lowest-direct", *args, f"jax=={floor}", f"jaxlib=={floor}")
+        _install(
+            session, "--resolution", "lowest-direct", *args, f"jax=={floor}", f"jaxlib=={floor}"
+        )
         frozen = _output(
             session, "uv", "pip", "freeze", "--exclude-editable", "--python", _venv_python(session)
         )
         constraints = Path(session.create_tmp()) / "floors.txt"
         constraints.write_text(frozen)
-        session.install("--constraint", str(constraints), *_group("test"))
+        _install(session, "--constraint", str(constraints), *_group("test"))
     elif package == WHEEL_TESTED:
         wheel = _build_wheel(session, package, Path(session.create_tmp()).resolve() / "dist")
-        session.install(*args, f"{package}{extras} @ {wheel.as_uri()}", "jax", *_group("test"))
+        _install(session, *args, f"{package}{extras} @ {wheel.as_uri()}", "jax", *_group("test"))
     else:
-        session.install(*args, "-e", f"packages/{package}{extras}", "jax", *_group("test"))
+        _install(session, *args, "-e", f"packages/{package}{extras}", "jax", *_group("test"))
     session.run(
         "python",
         "-c",
@@ -196,7 +206,8 @@ def _app_dirs() -> list[Path]:
 def _install_workspace(session: nox.Session, *groups: str, apps: bool = False) -> None:
     """Every distribution (editable, with its test extras), the apps if ``apps``, and
     the root's dependency ``groups``, at the latest versions."""
-    session.install(
+    _install(
+        session,
         *[a for p in PACKAGES for a in ("-e", f"packages/{p}{PACKAGES[p][0]}")],
         *[a for d in (_app_dirs() if apps else []) for a in ("-e", str(d))],
         *[r for g in groups for r in _group(g)],
@@ -243,7 +254,7 @@ def slow(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff lint and format check over the whole repository."""
-    session.install(*_group("lint"))
+    _install(session, *_group("lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -335,13 +346,17 @@ def build(session: nox.Session) -> None:
         alone = Path(tmp) / "alone"
         session.run("uv", "venv", "--quiet", str(alone))
         py = str(alone / "bin" / "python")
-        session.run("uv", "pip", "install", "--quiet", "-p", py, str(wheels["nnx-modules"]))
+        session.run(
+            "uv", "pip", "install", "--no-config", "--quiet", "-p", py, str(wheels["nnx-modules"])
+        )
         session.run(py, "-c", _MODULES_ALONE_CHECK)
         # All three together.
         full = Path(tmp) / "full"
         session.run("uv", "venv", "--quiet", str(full))
         py = str(full / "bin" / "python")
-        session.run("uv", "pip", "install", "--quiet", "-p", py, *map(str, wheels.values()))
+        session.run(
+            "uv", "pip", "install", "--no-config", "--quiet", "-p", py, *map(str, wheels.values())
+        )
         session.run(
             py,
             "-c",
@@ -375,7 +390,8 @@ def export(session: nox.Session) -> None:
     orbax-checkpoint below 0.11.37, which the workspace overrides): apps/export's tests,
     and the ONNX runtime example in a venv with only onnxruntime and numpy (the test
     fails if JAX imports there)."""
-    session.install(
+    _install(
+        session,
         "-e",
         "packages/nnx-modules[onnx]",
         "-e",
@@ -398,7 +414,16 @@ def export(session: nox.Session) -> None:
         session.run("uv", "venv", "--quiet", str(runtime), external=True)
         python = str(runtime / "bin" / "python")
         session.run(
-            "uv", "pip", "install", "--quiet", "-p", python, "onnxruntime", "numpy", external=True
+            "uv",
+            "pip",
+            "install",
+            "--no-config",
+            "--quiet",
+            "-p",
+            python,
+            "onnxruntime",
+            "numpy",
+            external=True,
         )
         session.run(
             "pytest",
