@@ -162,3 +162,9 @@ def test_brax_observations_arrive_late_and_the_physics_is_unchanged() -> None:
     np.testing.assert_array_equal(lagged[2:], true[:-2])
     np.testing.assert_array_equal(lagged[:2], true[:1].repeat(2, axis=0))
     assert np.abs(np.diff(true, axis=0)).max() > 0  # the pole moved
+
+
+def test_a_state_of_the_wrapped_environment_is_refused() -> None:
+    env = Latency(Tape(), action_lag=1)
+    with pytest.raises(ValueError, match="Latency.step: state.info has no 'latency' key"):
+        env.step(Tape().reset(jax.random.key(0)), jnp.zeros(1))

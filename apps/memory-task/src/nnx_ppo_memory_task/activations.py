@@ -35,29 +35,18 @@ def main(argv: list[str] | None = None) -> int:
 
     import jax
 
-    from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
     from nnx_ppo.algorithms.ppo import train_ppo
     from nnx_ppo.algorithms.rollout import record_activations_rollout
     from nnx_ppo.envs import MemoryTask
     from nnx_ppo.networks.analysis.plotting import plot_activations
     from nnx_ppo.networks.recording import flatten_activations
     from nnx_ppo.wrappers import EpisodeWrapper
+    from nnx_ppo_memory_task.cli import analysis_train_config
     from nnx_ppo_memory_task.networks import make_network
 
     env = EpisodeWrapper(MemoryTask(args.delay), args.episode_length)
     network = make_network("lstm", delay=args.delay, hidden=args.hidden, seed=args.seed)
-    config = TrainConfig(
-        ppo=PPOConfig(
-            n_envs=64,
-            rollout_length=20,
-            n_minibatches=4,
-            learning_rate=3e-3,
-            discounting_factor=0.5,
-            total_steps=args.steps,
-        ),
-        eval=EvalConfig(enabled=False),
-        seed=args.seed,
-    )
+    config = analysis_train_config(args.steps, 20, args.seed)
     train_ppo(env, network, config, progress=False)
 
     n_envs, key = 4, jax.random.key(args.seed + 1)

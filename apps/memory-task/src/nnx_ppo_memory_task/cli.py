@@ -23,6 +23,38 @@ __all__ = ["main", "parse_args"]
 
 PROG = "nnx-ppo-memory-task"
 
+TRAINING = TrainingDefaults(
+    steps=50_000,
+    n_envs=64,
+    n_minibatches=4,
+    learning_rate=3e-3,
+    discount=0.5,
+    discount_help="rewards follow their action immediately: a short horizon",
+    episode_length=20,
+    eval_every=5_000,
+    eval_envs=64,
+)
+"""The app's PPO settings (the command line's defaults)."""
+
+
+def analysis_train_config(total_steps: int, rollout_length: int, seed: int) -> Any:
+    """The `TrainConfig` the analysis scripts (``activations``, ``fixed_points``) train
+    with: the app's `TRAINING` settings, no evaluation during training."""
+    from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
+
+    return TrainConfig(
+        ppo=PPOConfig(
+            n_envs=TRAINING.n_envs,
+            rollout_length=rollout_length,
+            n_minibatches=TRAINING.n_minibatches,
+            learning_rate=TRAINING.learning_rate,
+            discounting_factor=TRAINING.discount,
+            total_steps=total_steps,
+        ),
+        eval=EvalConfig(enabled=False),
+        seed=seed,
+    )
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the command line (``--help`` lists every option with its default)."""
@@ -60,20 +92,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--hidden", type=positive_int, default=32, help="hidden width of every network"
     )
-    add_training_arguments(
-        parser,
-        TrainingDefaults(
-            steps=50_000,
-            n_envs=64,
-            n_minibatches=4,
-            learning_rate=3e-3,
-            discount=0.5,
-            discount_help="rewards follow their action immediately: a short horizon",
-            episode_length=20,
-            eval_every=5_000,
-            eval_envs=64,
-        ),
-    )
+    add_training_arguments(parser, TRAINING)
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/memory-task"))
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     add_run_arguments(parser)

@@ -51,12 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     import jax
     import jax.numpy as jnp
 
-    from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
     from nnx_ppo.algorithms.ppo import train_ppo
     from nnx_ppo.envs import MemoryTask
     from nnx_ppo.networks.analysis import CarryMap, find_fixed_points, pca
     from nnx_ppo.networks.analysis.plotting import plot_activations, plot_trajectories
     from nnx_ppo.wrappers import EpisodeWrapper
+    from nnx_ppo_memory_task.cli import analysis_train_config
     from nnx_ppo_memory_task.networks import make_network
 
     task = MemoryTask(1, args.cue_size, args.cue_probability, hold=True)
@@ -64,18 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     network = make_network(
         args.network, cue_size=args.cue_size, delay=1, hidden=args.hidden, seed=args.seed
     )
-    config = TrainConfig(
-        ppo=PPOConfig(
-            n_envs=64,
-            rollout_length=args.episode_length,
-            n_minibatches=4,
-            learning_rate=3e-3,
-            discounting_factor=0.5,
-            total_steps=args.steps,
-        ),
-        eval=EvalConfig(enabled=False),
-        seed=args.seed,
-    )
+    config = analysis_train_config(args.steps, args.episode_length, args.seed)
     train_ppo(env, network, config, progress=False)
 
     # Evaluation episodes: the cues do not depend on the actions, so the observations

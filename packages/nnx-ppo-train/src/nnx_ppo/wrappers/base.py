@@ -59,6 +59,24 @@ class Wrapper(Env):
         """The wrapped environment's ``action_size``."""
         return self.env.action_size  # type: ignore[no-any-return]
 
+    def _pop_info(self, state: Any, key: str) -> tuple[dict[str, Any], Any]:
+        """``(state.info without key, state.info[key])``: the entry this wrapper's
+        ``reset`` put there, checked before its ``step`` uses it.
+
+        Raises:
+            ValueError: If ``state.info`` has no ``key`` (a state of the wrapped
+                environment, not of this wrapper).
+        """
+        owner = type(self).__name__
+        if key not in state.info:
+            raise ValueError(
+                f"{owner}.step: state.info has no {key!r} key, so this state was not "
+                f"produced by {owner}.reset. Call reset on the wrapper, not on the "
+                "environment it wraps."
+            )
+        info = dict(state.info)
+        return info, info.pop(key)
+
     @property
     def unwrapped(self) -> Any:
         """The innermost environment."""

@@ -177,14 +177,8 @@ class Latency(Wrapper):
 
     def step(self, state: Any, action: Any) -> Any:
         """Applies the lagged action, steps, and shows the lagged observation."""
-        if _INFO not in state.info:
-            raise ValueError(
-                "Latency.step: state.info has no 'latency' key, so this state was not "
-                "produced by Latency.reset. Call reset on the wrapper, not on the "
-                "environment it wraps."
-            )
-        info = dict(state.info)
-        latency = dict(info.pop(_INFO))
+        info, latency = self._pop_info(state, _INFO)
+        latency = dict(latency)
         if self.hold_prob < 1.0:
             key, draw_key, hold_key = jax.random.split(latency["key"], 3)  # raw keys
             keep = jax.random.uniform(hold_key, (2,)) < self.hold_prob

@@ -87,12 +87,6 @@ class MaskObservation(Wrapper):
 
     def step(self, state: Any, action: Any) -> Any:
         """Steps the wrapped environment on the full state and masks the observation."""
-        if _FULL_OBS not in state.info:
-            raise ValueError(
-                "MaskObservation.step: state.info has no 'unmasked_obs' key, so this state "
-                "was not produced by MaskObservation.reset. Call reset on the wrapper, not "
-                "on the environment it wraps."
-            )
-        info = dict(state.info)
-        full = state.replace(obs=info.pop(_FULL_OBS), info=info)
+        info, full_obs = self._pop_info(state, _FULL_OBS)
+        full = state.replace(obs=full_obs, info=info)
         return self._mask(self.env.step(full, action))
