@@ -166,5 +166,5 @@ def test_brax_observations_arrive_late_and_the_physics_is_unchanged() -> None:
 
 def test_a_state_of_the_wrapped_environment_is_refused() -> None:
     env = Latency(Tape(), action_lag=1)
-    with pytest.raises(ValueError, match="Latency.step: state.info has no 'latency' key"):
+    with pytest.raises(ValueError, match=r"Latency\.step: state\.info has no 'latency' key"):
         env.step(Tape().reset(jax.random.key(0)), jnp.zeros(1))
