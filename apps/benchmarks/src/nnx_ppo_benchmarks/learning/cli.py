@@ -50,7 +50,7 @@ from nnx_ppo_benchmarks.venvs import (
     ensure_environments,
 )
 
-__all__ = ["Cell", "build_parser", "main", "plan_cells", "run_cell"]
+__all__ = ["Cell", "build_parser", "main", "parse_seeds", "plan_cells", "run_cell"]
 
 IMPLEMENTATIONS = ("ours", "nnx-ppo-0.3.0")
 _CHILD = {
@@ -203,7 +203,8 @@ def _with_earlier_cells(records: list[dict[str, Any]], out: Path) -> list[dict[s
     return sorted([*records, *earlier], key=_order)
 
 
-def _seeds(text: str) -> tuple[int, ...]:
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``"0,1,2"`` -> ``(0, 1, 2)``: one or more distinct integers (an argparse type)."""
     try:
         seeds = tuple(int(s) for s in text.split(",") if s.strip())
     except ValueError:
@@ -224,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", type=comma_names(list(TASKS)), default=tuple(TASKS))
     p.add_argument("--families", type=comma_names(list(FAMILIES)), default=tuple(FAMILIES))
     p.add_argument("--implementations", type=comma_names(IMPLEMENTATIONS), default=IMPLEMENTATIONS)
-    p.add_argument("--seeds", type=_seeds, default=(100, 101, 102, 103, 104))
+    p.add_argument("--seeds", type=parse_seeds, default=(100, 101, 102, 103, 104))
     p.add_argument("--steps", type=int, default=None, help="budget override (all tasks)")
     p.add_argument(
         "--stagger",

@@ -1,0 +1,108 @@
+"""``nnx-ppo-published``: our recurrent PPO against published memory-task numbers.
+
+Examples::
+
+    # every benchmark, LSTM, GRU and MLP, 5 seeds each (the results page's command)
+    uv run nnx-ppo-published --output-dir apps/benchmarks/results/published
+
+    # one cell, quickly
+    uv run nnx-ppo-published --benchmarks cartpole_novel --families lstm --seeds 0 \\
+        --steps 2560 --output-dir /tmp/published
+
+Each (benchmark, family) cell trains all its seeds as one `train_many` program in this
+interpreter and writes ``cells/<benchmark>__<family>.json``; a cell already finished
+with the same seeds and budget is kept (``--rerun`` trains it again), so an interrupted
+run continues where it stopped. ``report.md`` and ``curves.png`` cover every cell in
+the output directory. The benchmarks, their published figures and the translation of
+the published hyperparameters are in :mod:`nnx_ppo_benchmarks.published.tasks`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nnx_ppo_benchmarks.cli import comma_names
+from nnx_ppo_benchmarks.learning.cli import parse_seeds
+from nnx_ppo_benchmarks.published.report import write_report
+from nnx_ppo_benchmarks.published.tasks import BENCHMARKS, FAMILIES
+from nnx_ppo_benchmarks.runner import git_state, load_average
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser."""
+    p = argparse.ArgumentParser(
+        prog="nnx-ppo-published",
+        description="Memory benchmarks with published numbers (rl-baselines3-zoo's "
+        "recurrent PPO on velocity-free classic control, POBAX's T-Maze): our LSTM, "
+        "GRU and MLP, several seeds in one train_many each, median and 95%% bootstrap CI.",
+    )
+    p.add_argument("--benchmarks", type=comma_names(list(BENCHMARKS)), default=tuple(BENCHMARKS))
+    p.add_argument("--families", type=comma_names(list(FAMILIES)), default=FAMILIES)
+    p.add_argument("--seeds", type=parse_seeds, default=(0, 1, 2, 3, 4))
+    p.add_argument("--steps", type=int, default=None, help="budget override (all benchmarks)")
+    p.add_argument("--rerun", action="store_true", help="train finished cells again")
+    p.add_argument("--output-dir", type=Path, default=Path("outputs/published"))
+    p.add_argument("--report-only", action="store_true", help="re-render from the cells")
+    return p
+
+
+def _cell_path(out: Path, bench: str, family: str) -> Path:
+    return out / "cells" / f"{bench}__{family}.json"
+
+
+def _finished(path: Path, seeds: Sequence[int], budget: int) -> bool:
+    if not path.exists():
+        return False
+    cell = json.loads(path.read_text())
+    return cell["seeds"] == list(seeds) and cell["budget"] == budget
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the requested cells, then write the report. Returns the exit status."""
+    args = build_parser().parse_args(argv)
+    if args.steps is not None and args.steps < 1:
+        raise SystemExit(f"--steps={args.steps}: give a positive number of env steps")
+    out: Path = args.output_dir
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        from nnx_ppo_benchmarks.published.run import run_cell
+
+        for name in args.benchmarks:
+            bench = BENCHMARKS[name]
+            budget = bench.total_steps if args.steps is None else args.steps
+            for family in args.families:
+                path = _cell_path(out, name, family)
+                if not args.rerun and _finished(path, args.seeds, budget):
+                    print(f"{name} / {family}: finished earlier, kept ({path})")
+                    continue
+                print(f"{name} / {family}: seeds {list(args.seeds)}, {budget} steps ...")
+                meta: dict[str, Any] = {"load_before": load_average(), "git": git_state()}
+                start = time.perf_counter()
+                runs = run_cell(bench, family, args.seeds, total_steps=budget)
+                cell = {
+                    "benchmark": name,
+                    "family": family,
+                    "seeds": list(args.seeds),
+                    "budget": budget,
+                    "runs": runs,
+                    **meta,
+                    "load_after": load_average(),
+                    "wall_s": time.perf_counter() - start,
+                }
+                path.write_text(json.dumps(cell, indent=1) + "\n")
+                finals = ", ".join(f"{r['final']:.2f}" for r in runs)
+                print(f"  finals {finals} ({cell['wall_s']:.0f} s)")
+    report = write_report(out)
+    print(f"report: {report}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,99 @@
+"""``report.md`` and ``curves.png`` of the published-number benchmarks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from nnx_ppo_benchmarks.learning.stats import band, median_ci
+from nnx_ppo_benchmarks.published.tasks import BENCHMARKS, FAMILIES, Benchmark, Published
+
+__all__ = ["load_cells", "write_report"]
+
+
+def load_cells(out: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{benchmark: {family: cell}}`` of the cells in ``out/cells`` (in the order of
+    `BENCHMARKS` and `FAMILIES`; unknown names are skipped)."""
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for path in sorted((out / "cells").glob("*.json")):
+        cell = json.loads(path.read_text())
+        if cell.get("benchmark") in BENCHMARKS and cell.get("family") in FAMILIES:
+            found.setdefault(cell["benchmark"], {})[cell["family"]] = cell
+    return {
+        b: {f: found[b][f] for f in FAMILIES if f in found[b]} for b in BENCHMARKS if b in found
+    }
+
+
+def _published(p: Published) -> str:
+    spread = "" if p.spread is None else f" ± {p.spread:g}"
+    budget = "" if p.steps is None else f" at {p.steps:,} steps"
+    return f"{p.value:g}{spread} ({p.what}{budget}; {p.source})"
+
+
+def _ci(values: list[float]) -> str:
+    low, mid, high = median_ci(values)
+    return f"{mid:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def _table(bench: Benchmark, cells: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [
+        f"### {bench.title} (`{bench.name}`)",
+        "",
+        *(f"- Published: {_published(p)}" for p in bench.references),
+        "",
+        "| ours | seeds | steps | final return, median [95% CI] | min | max | "
+        "per-seed final | wall time |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for family, cell in cells.items():
+        finals = [r["final"] for r in cell["runs"]]
+        per_seed = ", ".join(f"{v:.1f}" for v in finals)
+        lines.append(
+            f"| {family} | {len(finals)} | {cell['runs'][0]['total_steps']:,} | {_ci(finals)} "
+            f"| {min(finals):.2f} | {max(finals):.2f} | {per_seed} | {cell['wall_s']:.0f} s |"
+        )
+    return [*lines, ""]
+
+
+def _plot(cells: dict[str, dict[str, dict[str, Any]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.4), squeeze=False)
+    for ax, (name, by_family) in zip(axes[0], cells.items(), strict=True):
+        bench = BENCHMARKS[name]
+        for family, cell in by_family.items():
+            b = band([r["curve"] for r in cell["runs"]])
+            (line,) = ax.plot(b["steps"], b["median"], label=family)
+            ax.fill_between(b["steps"], b["low"], b["high"], color=line.get_color(), alpha=0.2)
+        for i, ref in enumerate(bench.references):
+            ax.axhline(ref.value, color="black", ls="--" if i == 0 else ":", lw=1, label=ref.what)
+        ax.set_title(bench.title, fontsize=9)
+        ax.set_xlabel("env steps")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("evaluation return (median, 95% band)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(out: Path) -> Path:
+    """Write ``out/report.md`` (and ``out/curves.png`` if any cell finished) from the
+    cells in ``out/cells``; returns the report's path."""
+    cells = load_cells(out)
+    lines = ["# Memory benchmarks with published numbers", ""]
+    if not cells:
+        lines.append("No cell has finished yet.")
+    for name, by_family in cells.items():
+        lines += _table(BENCHMARKS[name], by_family)
+    for name in cells:
+        bench = BENCHMARKS[name]
+        lines += [f"Translation of `{name}`:", "", *(f"- {t}" for t in bench.translation), ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines))
+    if cells:
+        _plot(cells, out / "curves.png")
+    return path
