@@ -33,12 +33,15 @@ T, B, OBS, H, L, A, N = 8, 5, 3, 6, 4, 2, 3
 MINIBATCH = np.array([1, 4])
 
 
-def _network(categorical: bool) -> Sequential:
+def _network(categorical: bool, resample_every: int = 1) -> Sequential:
     rngs = nnx.Rngs(0)
     if categorical:
         head, n_params = CategoricalSampler(rngs, entropy_weight=1e-2), N
     else:
-        head, n_params = NormalTanhSampler(rngs, entropy_weight=1e-2), 2 * A
+        head = NormalTanhSampler(
+            rngs, entropy_weight=1e-2, resample_every=resample_every, action_size=A
+        )
+        n_params = 2 * A
     net = Sequential(
         [
             Normalizer(OBS),
@@ -211,14 +214,20 @@ def _sequence_and_stepwise(net: Any, params: Any, carry0: Any, obs, done, extras
     return seq, (final, ref), grads
 
 
-@pytest.mark.parametrize("categorical", [False, True], ids=["normal_tanh", "categorical"])
-def test_replay_sequence_equals_the_step_by_step_replay(categorical: bool) -> None:
+@pytest.mark.parametrize(
+    ("categorical", "resample_every"),
+    [(False, 1), (True, 1), (False, 3)],
+    ids=["normal_tanh", "categorical", "normal_tanh_held_noise"],
+)
+def test_replay_sequence_equals_the_step_by_step_replay(
+    categorical: bool, resample_every: int
+) -> None:
     # Every kind of state at once (see the module docstring): replaying the whole
     # sequence layer by layer (stateless layers batched over T * B, only modules with a
     # carry scanned, LSTMs projecting their inputs for all steps at once) gives the
     # step-by-step replay's log-likelihoods, values, regularization, final carry,
-    # metrics and parameter gradients.
-    net = _network(categorical)
+    # metrics and parameter gradients. A sampler holding its noise has a carry too.
+    net = _network(categorical, resample_every)
     graphdef, params = nnx.split(net)
     carry0 = net.initialize_state(B)
     obs, done = _data(seed=4)

@@ -349,3 +349,91 @@ def test_carry_is_empty_and_passes_through() -> None:
     sampler = NormalTanhSampler(nnx.Rngs(0))
     assert sampler.initialize_state(7) == ()
     assert sampler((), jnp.zeros((7, 2))).next_state == ()
+
+
+# -- held exploration noise (resample_every) -----------------------------------------------
+
+
+def test_held_noise_is_redrawn_every_k_steps_of_each_episode() -> None:
+    from nnx_ppo.networks.types import reset_where
+
+    k, batch = 3, 4
+    sampler = NormalSampler(nnx.Rngs(0), resample_every=k, action_size=2)
+    state = sampler.initialize_state(batch)
+    x = jnp.zeros((batch, 4))  # mean 0, pre-std 0: raw = softplus(0) * noise
+    std = math.log(2.0) + MIN_STD
+    noises = []
+    for t in range(7):
+        out = sampler(state, x)
+        np.testing.assert_allclose(out.rollout_extras, std * out.next_state["noise"], rtol=1e-6)
+        noises.append(np.asarray(out.next_state["noise"]))
+        state = out.next_state
+        if t == 3:  # env 0's episode ends after step 3: it redraws at its next step
+            state = reset_where(sampler, jnp.array([True, False, False, False]), state)
+    n = np.stack(noises)  # [T, B, A]
+    # Envs 1-3: new draws at steps 0, 3, 6 only.
+    for t in (1, 2, 4, 5):
+        np.testing.assert_array_equal(n[t, 1:], n[t - 1, 1:])
+    for t in (3, 6):
+        assert not np.any(n[t, 1:] == n[t - 1, 1:])
+    # Env 0: a new episode from step 4 (draws at 4, then 7).
+    np.testing.assert_array_equal(n[5, 0], n[4, 0])
+    np.testing.assert_array_equal(n[6, 0], n[4, 0])
+    assert not np.any(n[4, 0] == n[3, 0])
+    np.testing.assert_array_equal(np.asarray(state["age"]), [3, 7, 7, 7])
+
+
+def test_held_noise_keeps_the_gaussian_likelihood_and_replays() -> None:
+    sampler = NormalTanhSampler(nnx.Rngs(1), resample_every=4, action_size=3)
+    mean, pre_std, _ = _random_inputs(0, 5, 3)
+    x = _params(mean, pre_std)
+    white = NormalTanhSampler(nnx.Rngs(1))
+    state = sampler.initialize_state(5)
+    for _ in range(6):
+        out = sampler(state, x)
+        # The log-likelihood of the taken action is the tanh-Gaussian's ...
+        ref = white((), x, out.rollout_extras)
+        np.testing.assert_allclose(
+            out.output["log_likelihood"], ref.output["log_likelihood"], rtol=1e-6
+        )
+        # ... and replaying the stored raw action reproduces it and advances the age.
+        again = sampler(state, x, out.rollout_extras)
+        np.testing.assert_array_equal(
+            again.output["log_likelihood"], out.output["log_likelihood"]
+        )
+        np.testing.assert_array_equal(again.next_state["age"], out.next_state["age"])
+        state = out.next_state
+    sampler.eval()
+    out = sampler(state, x)
+    np.testing.assert_allclose(out.output["action"], np.tanh(mean), rtol=1e-6)
+    np.testing.assert_array_equal(out.next_state["noise"], state["noise"])
+
+
+def test_held_noise_samples_are_standard_normal_across_environments() -> None:
+    sampler = NormalSampler(nnx.Rngs(2), resample_every=5, action_size=1)
+    state = sampler.initialize_state(20_000)
+    x = jnp.zeros((20_000, 2))
+    for _ in range(7):  # a draw at step 0 and one at step 5
+        state = sampler(state, x).next_state
+    noise = np.asarray(state["noise"])[:, 0]
+    assert abs(noise.mean()) < 0.03 and abs(noise.std() - 1.0) < 0.03
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"resample_every": 0}, r"resample_every must be an int >= 1.*got 0"),
+        ({"resample_every": True}, r"resample_every must be an int >= 1.*got True"),
+        ({"resample_every": 2}, r"resample_every=2.*action_size=None; pass action_size=A"),
+        ({"resample_every": 2, "action_size": 0}, r"action_size=0"),
+    ],
+)
+def test_held_noise_bad_settings_raise(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        NormalTanhSampler(nnx.Rngs(0), **kwargs)
+
+
+def test_held_noise_needs_the_right_action_size() -> None:
+    sampler = NormalSampler(nnx.Rngs(0), resample_every=2, action_size=3)
+    with pytest.raises(ValueError, match=r"noise of shape \(2, 3\); build the sampler with "):
+        sampler(sampler.initialize_state(2), jnp.zeros((2, 4)))

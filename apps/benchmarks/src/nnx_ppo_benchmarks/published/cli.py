@@ -20,6 +20,7 @@ the published hyperparameters are in :mod:`nnx_ppo_benchmarks.published.tasks`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -47,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--families", type=comma_names(list(FAMILIES)), default=FAMILIES)
     p.add_argument("--seeds", type=parse_seeds, default=(0, 1, 2, 3, 4))
     p.add_argument("--steps", type=int, default=None, help="budget override (all benchmarks)")
+    p.add_argument(
+        "--resample-every",
+        type=int,
+        default=None,
+        help="A/B: hold the Gaussian samplers' noise this many steps instead of the "
+        "translation's (1: white noise; continuous-action benchmarks only)",
+    )
     p.add_argument("--rerun", action="store_true", help="train finished cells again")
     p.add_argument("--output-dir", type=Path, default=Path("outputs/published"))
     p.add_argument("--report-only", action="store_true", help="re-render from the cells")
@@ -57,11 +65,15 @@ def _cell_path(out: Path, bench: str, family: str) -> Path:
     return out / "cells" / f"{bench}__{family}.json"
 
 
-def _finished(path: Path, seeds: Sequence[int], budget: int) -> bool:
+def _finished(path: Path, seeds: Sequence[int], budget: int, resample_every: int) -> bool:
     if not path.exists():
         return False
     cell = json.loads(path.read_text())
-    return cell["seeds"] == list(seeds) and cell["budget"] == budget
+    return (cell["seeds"], cell["budget"], cell.get("resample_every", 1)) == (
+        list(seeds),
+        budget,
+        resample_every,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,6 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.steps is not None and args.steps < 1:
         raise SystemExit(f"--steps={args.steps}: give a positive number of env steps")
+    if args.resample_every is not None and args.resample_every < 1:
+        raise SystemExit(
+            f"--resample-every={args.resample_every}: give a number of steps >= 1 "
+            "(1 draws new noise every step)"
+        )
     out: Path = args.output_dir
     (out / "cells").mkdir(parents=True, exist_ok=True)
     if not args.report_only:
@@ -76,10 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         for name in args.benchmarks:
             bench = BENCHMARKS[name]
+            if args.resample_every is not None and not bench.discrete:
+                bench = dataclasses.replace(bench, resample_every=args.resample_every)
             budget = bench.total_steps if args.steps is None else args.steps
             for family in args.families:
                 path = _cell_path(out, name, family)
-                if not args.rerun and _finished(path, args.seeds, budget):
+                if not args.rerun and _finished(path, args.seeds, budget, bench.resample_every):
                     print(f"{name} / {family}: finished earlier, kept ({path})")
                     continue
                 print(f"{name} / {family}: seeds {list(args.seeds)}, {budget} steps ...")
@@ -91,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "family": family,
                     "seeds": list(args.seeds),
                     "budget": budget,
+                    "resample_every": bench.resample_every,
                     "runs": runs,
                     **meta,
                     "load_after": load_average(),

@@ -60,7 +60,12 @@ def build_network(bench: Benchmark, family: str, obs_size: int, action_size: int
         sampler: Any = CategoricalSampler(rngs, bench.entropy_cost)
         outputs = action_size
     else:
-        sampler = NormalTanhSampler(rngs, bench.entropy_cost)
+        sampler = NormalTanhSampler(
+            rngs,
+            bench.entropy_cost,
+            resample_every=bench.resample_every,
+            action_size=action_size,
+        )
         outputs = 2 * action_size
 
     def port(out: int) -> list[Any]:

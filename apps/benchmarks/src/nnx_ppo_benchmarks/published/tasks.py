@@ -68,6 +68,8 @@ class Benchmark:
         activation: ``"relu"`` or ``"tanh"``.
         entropy_cost: The sampler's entropy weight (the published ``ent_coef``).
         normalize_obs: Observation normalizer first (the zoo's ``normalize``).
+        resample_every: Steps each Gaussian exploration draw is held (the
+            `NormalTanhSampler` option that stands for gSDE's ``sde_sample_freq``).
         references: The published figures (the first is the one compared with).
         translation: How the published settings became ours, where not one-to-one.
     """
@@ -87,6 +89,7 @@ class Benchmark:
     normalize_obs: bool
     references: tuple[Published, ...]
     translation: tuple[str, ...] = ()
+    resample_every: int = 1
 
     @property
     def discrete(self) -> bool:
@@ -103,10 +106,17 @@ _ZOO_COMMON = (
     "one LSTM per port (`enable_critic_lstm=True`), then one hidden layer per head "
     "(`net_arch=dict(pi=[64], vf=[64])`)",
 )
-_SDE = (
-    "gSDE (`use_sde=True`) -> our state-dependent tanh-squashed Gaussian "
-    "(`NormalTanhSampler`): the trainer has no gSDE"
-)
+
+
+def _sde(sample_freq: int) -> str:
+    """The note for gSDE (`use_sde=True`, `sde_sample_freq`)."""
+    return (
+        f"gSDE (`use_sde=True`, `sde_sample_freq: {sample_freq}`) -> our tanh-squashed "
+        f"Gaussian (`NormalTanhSampler`) with its noise held for {sample_freq} steps "
+        f"(`resample_every={sample_freq}`): exploration correlated in time as gSDE's, "
+        "but the noise multiplies the std the network outputs instead of the policy's "
+        "last features"
+    )
 
 
 def _split(zoo_envs: int, zoo_steps: int, batch_size: int, ours_steps: int) -> str:
@@ -192,6 +202,7 @@ BENCHMARKS: dict[str, Benchmark] = {
             activation="relu",
             entropy_cost=0.0,
             normalize_obs=True,
+            resample_every=4,
             references=(
                 Published(
                     -217.9, 140.1, 100_000, "RecurrentPPO, mean over 750 episodes", ZOO_BENCHMARK
@@ -200,7 +211,7 @@ BENCHMARKS: dict[str, Benchmark] = {
             translation=(
                 *_ZOO_COMMON,
                 _split(4, 1024, 128, 128),
-                _SDE,
+                _sde(4),
                 "velocities removed: observation entries 0 and 1 (cos and sin of the "
                 "angle); episodes of 200 steps with staggered starts (our default)",
             ),
@@ -231,6 +242,7 @@ BENCHMARKS: dict[str, Benchmark] = {
             activation="tanh",
             entropy_cost=0.00429,
             normalize_obs=True,
+            resample_every=8,
             references=(
                 Published(
                     91.47, 1.78, 300_000, "RecurrentPPO, mean over 1340 episodes", ZOO_BENCHMARK
@@ -239,7 +251,7 @@ BENCHMARKS: dict[str, Benchmark] = {
             translation=(
                 *_ZOO_COMMON,
                 _split(8, 1024, 256, 128),
-                _SDE + " (`log_std_init=0`: our initial std is softplus(0) = 0.69)",
+                _sde(8) + " (`log_std_init=0`: our initial std is softplus(0) = 0.69)",
                 "velocity removed: observation entry 0 (position)",
             ),
         ),

@@ -1,7 +1,8 @@
 """Action samplers: the last layer of a policy, turning distribution parameters into actions.
 
-Every sampler is a stateless `StatefulModule` (carry
-``()``) that emits the sampler dict ``{"action": [B, ...], "log_likelihood": [B]}``
+Every sampler is a `StatefulModule` (carry ``()``, except a Gaussian sampler that holds
+its exploration noise for several steps: `NormalSampler`'s ``resample_every``) that
+emits the sampler dict ``{"action": [B, ...], "log_likelihood": [B]}``
 that `PPOAdapter` collects, and stores what loss replay
 needs in ``rollout_extras``: the *raw* action, before any squashing. One call does one
 of three things, decided once in `ActionSampler`:
@@ -59,6 +60,10 @@ __all__ = [
 
 _LOG_2 = math.log(2.0)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _check_weight(name: str, value: Any, *, allow_zero: bool) -> float:
@@ -236,6 +241,15 @@ class ActionSampler(StatefulModule):
         del raw
         return jnp.zeros(())
 
+    def _draw(self, params: Any, state: ModuleState) -> tuple[jax.Array, ModuleState]:
+        """A raw draw and the next carry (a sampler that keeps noise in its carry
+        overrides this; the default draws afresh and keeps the carry ``()``)."""
+        return self._sample_raw(params, self.rngs()), self._advance(state)
+
+    def _advance(self, state: ModuleState) -> ModuleState:
+        """The next carry when nothing is drawn (replay, ``eval()``)."""
+        return state
+
     # -- shared logic -----------------------------------------------------------------
 
     def __call__(
@@ -255,6 +269,7 @@ class ActionSampler(StatefulModule):
             ``rollout_extras`` is the raw action.
         """
         params = self._params(x)
+        next_state = self._advance(state)
         if rollout_extras is not None:
             raw = jnp.asarray(rollout_extras)
             expected = jax.eval_shape(self._mode_raw, params).shape
@@ -267,11 +282,12 @@ class ActionSampler(StatefulModule):
         elif self.deterministic:
             raw = jax.lax.stop_gradient(self._mode_raw(params))
         else:
-            raw = jax.lax.stop_gradient(self._sample_raw(params, self.rngs()))
+            raw, next_state = self._draw(params, state)
+            raw = jax.lax.stop_gradient(raw)
         log_likelihood = self._log_prob_raw(params, raw) - self._squash_log_det(raw)
         entropy = self._entropy(params, raw)
         out = StatefulModuleOutput(
-            next_state=state,
+            next_state=next_state,
             output={"action": self._squash(raw), "log_likelihood": log_likelihood},
             regularization_loss=-self.entropy_weight * entropy,
             metrics={"entropy": jnp.mean(entropy)},
@@ -299,6 +315,18 @@ class NormalSampler(ActionSampler):
     ``[B, A]``; in ``eval()`` mode it is the mean. The entropy is the Gaussian's,
     ``sum_a (0.5 * log(2 pi e) + log std_a)``, exact and per sample ``[B]``.
 
+    **Held exploration noise.** By default every step draws new noise: the raw action
+    is ``mean + std * eps`` with a fresh ``eps ~ N(0, 1)``. With ``resample_every=k``
+    the draw ``eps`` is kept for ``k`` steps of each environment (counted from the
+    episode's first step) and redrawn on steps ``0, k, 2k, ...``: the exploration is
+    correlated in time, as gSDE's ``sde_sample_freq`` makes it, while each action's
+    distribution (and so its log-likelihood, which replay and the PPO ratio use) stays
+    ``N(mean, std)``. White noise averages out over a few steps, so a task whose
+    reward needs a sustained push (MountainCar) is almost never solved by chance; held
+    noise pushes for ``k`` steps at a time. The carry is then ``{"noise": [B, A],
+    "age": [B]}`` (the held draw and the steps since the episode's start), so the
+    sampler needs ``action_size``; with ``k = 1`` the carry is ``()``.
+
     Args:
         rngs: Source of the sampler's RNG stream (see `ActionSampler`).
         entropy_weight: Weight of the entropy bonus, ``>= 0``.
@@ -307,6 +335,13 @@ class NormalSampler(ActionSampler):
         deterministic: Start in eval mode.
         rng_stream: Name of the stream forked from ``rngs``.
         rng: nnx-ppo's keyword name for ``rngs``.
+        resample_every: Steps each noise draw is held, an int ``>= 1`` (1: white noise).
+        action_size: ``A``, required when ``resample_every > 1`` (the carry's width).
+
+    Raises:
+        ValueError: If a weight is out of range, ``resample_every`` is not an int
+            ``>= 1``, or ``action_size`` is missing (or not a positive int) while
+            ``resample_every > 1``.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -327,12 +362,59 @@ class NormalSampler(ActionSampler):
         deterministic: bool = False,
         rng_stream: str = "action",
         rng: nnx.Rngs | nnx.RngStream | None = None,
+        resample_every: int = 1,
+        action_size: int | None = None,
     ) -> None:
         super().__init__(
             rngs, entropy_weight, deterministic=deterministic, rng_stream=rng_stream, rng=rng
         )
         self.min_std = _check_weight("min_std", min_std, allow_zero=False)
         self.std_scale = _check_weight("std_scale", std_scale, allow_zero=False)
+        name = type(self).__name__
+        if not _is_positive_int(resample_every):
+            raise ValueError(
+                f"{name}: resample_every must be an int >= 1 (steps each noise draw is "
+                f"held; 1 draws afresh every step), got {resample_every!r}."
+            )
+        if resample_every > 1 and not _is_positive_int(action_size):
+            raise ValueError(
+                f"{name}: resample_every={resample_every} keeps the noise in the carry, "
+                f"which needs action_size (the number of action dimensions A), got "
+                f"action_size={action_size!r}; pass action_size=A."
+            )
+        self.resample_every = int(resample_every)
+        self.action_size = action_size
+
+    def initialize_state(self, batch_size: int) -> ModuleState:
+        """``()``, or with held noise ``{"noise": zeros [B, A], "age": zeros [B]}``."""
+        if self.resample_every == 1:
+            return ()
+        return {
+            "noise": jnp.zeros((batch_size, self.action_size), jnp.float32),
+            "age": jnp.zeros((batch_size,), jnp.int32),
+        }
+
+    def _advance(self, state: ModuleState) -> ModuleState:
+        if self.resample_every == 1:
+            return state
+        return {"noise": state["noise"], "age": state["age"] + 1}
+
+    def _draw(
+        self, params: tuple[jax.Array, jax.Array], state: ModuleState
+    ) -> tuple[jax.Array, ModuleState]:
+        if self.resample_every == 1:
+            return super()._draw(params, state)
+        mean, std = params
+        if mean.shape != state["noise"].shape:
+            raise ValueError(
+                f"{type(self).__name__}: the input implies actions of shape {mean.shape} "
+                f"but the carry holds noise of shape {state['noise'].shape}; build the "
+                f"sampler with action_size={mean.shape[-1]}."
+            )
+        fresh = jax.random.normal(self.rngs(), mean.shape, mean.dtype)
+        redraw = (state["age"] % self.resample_every == 0)[:, None]
+        noise = jnp.where(redraw, fresh, state["noise"].astype(mean.dtype))
+        return mean + std * noise, {"noise": noise, "age": state["age"] + 1}
 
     def _params(self, x: Any) -> tuple[jax.Array, jax.Array]:
         x = _as_array(type(self).__name__, x)
@@ -402,6 +484,8 @@ class NormalTanhSampler(NormalSampler):
         deterministic: Start in eval mode.
         rng_stream: Name of the stream forked from ``rngs``.
         rng: nnx-ppo's keyword name for ``rngs``.
+        resample_every: Steps each noise draw is held (see `NormalSampler`).
+        action_size: ``A``, required when ``resample_every > 1``.
 
     Examples:
         >>> import jax.numpy as jnp
