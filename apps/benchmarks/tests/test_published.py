@@ -81,7 +81,10 @@ def test_translation_keeps_the_published_batch_sizes(name):
     assert per_iteration == n_envs * n_steps
     assert per_iteration // ppo.n_minibatches == batch
     assert ppo.n_epochs == epochs
+    # The published budget rounded up to whole rollouts (as SB3 rounds it), in whole
+    # device calls, so the trainer does not round it further.
     assert ppo.total_steps >= BENCHMARKS[name].total_steps > ppo.total_steps - per_iteration
+    assert ppo.total_steps % (per_iteration * ppo.iterations_per_call) == 0
 
 
 def test_linear_decay_reaches_zero_at_the_last_update():

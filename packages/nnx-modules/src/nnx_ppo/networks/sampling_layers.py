@@ -414,7 +414,8 @@ class NormalSampler(ActionSampler):
         fresh = jax.random.normal(self.rngs(), mean.shape, mean.dtype)
         redraw = (state["age"] % self.resample_every == 0)[:, None]
         noise = jnp.where(redraw, fresh, state["noise"].astype(mean.dtype))
-        return mean + std * noise, {"noise": noise, "age": state["age"] + 1}
+        next_state = {"noise": noise.astype(state["noise"].dtype), "age": state["age"] + 1}
+        return mean + std * noise, next_state
 
     def _params(self, x: Any) -> tuple[jax.Array, jax.Array]:
         x = _as_array(type(self).__name__, x)
