@@ -7,7 +7,7 @@ from typing import Any
 
 from nnx_ppo_benchmarks.settings import GRAPH_POPULATION_SIZE, GRAPH_POPULATIONS
 
-__all__ = ["build_ring_graph"]
+__all__ = ["build_layered_graph", "build_ring_graph"]
 
 
 def build_ring_graph(
@@ -36,5 +36,42 @@ def build_ring_graph(
         graph.connect(f"p{(i + 1) % n}", f"p{i}", delay=2)
         graph.connect(f"p{i}", "action_params")
         graph.connect(f"p{i}", "value")
+    graph.finalize()
+    return graph
+
+
+def build_layered_graph(
+    graph: Any,
+    obs_size: int,
+    output: str,
+    output_size: int,
+    hidden: tuple[int, ...],
+    activation: Any,
+    recurrent_size: int = 0,
+    recurrent_activation: Any = None,
+) -> Any:
+    """Populate and finalize ``graph`` as one port's network: a chain of populations.
+
+    ``obs -> [r (recurrent_size, recurrent_activation, self-loop at delay 1)] ->
+    h0 -> h1 -> ... -> output``, every connection a default ``Dense``, the hidden
+    populations ``hidden`` wide with ``activation``, the output linear. With
+    ``recurrent_size=0`` the graph is an MLP (``MLP(obs_size, hidden, output_size)``
+    as a graph); with a recurrent population it is a `SimpleRNN` followed by that MLP.
+
+    Reads ``obs["obs"]``; outputs ``{output: [B, output_size]}``.
+    """
+    graph.add_input("obs", size=obs_size, input_from="obs")
+    previous = "obs"
+    if recurrent_size:
+        graph.add_population("r", size=recurrent_size, activation=recurrent_activation)
+        graph.connect("obs", "r")
+        graph.connect("r", "r", delay=1)
+        previous = "r"
+    for i, width in enumerate(hidden):
+        graph.add_population(f"h{i}", size=width, activation=activation)
+        graph.connect(previous, f"h{i}")
+        previous = f"h{i}"
+    graph.add_output(output, size=output_size)
+    graph.connect(previous, output)
     graph.finalize()
     return graph

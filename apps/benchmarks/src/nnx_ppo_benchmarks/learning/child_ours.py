@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nnx_ppo_benchmarks.children import ours
-from nnx_ppo_benchmarks.children._graph import build_ring_graph
+from nnx_ppo_benchmarks.children._graph import build_layered_graph, build_ring_graph
 from nnx_ppo_benchmarks.learning._child import main
 from nnx_ppo_benchmarks.learning.families import FAMILIES, STACK
 from nnx_ppo_benchmarks.learning.tasks import TASKS, Task, make_env, stagger_steps, staggered
@@ -61,7 +61,7 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, rngs
     from nnx_ppo.networks.feedforward import MLP
     from nnx_ppo.networks.graph import PopulationGraph
     from nnx_ppo.networks.normalizer import Normalizer
-    from nnx_ppo.networks.recurrent import GRU
+    from nnx_ppo.networks.recurrent import GRU, SimpleRNN
     from nnx_ppo.networks.utils import Filter
 
     if family not in FAMILIES:
@@ -83,18 +83,47 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, rngs
         return make_lstm_actor_critic(obs_size, action_size, width, policy, value, **common)
     sampler, per_action = _sampler(task, rngs, ppo)
     head_out = per_action * action_size
-    if kind == "gru":
+    if kind in ("gru", "rnn"):
+        cell = GRU if kind == "gru" else SimpleRNN
         adapter = PPOAdapter(
             action=Sequential(
                 [
-                    GRU(obs_size, width, rngs=rngs),
-                    MLP(width, policy, head_out, rngs=rngs),
+                    cell(obs_size, width, rngs=rngs),
+                    MLP(width, policy, head_out, activation=nnx.swish, rngs=rngs),
                     sampler,
                 ]
             ),
-            value=Sequential([GRU(obs_size, width, rngs=rngs), MLP(width, value, 1, rngs=rngs)]),
+            value=Sequential(
+                [
+                    cell(obs_size, width, rngs=rngs),
+                    MLP(width, value, 1, activation=nnx.swish, rngs=rngs),
+                ]
+            ),
         )
         return Sequential([Normalizer(obs_size), adapter])
+    if kind in ("graph_mlp", "graph_rnn"):
+        # One chain of populations per port: the mlp family (graph_mlp) or the rnn
+        # family (graph_rnn: a tanh population with a delay-1 self-loop, then the
+        # heads), built as PopulationGraphs with the library's default initialisation.
+        def chain(output: str, size: int, hidden: tuple[int, ...]) -> Any:
+            return build_layered_graph(
+                PopulationGraph(rngs),
+                obs_size,
+                output,
+                size,
+                hidden,
+                nnx.swish,
+                width if kind == "graph_rnn" else 0,
+                nnx.tanh,
+            )
+
+        adapter = PPOAdapter(
+            action=Sequential(
+                [chain("action_params", head_out, policy), Filter("action_params"), sampler]
+            ),
+            value=Sequential([chain("value", 1, value), Filter("value")]),
+        )
+        return Sequential([Normalizer(obs_size), Filter(lambda x: {"obs": x}), adapter])
     if kind == "mlp_stack":
         stacked = STACK * obs_size
         adapter = PPOAdapter(

@@ -8,6 +8,11 @@ Sizes follow the speed benchmark (:mod:`nnx_ppo_benchmarks.settings`) so that th
   ``Delay`` lines (what brax users do instead of recurrence);
 - ``lstm``: an LSTM of 64 per port, then policy 32 / value 64;
 - ``gru``: the same with a GRU of 64 per port;
+- ``rnn``: the same with a `SimpleRNN` (tanh) of 64 per port;
+- ``graph_mlp``, ``graph_rnn``: the ``mlp`` and ``rnn`` networks built as one
+  ``PopulationGraph`` per port (a chain of populations: ``obs -> [r, tanh, self-loop
+  at delay 1] -> hidden -> output``), with the library's default initialisation: the
+  controls that a graph learns like the module it spells out;
 - ``graph``: the ring ``PopulationGraph`` of the benchmark (8 populations of 16,
   delays 1-2, shared read-outs): actor and critic share every population;
 - ``graph_split``: one such ring per port (one for the actor, one for the critic), as
@@ -15,11 +20,11 @@ Sizes follow the speed benchmark (:mod:`nnx_ppo_benchmarks.settings`) so that th
 - ``graph_nv``: the ``graph`` network trained with ``PPOConfig(normalize_values=True)``
   (value targets standardised), what the graph tutorial tells users to do when actor
   and critic share populations (nnx-ppo 0.3.0 has no such option);
-- ``mlp_default``, ``mlp_default_stack``, ``lstm_default``: the ``mlp``, ``mlp_stack``
-  and ``lstm`` networks with Playground's default head sizes (policy 32x4, value
-  256x5, the speed benchmark's ``mlp_default``), so that memory is compared with the
-  lower bound at equal capacity: about six times the parameters of the small heads,
-  most of them in the critic.
+- ``mlp_default``, ``mlp_default_stack``, ``lstm_default``, ``graph_rnn_default``: the
+  ``mlp``, ``mlp_stack``, ``lstm`` and ``graph_rnn`` networks with Playground's default
+  head sizes (policy 32x4, value 256x5, the speed benchmark's ``mlp_default``), so
+  that memory is compared with the lower bound at equal capacity: about six times the
+  parameters of the small heads, most of them in the critic.
 
 All use swish activations, an observation normalizer and the shared entropy weight
 and ``min_std``.
@@ -96,6 +101,34 @@ FAMILIES: dict[str, Family] = {
             ("ours",),
             recurrent_size=_RECURRENT_SIZE,
             **_AFTER_RECURRENT,
+        ),
+        Family(
+            "rnn",
+            "SimpleRNN (tanh) 64 per port, then policy 32, value 64",
+            ("ours",),
+            recurrent_size=_RECURRENT_SIZE,
+            **_AFTER_RECURRENT,
+        ),
+        Family(
+            "graph_mlp",
+            "the mlp family as a feedforward PopulationGraph per port",
+            ("ours",),
+            **_SMALL,
+        ),
+        Family(
+            "graph_rnn",
+            "the rnn family as a PopulationGraph per port (tanh population, self-loop)",
+            ("ours",),
+            recurrent_size=_RECURRENT_SIZE,
+            **_AFTER_RECURRENT,
+        ),
+        Family(
+            "graph_rnn_default",
+            "the graph_rnn chain with Playground's default heads: policy 32x4, value 256x5",
+            ("ours",),
+            network="graph_rnn",
+            recurrent_size=_RECURRENT_SIZE,
+            **_PLAYGROUND,
         ),
         Family("graph", "PopulationGraph ring: 8 populations of 16, delays 1-2"),
         Family("graph_split", "the graph ring per port (actor and critic)", ("ours",)),
