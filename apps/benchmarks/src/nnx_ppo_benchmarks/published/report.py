@@ -61,6 +61,7 @@ def _plot(cells: dict[str, dict[str, dict[str, Any]]], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.4), squeeze=False)
     for ax, (name, by_family) in zip(axes[0], cells.items(), strict=True):
@@ -73,7 +74,8 @@ def _plot(cells: dict[str, dict[str, dict[str, Any]]], path: Path) -> None:
             ax.axhline(ref.value, color="black", ls="--" if i == 0 else ":", lw=1, label=ref.what)
         ax.set_title(bench.title, fontsize=9)
         ax.set_xlabel("env steps")
-        ax.legend(fontsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        ax.legend(fontsize=7, loc="lower right")
     axes[0][0].set_ylabel("evaluation return (median, 95% band)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
