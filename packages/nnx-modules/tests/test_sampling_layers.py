@@ -398,9 +398,7 @@ def test_held_noise_keeps_the_gaussian_likelihood_and_replays() -> None:
         )
         # ... and replaying the stored raw action reproduces it and advances the age.
         again = sampler(state, x, out.rollout_extras)
-        np.testing.assert_array_equal(
-            again.output["log_likelihood"], out.output["log_likelihood"]
-        )
+        np.testing.assert_array_equal(again.output["log_likelihood"], out.output["log_likelihood"])
         np.testing.assert_array_equal(again.next_state["age"], out.next_state["age"])
         state = out.next_state
     sampler.eval()
