@@ -10,8 +10,9 @@ import sys
 import time
 
 import pytest
+from nnx_ppo_apps_common.training import train_config
 from nnx_ppo_quickstart import envs as envs_module
-from nnx_ppo_quickstart.cli import main
+from nnx_ppo_quickstart.cli import main, parse_args, with_learning_rate_schedule
 from nnx_ppo_quickstart.networks import make_network
 
 TINY = [
@@ -24,7 +25,7 @@ TINY = [
 def test_tiny_run_writes_every_output(tmp_path, capsys, monkeypatch):
     os.umask(0o022)
     out = tmp_path / "run"
-    assert main([*TINY, "--output-dir", str(out)]) == 0
+    assert main([*TINY, "--lr-schedule", "linear", "--output-dir", str(out)]) == 0
     for name in ("metrics.jsonl", "learning_curve.png", "config.json", "summary.json"):
         assert (out / name).stat().st_size > 0, name
     assert any((out / "checkpoints").iterdir())
@@ -34,6 +35,12 @@ def test_tiny_run_writes_every_output(tmp_path, capsys, monkeypatch):
     assert 0.0 < summary["final_eval_reward"] <= 40.0
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert any("eval/episode_reward/mean" in r for r in records)
+    # --lr-schedule linear reaches the trainer: 2400 steps / (8 envs x 10) = 30
+    # iterations of 1 epoch x 2 minibatches = 60 updates, the rate 1e-3 * (1 - n / 60)
+    # at update n; each iteration logs its last update's (n = 1, ..., 59).
+    rates = [r["train/learning_rate"] for r in records if "train/learning_rate" in r]
+    expected = [1e-3 * 59 / 60, 1e-3 / 60]  # float32 in the trainer
+    assert [rates[0], rates[-1]] == pytest.approx(expected, rel=1e-5)
     assert "final eval return" in capsys.readouterr().out
     # Staggered starts by default, with a fresh reset per episode.
     stored = json.loads((out / "config.json").read_text())
@@ -56,8 +63,15 @@ def test_tiny_run_writes_every_output(tmp_path, capsys, monkeypatch):
     assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == files
     monkeypatch.undo()
 
+    # The schedule is part of the run (its optimizer state counts the updates): a
+    # resume must repeat it, and is refused before anything is built if it does not.
+    monkeypatch.setattr(envs_module, "make_envs", _no_envs)
+    assert main([*TINY, "--output-dir", str(out), "--resume"]) == 2
+    assert "pass --lr-schedule linear" in capsys.readouterr().err
+    monkeypatch.undo()
+
     # Resuming a finished run trains nothing more and keeps the step count and curve.
-    assert main([*TINY, "--output-dir", str(out), "--resume"]) == 0
+    assert main([*TINY, "--lr-schedule", "linear", "--output-dir", str(out), "--resume"]) == 0
     resumed = json.loads((out / "summary.json").read_text())
     assert resumed["steps"] == summary["steps"]
     assert resumed["eval_steps"] == summary["eval_steps"] == [0, 1200, 2400]
@@ -163,6 +177,35 @@ def test_presets_build_and_step(preset):
     assert out.actions.shape == (3, 1)
     assert out.loglikelihoods.shape == (3,)
     assert out.value_estimates.shape == (3,)
+
+
+@pytest.mark.parametrize(
+    ("flags", "schedule"),
+    [
+        ([], "constant"),
+        (["--network", "lstm"], "linear"),
+        (["--network", "graph"], "constant"),
+        (["--network", "lstm", "--lr-schedule", "constant"], "constant"),
+        (["--lr-schedule", "linear"], "linear"),
+    ],
+)
+def test_the_learning_rate_schedule_is_the_presets_unless_given(flags, schedule):
+    args = parse_args([*TINY, *flags])
+    assert args.lr_schedule == schedule
+    config = with_learning_rate_schedule(train_config(args, seed=0), args.lr_schedule)
+    rate = config.ppo.learning_rate
+    if schedule == "constant":
+        assert rate == 1e-3
+    else:  # 60 updates (see test_tiny_run_writes_every_output): 1e-3 down to 0
+        assert [float(rate(n)) for n in (0, 30, 60, 61)] == pytest.approx([1e-3, 5e-4, 0, 0])
+
+
+def test_an_unknown_learning_rate_schedule_is_rejected(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--lr-schedule", "cosine"])
+    assert "invalid choice: 'cosine'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="valid choices: linear, constant"):
+        with_learning_rate_schedule(None, "cosine")
 
 
 def test_unknown_preset_and_dict_sizes_are_rejected():

@@ -15,6 +15,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from nnx_ppo_apps_common.cli import arguments_record, fail, positive_int
 from nnx_ppo_apps_common.plotting import plot_learning_curve
@@ -27,9 +28,18 @@ from nnx_ppo_apps_common.runs import (
 )
 from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
 
-__all__ = ["eval_history", "main", "parse_args"]
+__all__ = ["eval_history", "main", "parse_args", "with_learning_rate_schedule"]
 
 PROG = "nnx-ppo-quickstart"
+
+LR_SCHEDULES = ("linear", "constant")
+"""The choices of ``--lr-schedule`` (`with_learning_rate_schedule`)."""
+
+PRESET_LR_SCHEDULE = {"mlp": "constant", "lstm": "linear", "graph": "constant"}
+"""``--lr-schedule`` when not given, per ``--network`` preset. The LSTM decays its rate:
+at a constant rate it drifts through collapses of its return after learning
+``CartpoleBalance`` (see `with_learning_rate_schedule`); the MLP's documented curves
+are measured at a constant rate."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -54,6 +64,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_training_arguments(
         parser,
         TrainingDefaults(steps=150_000, n_envs=256, discount=0.995, eval_every=10_000),
+    )
+    parser.add_argument(
+        "--lr-schedule",
+        default=argparse.SUPPRESS,  # the preset's, set below
+        choices=LR_SCHEDULES,
+        help="the learning rate over the run: 'linear' decays --learning-rate to 0 at "
+        "--steps, so that a policy that has learnt the task settles instead of drifting "
+        "with the noise of its advantages; 'constant' keeps it (default: the preset's, "
+        + ", ".join(f"{k} for {n}" for n, k in PRESET_LR_SCHEDULE.items())
+        + ")",
     )
     parser.add_argument(
         "--checkpoint-every",
@@ -100,7 +120,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_run_arguments(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if "lr_schedule" not in args:
+        args.lr_schedule = PRESET_LR_SCHEDULE[args.network]
+    return args
 
 
 def eval_history(jsonl_path: Path) -> list[tuple[int, dict[str, float]]]:
@@ -117,10 +140,11 @@ def eval_history(jsonl_path: Path) -> list[tuple[int, dict[str, float]]]:
 
 RUN_DEFINING = (
     "env", "brax_backend", "network", "n_envs", "episode_length", "no_stagger",
-    "action_lag", "obs_lag", "lag_hold_prob",
+    "action_lag", "obs_lag", "lag_hold_prob", "lr_schedule",
 )  # fmt: skip
 """The options that decide a run's environments, network and training state: a resume
-must repeat them (`resume_problem`)."""
+must repeat them (`resume_problem`). ``lr_schedule`` among them: a schedule's optimizer
+state has a step count that a constant rate's lacks."""
 
 
 def resume_problem(args: argparse.Namespace) -> str | None:
@@ -162,6 +186,46 @@ def resume_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def with_learning_rate_schedule(config: Any, schedule: str) -> Any:
+    """``config`` with its learning rate following ``schedule`` (``--lr-schedule``).
+
+    ``"linear"``: an optax schedule from the config's rate down to 0 at the run's last
+    optimizer update (``n_iterations * updates_per_iteration`` updates); ``"constant"``:
+    ``config`` unchanged.
+
+    Why the LSTM preset decays its rate (`PRESET_LR_SCHEDULE`): once a policy has
+    learnt the task, its advantages are mostly noise (the raw advantage std falls about
+    tenfold), but PPO normalises them to unit scale, so at a constant rate every
+    iteration still moves the policy about as far as while it was learning (the same
+    ``actor/approx_kl``). The LSTM on ``CartpoleBalance`` drifts through collapses of
+    its return this way, and the final policy is wherever the drift is at the last
+    update; a rate that decays to 0 makes it settle.
+
+    Examples:
+        >>> from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
+        >>> base = TrainConfig(ppo=PPOConfig(n_envs=8, n_minibatches=2, rollout_length=10,
+        ...                                  n_epochs=2, total_steps=800, learning_rate=1e-3))
+        >>> rate = with_learning_rate_schedule(base, "linear").ppo.learning_rate
+        >>> [round(float(rate(n)), 6) for n in (0, 20, 40)]  # 10 iterations x 2 x 2 updates
+        [0.001, 0.0005, 0.0]
+        >>> with_learning_rate_schedule(base, "constant") is base
+        True
+    """
+    if schedule not in LR_SCHEDULES:
+        raise ValueError(
+            f"--lr-schedule {schedule!r} is not a schedule; valid choices: "
+            f"{', '.join(LR_SCHEDULES)}"
+        )
+    if schedule == "constant":
+        return config
+    import optax
+
+    ppo = config.ppo
+    updates = ppo.n_iterations * ppo.updates_per_iteration
+    decay = optax.linear_schedule(ppo.learning_rate, 0.0, updates)
+    return dataclasses.replace(config, ppo=dataclasses.replace(ppo, learning_rate=decay))
+
+
 def _reset_mode(args: argparse.Namespace) -> str:
     """``"fresh"`` with staggered starts (a new start per episode), else brax's
     ``"cached"``."""
@@ -187,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # every option before any environment is built
         # Staggered starts need a freshly drawn reset per episode (wrap_for_training).
         config = train_config(args, seed=args.seed, reset_mode=_reset_mode(args))
+        config = with_learning_rate_schedule(config, args.lr_schedule)
         parse_lag("--action-lag", args.action_lag)
         parse_lag("--obs-lag", args.obs_lag)
         if not 0.0 <= args.lag_hold_prob <= 1.0:
