@@ -68,6 +68,12 @@ def test_plan_skips_cells_an_implementation_cannot_run():
     assert json.loads(cells[0].to_json())["ppo"]["n_envs"] == 256
     assert json.loads(cells[0].to_json())["stagger"] is True
     assert plan_cells(["memory_d2"], ["lstm"], ["ours"], [1], stagger=False)[0].stagger is False
+    # nnx-ppo 0.3.0 has no learning-rate schedule: with one, only ours is planned.
+    decayed = plan_cells(
+        ["cartpole"], ["lstm"], ["ours", "nnx-ppo-0.3.0"], [1], lr_schedule="linear"
+    )
+    assert [(c.name, c.lr_schedule) for c in decayed] == [("cartpole__lstm__ours", "linear")]
+    assert json.loads(decayed[0].to_json())["lr_schedule"] == "linear"
 
 
 def test_stagger_is_half_an_episode_and_old_records_keep_their_starts():
@@ -129,6 +135,9 @@ def test_summary_and_report(tmp_path):
     tables = (tmp_path / "tables.md").read_text()
     assert "| lstm | ours | staggered | 3 | 20.0 [" in tables
     assert "png" not in tables
+    decayed = {**results["cells"][0], "lr_schedule": "linear"}
+    text = write_report({**results, "cells": [decayed]}, tmp_path).read_text()
+    assert "| lstm | ours | staggered; learning rate decayed to 0 | 3 | 20.0 [" in text
 
 
 def test_latency_tasks_are_ours_and_report_the_cross_evaluation(tmp_path):
@@ -190,6 +199,8 @@ def test_an_interrupted_cell_keeps_its_finished_seeds(tmp_path):
     assert _finished_runs(cell, path) == []
     assert len(_finished_runs(dataclasses.replace(cell, stagger=False), path)) == 3
     path.write_text(json.dumps({"total_steps": 100, "stagger": True, "runs": runs[:2]}))
+    # Another learning-rate schedule (a record without the key had a constant rate).
+    assert _finished_runs(dataclasses.replace(cell, lr_schedule="linear"), path) == []
     # Another budget, or seeds that are not a prefix of the cell's, are run again.
     assert _finished_runs(Cell("memory_d2", "lstm", "ours", (1, 2, 3), 200), path) == []
     assert _finished_runs(Cell("memory_d2", "lstm", "ours", (2, 1, 3), 100), path) == []

@@ -20,6 +20,7 @@ from nnx_ppo.algorithms.schedules import (
     AdaptiveKL,
     adapt_learning_rate,
     learning_rate_state,
+    linear_decay,
     with_learning_rate,
 )
 from nnx_ppo.algorithms.types import TrainState
@@ -159,15 +160,28 @@ def test_a_run_logs_the_adapted_rate_and_a_fixed_one():
 
 
 def test_a_schedule_logs_its_rate_at_the_last_step_of_the_iteration():
-    schedule = optax.linear_schedule(1e-3, 0.0, transition_steps=64)
+    # linear_decay: 8 iterations x 8 updates, from 3e-3 to 0 at the 64th update.
+    config = _config(desired_kl=None)
+    schedule = linear_decay(config)
+    for count in (0, 32, 64):
+        assert float(schedule(count)) == pytest.approx(3e-3 * (1 - count / 64))
     rates: list[float] = []
     train_ppo(
         ENV, _net(), _config(desired_kl=None, learning_rate=schedule), progress=False,
         log_fn=lambda m, s: rates.append(m["train/learning_rate"]),
     )  # fmt: skip
     # 8 updates per iteration: iteration k's last update has count 8k + 7.
-    expected = [float(schedule(8 * k + 7)) for k in range(8)]
+    expected = [3e-3 * (1 - (8 * k + 7) / 64) for k in range(8)]
     np.testing.assert_allclose(rates, expected, rtol=1e-5)
+
+
+def test_linear_decay_refuses_a_schedule_and_a_negative_final_rate():
+    config = _config(desired_kl=None)
+    with pytest.raises(TypeError, match="already a schedule"):
+        linear_decay(_config(desired_kl=None, learning_rate=optax.constant_schedule(1e-3)))
+    with pytest.raises(ValueError, match=r"final=-0\.1"):
+        linear_decay(config.ppo, final=-0.1)
+    assert float(linear_decay(config, final=1e-4)(64)) == pytest.approx(1e-4)
 
 
 class _Stop(Exception):

@@ -218,12 +218,10 @@ def with_learning_rate_schedule(config: Any, schedule: str) -> Any:
         )
     if schedule == "constant":
         return config
-    import optax
+    from nnx_ppo.algorithms.schedules import linear_decay
 
-    ppo = config.ppo
-    updates = ppo.n_iterations * ppo.updates_per_iteration
-    decay = optax.linear_schedule(ppo.learning_rate, 0.0, updates)
-    return dataclasses.replace(config, ppo=dataclasses.replace(ppo, learning_rate=decay))
+    decay = linear_decay(config)
+    return dataclasses.replace(config, ppo=dataclasses.replace(config.ppo, learning_rate=decay))
 
 
 def _reset_mode(args: argparse.Namespace) -> str:

@@ -19,7 +19,14 @@ from nnx_ppo_benchmarks.children import ours
 from nnx_ppo_benchmarks.children._graph import build_layered_graph, build_ring_graph
 from nnx_ppo_benchmarks.learning._child import main
 from nnx_ppo_benchmarks.learning.families import FAMILIES, STACK
-from nnx_ppo_benchmarks.learning.tasks import TASKS, Task, make_env, stagger_steps, staggered
+from nnx_ppo_benchmarks.learning.tasks import (
+    TASKS,
+    Task,
+    lr_schedule,
+    make_env,
+    stagger_steps,
+    staggered,
+)
 from nnx_ppo_benchmarks.settings import PPOSettings, RunSpec
 
 __all__ = ["build_network", "run_seed", "run_seeds"]
@@ -159,6 +166,7 @@ def _setup(cell: dict[str, Any]) -> tuple[Task, Any, Any, Any, Any]:
     import functools
 
     from nnx_ppo.algorithms.config import EvalConfig
+    from nnx_ppo.algorithms.schedules import linear_decay
     from nnx_ppo.wrappers import EpisodeWrapper, RewardScalingWrapper
 
     task = TASKS[cell["task"]]
@@ -196,6 +204,11 @@ def _setup(cell: dict[str, Any]) -> tuple[Task, Any, Any, Any, Any]:
             max_episode_length=task.episode_length,
         ),
     )
+    if lr_schedule(cell) == "linear":
+        rate = linear_decay(config)
+        config = dataclasses.replace(
+            config, ppo=dataclasses.replace(config.ppo, learning_rate=rate)
+        )
     return task, env, eval_env, make_network, config
 
 

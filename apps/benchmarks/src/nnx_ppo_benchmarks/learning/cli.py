@@ -39,7 +39,7 @@ from typing import Any
 from nnx_ppo_benchmarks.cli import comma_names
 from nnx_ppo_benchmarks.learning.families import FAMILIES
 from nnx_ppo_benchmarks.learning.report import write_report
-from nnx_ppo_benchmarks.learning.tasks import TASKS, staggered
+from nnx_ppo_benchmarks.learning.tasks import LR_SCHEDULES, TASKS, lr_schedule, staggered
 from nnx_ppo_benchmarks.runner import git_state, load_average
 from nnx_ppo_benchmarks.settings import PPOSettings, chunk_plan
 from nnx_ppo_benchmarks.venvs import (
@@ -76,6 +76,9 @@ class Cell:
     state per episode (ours: ``reset_mode="fresh"``) that starts at a random step in
     ``[0, episode_length / 2)`` (ours: ``EpisodeWrapper(stagger=...)``); off: every
     episode starts at step 0 (ours then caches its reset states, its default)."""
+    lr_schedule: str = "constant"
+    """ours: the shared learning rate throughout (``"constant"``), or decayed linearly
+    to 0 at the run's last update (``"linear"``, `nnx_ppo.algorithms.schedules.linear_decay`)."""
 
     @property
     def name(self) -> str:
@@ -104,6 +107,7 @@ def plan_cells(
     seeds: Sequence[int],
     steps: int | None = None,
     stagger: bool = True,
+    lr_schedule: str = "constant",
 ) -> list[Cell]:
     """The cells to run, task by task, implementations interleaved per family.
 
@@ -119,21 +123,27 @@ def plan_cells(
         _, total = chunk_plan(steps or t.total_steps, t.n_evals, per_iteration)
         for family in families:
             for impl in implementations:
-                if runs(task, family, impl):
-                    cells.append(Cell(task, family, impl, tuple(seeds), total, stagger=stagger))
+                schedulable = lr_schedule == "constant" or impl == "ours"
+                if runs(task, family, impl) and schedulable:
+                    cell = Cell(task, family, impl, tuple(seeds), total, stagger=stagger)
+                    cells.append(dataclasses.replace(cell, lr_schedule=lr_schedule))
     return cells
 
 
 def _finished_runs(cell: Cell, path: Path) -> list[dict[str, Any]]:
     """The runs already in ``path`` that this cell can keep: those of an earlier run of
-    the same cell (budget, episode starts and seed order) whose seeds are a prefix of
-    ``cell.seeds``."""
+    the same cell (budget, episode starts, learning-rate schedule and seed order) whose
+    seeds are a prefix of ``cell.seeds``."""
     if not path.exists():
         return []
     record = json.loads(path.read_text())
     runs = record.get("runs", [])
     seeds = [r["seed"] for r in runs]
-    same = record.get("total_steps") == cell.total_steps and staggered(record) == cell.stagger
+    same = (
+        record.get("total_steps") == cell.total_steps
+        and staggered(record) == cell.stagger
+        and lr_schedule(record) == cell.lr_schedule
+    )
     if not same or seeds != list(cell.seeds[: len(seeds)]):
         return []
     return list(runs)
@@ -235,6 +245,13 @@ def build_parser() -> argparse.ArgumentParser:
         "from a fresh reset state each, for every implementation (nnx-ppo 0.3.0's "
         "treatment); --no-stagger: every episode starts at step 0",
     )
+    p.add_argument(
+        "--lr-schedule",
+        choices=LR_SCHEDULES,
+        default="constant",
+        help="ours: the shared learning rate throughout, or decayed linearly to 0 at the "
+        "last update (nnx-ppo 0.3.0 has no schedule: its cells are not run with linear)",
+    )
     p.add_argument("--environments", choices=("isolated", "current"), default="isolated")
     p.add_argument("--jax", default=DEFAULT_JAX, help="JAX of the isolated venvs")
     p.add_argument("--rerun", action="store_true", help="run finished cells again")
@@ -260,7 +277,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(write_report(json.loads((out / "results.json").read_text()), out))
         return 0
     cells = plan_cells(
-        args.tasks, args.families, args.implementations, args.seeds, args.steps, args.stagger
+        args.tasks,
+        args.families,
+        args.implementations,
+        args.seeds,
+        args.steps,
+        args.stagger,
+        args.lr_schedule,
     )
     if args.environments == "current":
         pythons = dict.fromkeys(IMPLEMENTATIONS, current_environment().python)
@@ -277,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seeds": list(args.seeds),
         "one_at_a_time": args.one_at_a_time,
         "stagger": args.stagger,
+        "lr_schedule": args.lr_schedule,
         "ppo": dataclasses.asdict(PPOSettings()),
     }
     records = []

@@ -7,7 +7,7 @@ from typing import Any
 
 from nnx_ppo_benchmarks.learning.families import FAMILIES
 from nnx_ppo_benchmarks.learning.stats import area_under_curve, band, median_ci
-from nnx_ppo_benchmarks.learning.tasks import TASKS, staggered
+from nnx_ppo_benchmarks.learning.tasks import TASKS, lr_schedule, staggered
 
 __all__ = ["summarize", "write_report"]
 
@@ -57,6 +57,8 @@ def _table(task: str, cells: list[dict[str, Any]]) -> list[str]:
     for cell in cells:
         s = summarize(cell)
         starts = "staggered" if staggered(cell) else "at step 0"
+        if lr_schedule(cell) == "linear":
+            starts += "; learning rate decayed to 0"
         head = f"| {cell['family']} | {cell['implementation']} | {starts} |"
         if s is None:
             error = cell.get("error", "no seed finished")

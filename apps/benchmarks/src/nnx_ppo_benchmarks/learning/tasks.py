@@ -29,9 +29,11 @@ import dataclasses
 from typing import Any
 
 __all__ = [
+    "LR_SCHEDULES",
     "TASKS",
     "ObservationMask",
     "Task",
+    "lr_schedule",
     "make_env",
     "stagger_steps",
     "staggered",
@@ -246,3 +248,14 @@ def staggered(cell: dict[str, Any]) -> bool:
     if "stagger" in cell:
         return bool(cell["stagger"])
     return cell.get("implementation") != "ours"
+
+
+LR_SCHEDULES = ("constant", "linear")
+"""The suite's learning-rate schedules (``--lr-schedule``): the shared rate throughout,
+or decayed linearly to 0 at the last update (`nnx_ppo.algorithms.schedules.linear_decay`)."""
+
+
+def lr_schedule(cell: dict[str, Any]) -> str:
+    """A recorded cell's learning-rate schedule (`LR_SCHEDULES`); cells recorded before
+    the option existed have no ``"lr_schedule"`` key and trained at a constant rate."""
+    return str(cell.get("lr_schedule", "constant"))

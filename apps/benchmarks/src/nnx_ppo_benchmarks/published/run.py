@@ -82,9 +82,10 @@ def make_config(bench: Benchmark, total_steps: int, eval_envs: int) -> Any:
     """The translated `TrainConfig` (seed 0; `train_many` gives each run its own) for
     ``total_steps`` rounded up to whole iterations, with about `N_CURVE_POINTS`
     evaluations."""
-    import optax
+    import dataclasses
 
     from nnx_ppo.algorithms import EvalConfig, PPOConfig, TrainConfig
+    from nnx_ppo.algorithms.schedules import linear_decay
 
     fields = dict(bench.ppo)
     per_iteration = fields["n_envs"] * fields["rollout_length"]
@@ -93,15 +94,14 @@ def make_config(bench: Benchmark, total_steps: int, eval_envs: int) -> Any:
     # Device calls of whole iterations that divide the run: the budget is exactly the
     # published one rounded up to whole rollouts, as SB3's `learn` rounds it.
     per_call = max(d for d in range(1, every + 1) if iterations % d == 0)
-    if bench.linear_decay:
-        updates = iterations * fields["n_epochs"] * fields["n_minibatches"]
-        fields["learning_rate"] = optax.linear_schedule(fields["learning_rate"], 0.0, updates)
     ppo = PPOConfig(
         total_steps=iterations * per_iteration,
         reset_mode="fresh",
         iterations_per_call=per_call,
         **fields,
     )
+    if bench.linear_decay:
+        ppo = dataclasses.replace(ppo, learning_rate=linear_decay(ppo))
     return TrainConfig(
         ppo=ppo,
         eval=EvalConfig(

@@ -52,6 +52,7 @@ __all__ = [
     "adapt_learning_rate",
     "learning_rate_rule",
     "learning_rate_state",
+    "linear_decay",
     "make_optimizer",
     "optimization",
     "with_learning_rate",
@@ -157,6 +158,53 @@ class LearningRate:
             count = (iteration + 1) * self.updates_per_iteration - 1
             return jnp.asarray(self.rate(count), jnp.float32)
         return jnp.asarray(self.rate, jnp.float32)
+
+
+def linear_decay(config: Any, final: float = 0.0) -> optax.Schedule:
+    """An optax schedule for ``PPOConfig.learning_rate``: ``config.learning_rate`` at the
+    run's first optimizer update, falling linearly to ``final`` at its last one
+    (``n_iterations * updates_per_iteration`` updates).
+
+    Why decay: once a policy has learnt its task, its advantages are mostly noise (their
+    raw standard deviation falls several-fold), but PPO normalises them to unit scale,
+    so at a constant rate every iteration still moves the policy about as far as while
+    it was learning. Recurrent and graph policies on ``CartpoleBalance`` drift through
+    collapses of their return this way; a rate that decays to 0 makes the policy settle
+    (the learning-quality page has the measurements). The schedule counts optimizer
+    updates, which the optimizer state holds, so a resumed run continues on it.
+
+    Args:
+        config: A `PPOConfig` (or `TrainConfig`, whose ``ppo`` is used) with a float
+            ``learning_rate``.
+        final: The rate at the last update (>= 0).
+
+    Returns:
+        ``count -> rate``, to pass as ``PPOConfig(learning_rate=...)``.
+
+    Raises:
+        TypeError: If the config's ``learning_rate`` is already a schedule.
+        ValueError: If ``final`` is negative.
+
+    Examples:
+        >>> import dataclasses
+        >>> from nnx_ppo.algorithms.config import PPOConfig
+        >>> ppo = PPOConfig(n_envs=8, n_minibatches=2, rollout_length=10, n_epochs=2,
+        ...                 total_steps=800, learning_rate=1e-3)
+        >>> rate = linear_decay(ppo)  # 10 iterations x 2 epochs x 2 minibatches
+        >>> [round(float(rate(n)), 6) for n in (0, 20, 40)]
+        [0.001, 0.0005, 0.0]
+        >>> ppo = dataclasses.replace(ppo, learning_rate=rate)
+    """
+    ppo = getattr(config, "ppo", config)
+    if callable(ppo.learning_rate):
+        raise TypeError(
+            "linear_decay: the config's learning_rate is already a schedule; give it the "
+            "config with the float rate to start from."
+        )
+    if not final >= 0.0:
+        raise ValueError(f"linear_decay: final={final!r} must be a rate >= 0.")
+    updates = ppo.n_iterations * ppo.updates_per_iteration
+    return optax.linear_schedule(float(ppo.learning_rate), float(final), updates)
 
 
 def learning_rate_rule(config: Any, hyperparameters: Hyperparameters | None = None) -> LearningRate:
