@@ -47,26 +47,17 @@ def build_layered_graph(
     output_size: int,
     hidden: tuple[int, ...],
     activation: Any,
-    recurrent_size: int = 0,
-    recurrent_activation: Any = None,
 ) -> Any:
-    """Populate and finalize ``graph`` as one port's network: a chain of populations.
-
-    ``obs -> [r (recurrent_size, recurrent_activation, self-loop at delay 1)] ->
-    h0 -> h1 -> ... -> output``, every connection a default ``Dense``, the hidden
-    populations ``hidden`` wide with ``activation``, the output linear. With
-    ``recurrent_size=0`` the graph is an MLP (``MLP(obs_size, hidden, output_size)``
-    as a graph); with a recurrent population it is a `SimpleRNN` followed by that MLP.
+    """Populate and finalize ``graph`` as one port's feedforward network: a chain of
+    populations ``obs -> h0 -> h1 -> ... -> output``, every connection a default
+    ``Dense``, the hidden populations ``hidden`` wide with ``activation``, the output
+    linear: ``MLP(obs_size, hidden, output_size)`` as a graph (the ``graph_mlp``
+    family; ``graph_rnn`` is the library's `make_graph_actor_critic`).
 
     Reads ``obs["obs"]``; outputs ``{output: [B, output_size]}``.
     """
     graph.add_input("obs", size=obs_size, input_from="obs")
     previous = "obs"
-    if recurrent_size:
-        graph.add_population("r", size=recurrent_size, activation=recurrent_activation)
-        graph.connect("obs", "r")
-        graph.connect("r", "r", delay=1)
-        previous = "r"
     for i, width in enumerate(hidden):
         graph.add_population(f"h{i}", size=width, activation=activation)
         graph.connect(previous, f"h{i}")

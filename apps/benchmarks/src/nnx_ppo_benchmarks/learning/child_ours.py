@@ -66,7 +66,7 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, rngs
     from nnx_ppo.networks.containers import Sequential
     from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
     from nnx_ppo.networks.feedforward import MLP
-    from nnx_ppo.networks.graph import PopulationGraph
+    from nnx_ppo.networks.graph import PopulationGraph, make_graph_actor_critic
     from nnx_ppo.networks.normalizer import Normalizer
     from nnx_ppo.networks.recurrent import GRU, SimpleRNN
     from nnx_ppo.networks.utils import Filter
@@ -88,6 +88,10 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, rngs
         return make_mlp_actor_critic(obs_size, action_size, policy, value, **common)
     if kind == "lstm":
         return make_lstm_actor_critic(obs_size, action_size, width, policy, value, **common)
+    if kind == "graph_rnn":
+        # The library's recommended graph: per port, a tanh population with a delay-1
+        # self-loop, then the heads (the rnn family as PopulationGraphs).
+        return make_graph_actor_critic(obs_size, action_size, width, policy, value, **common)
     sampler, per_action = _sampler(task, rngs, ppo)
     head_out = per_action * action_size
     if kind in ("gru", "rnn"):
@@ -108,20 +112,12 @@ def build_network(task: Task, family: str, obs_size: int, action_size: int, rngs
             ),
         )
         return Sequential([Normalizer(obs_size), adapter])
-    if kind in ("graph_mlp", "graph_rnn"):
-        # One chain of populations per port: the mlp family (graph_mlp) or the rnn
-        # family (graph_rnn: a tanh population with a delay-1 self-loop, then the
-        # heads), built as PopulationGraphs with the library's default initialisation.
+    if kind == "graph_mlp":
+        # The mlp family as one feedforward chain of populations per port, with the
+        # library's default initialisation.
         def chain(output: str, size: int, hidden: tuple[int, ...]) -> Any:
             return build_layered_graph(
-                PopulationGraph(rngs),
-                obs_size,
-                output,
-                size,
-                hidden,
-                nnx.swish,
-                width if kind == "graph_rnn" else 0,
-                nnx.tanh,
+                PopulationGraph(rngs), obs_size, output, size, hidden, nnx.swish
             )
 
         adapter = PPOAdapter(
