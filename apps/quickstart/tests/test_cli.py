@@ -184,7 +184,8 @@ def test_presets_build_and_step(preset):
     [
         ([], "constant"),
         (["--network", "lstm"], "linear"),
-        (["--network", "graph"], "constant"),
+        (["--network", "graph"], "linear"),
+        (["--network", "graph", "--lr-schedule", "constant"], "constant"),
         (["--network", "lstm", "--lr-schedule", "constant"], "constant"),
         (["--lr-schedule", "linear"], "linear"),
     ],

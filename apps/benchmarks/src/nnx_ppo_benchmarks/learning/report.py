@@ -74,6 +74,16 @@ def _table(task: str, cells: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def _family_colours(plt: Any) -> dict[str, Any]:
+    """One distinct colour per family: the default cycle's ten for the first families
+    (the colours of the figures already published), the odd shades of ``tab20`` (the
+    light ones the cycle lacks) for the rest."""
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    extra = [plt.get_cmap("tab20")(i) for i in range(1, 20, 2)]
+    palette = [*cycle, *extra]
+    return {f: palette[i % len(palette)] for i, f in enumerate(FAMILIES)}
+
+
 def _plot(task: str, cells: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -81,7 +91,7 @@ def _plot(task: str, cells: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    colours = dict(zip(FAMILIES, plt.rcParams["axes.prop_cycle"].by_key()["color"], strict=False))
+    colours = _family_colours(plt)
     for cell in cells:
         runs = cell.get("runs") or []
         if not runs:
