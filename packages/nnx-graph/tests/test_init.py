@@ -178,14 +178,22 @@ def test_a_signed_recurrence_keeps_its_sign_and_is_scaled_for_its_fan_in() -> No
         return g
 
     g, plain = dale("recurrent"), dale("connection")
-    for name, size in (("e->e@1", 4), ("i->e@1", 3)):
-        assert isinstance(g.transforms[name], SignedDense)
-        np.testing.assert_allclose(
-            np.asarray(g.transforms[name].kernel[...]),
-            np.asarray(plain.transforms[name].kernel[...]) * math.sqrt(size / 7),
-            rtol=1e-6,
-        )
+    excitatory = np.asarray(g.transforms["e->e@1"].kernel[...])
+    np.testing.assert_allclose(
+        excitatory, np.asarray(plain.transforms["e->e@1"].kernel[...]) * math.sqrt(4 / 7), rtol=1e-6
+    )
+    # E/I balance: i's kernel, scaled for the fan-in, is then scaled per receiving unit
+    # (column) so that its magnitudes sum to e's: uniform activity drives e by zero.
+    inhibitory = np.abs(np.asarray(g.transforms["i->e@1"].kernel[...]))
+    scaled = np.abs(np.asarray(plain.transforms["i->e@1"].kernel[...])) * math.sqrt(3 / 7)
+    factor = np.abs(excitatory).sum(axis=0) / scaled.sum(axis=0)
+    np.testing.assert_allclose(inhibitory, scaled * factor, rtol=1e-5)
+    np.testing.assert_allclose(inhibitory.sum(axis=0), np.abs(excitatory).sum(axis=0), rtol=1e-5)
+    assert isinstance(g.transforms["i->e@1"], SignedDense)
     assert bool(jnp.all(g.transforms["i->e@1"].weight <= 0))
+    ones = jnp.ones((1, 4)), jnp.ones((1, 3))
+    drive = g.transforms["e->e@1"].weight.T @ ones[0].T + g.transforms["i->e@1"].weight.T @ ones[1].T
+    np.testing.assert_allclose(np.asarray(drive), 0.0, atol=1e-5)
 
 
 def test_a_graph_with_a_simple_rnns_weights_is_that_simple_rnn() -> None:

@@ -1,5 +1,6 @@
 """nnx_ppo.networks.analysis: fixed points of hand-built maps with known answers, the
-carry map of a real network, PCA and the plots."""
+carry map of real networks (LSTM, GRU, CTRNN, Delay), PCA, condition averages and the
+plots."""
 
 from __future__ import annotations
 
@@ -11,9 +12,16 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from nnx_ppo.networks.analysis import CarryMap, find_fixed_points, pca
+from nnx_ppo.networks.adapter import PPOAdapter
+from nnx_ppo.networks.analysis import CarryMap, condition_average, find_fixed_points, pca
+from nnx_ppo.networks.containers import Sequential
+from nnx_ppo.networks.delay import Delay
 from nnx_ppo.networks.export import DeterministicPolicy
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
+from nnx_ppo.networks.feedforward import Dense
+from nnx_ppo.networks.recurrent import CTRNN, GRU
+from nnx_ppo.networks.sampling_layers import NormalTanhSampler
+from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput
 
 # --------------------------------------------------------------------------- fixed points
 
@@ -146,6 +154,70 @@ def test_the_carry_map_refuses_what_it_cannot_analyse() -> None:
     assert isinstance(DeterministicPolicy(lstm, 3), DeterministicPolicy)
 
 
+def _actor_critic(core: StatefulModule, width: int) -> PPOAdapter:
+    rngs = nnx.Rngs(1)
+    return PPOAdapter(
+        action=Sequential([core, Dense(width, 2, rngs=rngs), NormalTanhSampler(rngs)]),
+        value=Dense(3, 1, rngs=rngs),
+    )
+
+
+@pytest.mark.parametrize(
+    ("build", "size"),
+    [
+        (lambda: GRU(3, 4, rngs=nnx.Rngs(0)), 4),
+        (lambda: CTRNN(3, 4, dt=1.0, tau=[1.0, 2.0, 4.0, 8.0], rngs=nnx.Rngs(0)), 4),
+        (lambda: Delay(jnp.zeros(3), 2, initial_value=0.5), 6),  # [B, 2, 3] line
+    ],
+    ids=["GRU", "CTRNN", "Delay"],
+)
+def test_the_carry_map_of_other_families_is_the_policy_step(build, size: int) -> None:
+    width = 3 if size == 6 else 4
+    obs = jnp.array([0.5, -1.0, 2.0])
+    F = CarryMap(_actor_critic(build(), width), 3, obs=obs)
+    assert F.size == size and F.held == {}
+    carry = F.policy.initial_carry(2)
+    for t in range(3):  # a visited carry
+        carry, _ = F.policy.step(carry, jax.random.normal(jax.random.key(t), (2, 3)))
+    stepped, _ = F.policy.step(carry, jnp.broadcast_to(obs, (2, 3)))
+    np.testing.assert_allclose(F(F.flatten(carry)), F.flatten(stepped), atol=1e-6)
+    if size == 6:
+        # The Delay line's state is its last two inputs, oldest first; the map shifts
+        # it and appends the observation: one fixed point, every slot equal to obs.
+        np.testing.assert_array_equal(F.initial_state(), np.full(6, 0.5))
+        np.testing.assert_allclose(F(F.flatten(carry))[:, 3:], np.broadcast_to(obs, (2, 3)))
+    found = find_fixed_points(F, F.flatten(carry), steps=100, newton_steps=5)
+    assert len(found) >= 1
+    np.testing.assert_allclose(F(found.points[0]), found.points[0], atol=1e-4)
+    if size == 6:
+        np.testing.assert_allclose(found.points[0], np.tile(obs, 2), atol=1e-4)
+        assert found.stable.tolist() == [True]  # a shift register is nilpotent: |lambda| = 0
+
+
+class _Clock(StatefulModule):
+    """h' = 0.5 h + x + t with an integer step counter t that the output depends on."""
+
+    def initialize_state(self, batch_size: int) -> dict[str, jax.Array]:
+        return {"h": jnp.zeros((batch_size, 3)), "t": jnp.zeros((batch_size,), jnp.int32)}
+
+    def __call__(self, state, x, rollout_extras=None) -> StatefulModuleOutput:
+        h = 0.5 * state["h"] + x + state["t"][:, None].astype(jnp.float32)
+        return StatefulModuleOutput(
+            next_state={"h": h, "t": state["t"] + 1},
+            output=h,
+            regularization_loss=jnp.zeros(()),
+            metrics={},
+            rollout_extras=(),
+        )
+
+
+def test_an_integer_carry_without_canonical_state_is_refused() -> None:
+    with pytest.raises(
+        ValueError, match=r"\['carry/action/0/t'\] change.*implement canonical_state"
+    ):
+        CarryMap(_actor_critic(_Clock(), 3), 3, obs=jnp.zeros(3))
+
+
 # --------------------------------------------------------------------------- PCA
 
 
@@ -174,6 +246,48 @@ def test_pca_of_activity_on_a_plane() -> None:
         pca(activity, n_components=6)
     with pytest.raises(ValueError, match="at least 2 needed"):
         pca(np.ones((1, 3)))
+
+
+# --------------------------------------------------------------------------- conditions
+
+
+def test_condition_average_by_hand() -> None:
+    # T = 3 steps, B = 4 trials, N = 2 units; activity[t, b] = [10 b + t, -(10 b + t)].
+    # Conditions (labels): trials 0 and 2 -> 0.2, trial 1 -> -0.1, trial 3 -> 0.2.
+    # Trial 2 ends after step 0 and trial 1 after step 1 (valid false afterwards).
+    #   -0.1 (trial 1):       t0 10, t1 11, t2 none (NaN, count 0)
+    #    0.2 (trials 0, 2, 3): t0 (0 + 20 + 30) / 3 = 50 / 3, t1 (1 + 31) / 2 = 16,
+    #                          t2 (2 + 32) / 2 = 17
+    t, b = np.meshgrid(np.arange(3), np.arange(4), indexing="ij")
+    unit = (10 * b + t).astype(float)
+    activity = np.stack([unit, -unit], axis=-1)
+    valid = np.ones((3, 4), bool)
+    valid[1:, 2] = False
+    valid[2:, 1] = False
+    activity[~valid] = np.nan  # steps after a trial ended do not leak into the mean
+    avg = condition_average(activity, [0.2, -0.1, 0.2, 0.2], valid)
+    assert len(avg) == 2 and avg.labels.tolist() == [-0.1, 0.2]
+    assert avg.mean.shape == (2, 3, 2) and avg.count.tolist() == [[1, 1, 0], [3, 2, 2]]
+    np.testing.assert_allclose(avg.mean[0, :2, 0], [10.0, 11.0])
+    assert np.isnan(avg.mean[0, 2]).all()
+    np.testing.assert_allclose(avg.mean[1, :, 0], [50 / 3, 16.0, 17.0])
+    np.testing.assert_allclose(avg.mean[..., 1], -avg.mean[..., 0])
+    # Without valid, every step counts; integer labels work alike.
+    full = condition_average(np.nan_to_num(activity), [1, 0, 1, 1])
+    assert full.labels.tolist() == [0, 1] and full.count.tolist() == [[1, 1, 1], [3, 3, 3]]
+
+
+@pytest.mark.parametrize(
+    ("activity", "labels", "valid", "match"),
+    [
+        (np.zeros((3, 4)), np.zeros(4), None, r"activity must be \[T, B, N\]"),
+        (np.zeros((3, 4, 2)), np.zeros(3), None, r"labels must be \[B\] = \[4\]"),
+        (np.zeros((3, 4, 2)), np.zeros(4), np.ones((4, 3)), r"valid must be \[T, B\] = \[3, 4\]"),
+    ],
+)
+def test_condition_average_checks_shapes(activity, labels, valid, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        condition_average(activity, labels, valid)
 
 
 # --------------------------------------------------------------------------- plots

@@ -4,8 +4,9 @@ For every module (leaf layers, samplers, containers, the adapter and the factory
 networks):
 
 - jit: a jitted step (and ``reset_state``) equals the eager one;
-- carry stability: ``next_state`` keeps the tree structure, shapes and dtypes of the
-  initial carry over several steps, and ``rollout_extras`` keeps its structure;
+- carry stability: ``next_state`` (and its ``canonical_state``) keeps the tree
+  structure, shapes and dtypes of the initial carry over several steps, and
+  ``rollout_extras`` keeps its structure;
 - reset: ``reset_state`` on a batched carry restores the initial values (noise keys are
   the exception: they are re-derived, fresh, with the same shape and dtype);
 - extras: replaying with the emitted ``rollout_extras`` reproduces the step exactly,
@@ -319,6 +320,8 @@ def test_carry_and_extras_keep_structure_shapes_and_dtypes(case: Case) -> None:
         # Every leaf of the carry, output and extras is batched [B, ...].
         for leaf in jax.tree.leaves((state, out.output, out.rollout_extras)):
             assert np.shape(leaf)[:1] == (B,)
+        # canonical_state (the analysed form of the carry) keeps it all too.
+        assert _signature(module.canonical_state(state)) == initial
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

@@ -304,6 +304,13 @@ class NamedContainer(StatefulModule):
         states = self._route(prev_state, "state")
         return {name: self._child(name).reset_state(states[name]) for name in self._names}
 
+    def canonical_state(self, state: ModuleState) -> ModuleState:
+        """Each child's canonical carry, in the same dict (or ``()``) structure."""
+        if is_empty(state):
+            return ()
+        states = self._route(state, "state")
+        return {name: self._child(name).canonical_state(states[name]) for name in self._names}
+
     def update_statistics(self, rollout_extras: Any) -> None:
         """Route each child's stacked extras (leaves ``[T, B, ...]``) to that child."""
         extras = self._route(rollout_extras, "rollout_extras")

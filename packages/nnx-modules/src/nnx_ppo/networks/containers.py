@@ -173,6 +173,14 @@ class Sequential(StatefulModule):
         fresh = [layer.reset_state(s) for layer, s in zip(self.layers, states, strict=True)]
         return tuple(fresh) if isinstance(prev_state, tuple) else fresh
 
+    def canonical_state(self, state: ModuleState) -> ModuleState:
+        """Each layer's canonical carry, in the same list (or tuple, or ``()``) structure."""
+        if is_empty(state):
+            return ()
+        states = route_list("Sequential", state, len(self.layers), "state")
+        canon = [layer.canonical_state(s) for layer, s in zip(self.layers, states, strict=True)]
+        return tuple(canon) if isinstance(state, tuple) else canon
+
     def update_statistics(self, rollout_extras: Any) -> None:
         """Route each layer's stacked extras (leaves ``[T, B, ...]``) to that layer."""
         extras = route_list("Sequential", rollout_extras, len(self.layers), "rollout_extras")

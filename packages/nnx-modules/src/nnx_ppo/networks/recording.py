@@ -198,6 +198,10 @@ class Recorder(StatefulModule):
         """The wrapped module's reset carry."""
         return self.wrapped.reset_state(prev_state)
 
+    def canonical_state(self, state: ModuleState) -> ModuleState:
+        """The wrapped module's canonical carry."""
+        return self.wrapped.canonical_state(state)
+
     def update_statistics(self, rollout_extras: Any) -> None:
         """Update the wrapped module's statistics (leaves ``[T, B, ...]``)."""
         self.wrapped.update_statistics(rollout_extras)

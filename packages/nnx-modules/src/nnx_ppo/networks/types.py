@@ -150,6 +150,32 @@ class StatefulModule(nnx.Module):
             return prev_state
         return self.initialize_state(leaves[0].shape[0])
 
+    def canonical_state(self, state: ModuleState) -> ModuleState:
+        """An equivalent carry in a time-invariant form (for analysis).
+
+        Some carries store their history with a bookkeeping index: a circular delay
+        buffer and the integer position it writes next. Two such carries that differ
+        only in where the ring starts hold the same state, and a map of the carry
+        (fixed points, Jacobians: `nnx_ppo.networks.analysis`) needs one form of it.
+        ``canonical_state`` returns that form: a carry with the same tree structure,
+        shapes and dtypes, such that this module's outputs and (canonical) next carry
+        are the same function of it as of ``state``. For a population graph every
+        buffer is rolled so that its write position is 0 (slot 0 holds the oldest entry,
+        slot ``L - 1`` the newest) and the positions are all 0.
+
+        The default returns ``state`` unchanged, which is right for every carry without
+        such an index; containers route it to each child, as `reset_state`. A module
+        with an integer carry that is a time index (a ring position, a step counter the
+        dynamics do not depend on) overrides it.
+
+        Args:
+            state: The batched carry, leaves ``[B, ...]``.
+
+        Returns:
+            The canonical carry, same structure, shapes and dtypes.
+        """
+        return state
+
     def update_statistics(self, rollout_extras: Any) -> None:
         """Update running statistics from a whole rollout's extras, leaves ``[T, B, ...]``.
 

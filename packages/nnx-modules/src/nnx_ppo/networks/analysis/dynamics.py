@@ -6,6 +6,8 @@ network's memory by one step for a given input. `CarryMap` builds it from the sa
 deterministic policy step that export serializes (`DeterministicPolicy`: the
 normalizer folded in, samplers at their mode, the critic's own carry dropped) and
 flattens the carry, a dict of ``[B, ...]`` tensors, into one vector of ``N`` units.
+The carry is taken in its canonical (time-invariant) form: a delay buffer's ring
+position is bookkeeping, not state the dynamics depend on.
 """
 
 from __future__ import annotations
@@ -27,10 +29,21 @@ __all__ = ["CarryMap"]
 class CarryMap:
     """The map ``h -> h'`` of a network's carry under a fixed observation.
 
-    ``state`` vectors hold every carry tensor of the deterministic policy, flattened
-    and concatenated in `names` order (`slices` says which units belong to which).
-    Only floating-point carries are supported: integer carry (the write positions of
-    delay buffers) makes the step depend on time, not on the state alone.
+    ``state`` vectors hold the floating-point tensors of the deterministic policy's
+    *canonical* carry (`DeterministicPolicy.canonical_carry`), flattened and
+    concatenated in `names` order (`slices` says which units belong to which). The
+    map is ``F(h) = flat(canonical(step(unflat(h))))``: one policy step, then the
+    canonical form. A population graph's delay buffers are circular, with an integer
+    write position per population; the canonical carry rolls every buffer to position
+    0, so the state is the buffered history alone (oldest entry first) and ``F`` is the
+    same function of it at every step. Integer carry tensors are not part of the state:
+    each is held at its value in the canonical initial carry (`held`), and the
+    constructor checks that a step leaves it there after canonicalising.
+
+    Every stateful family is supported: `LSTM`, `GRU`, `SimpleRNN`, `CTRNN`, `Delay`,
+    and `PopulationGraph` networks, delayed connections, leaky and sign-constrained
+    (Dale's law) populations included. A feedforward network (an MLP actor-critic)
+    has no carry and is refused.
 
     Args:
         network: The trained network (what ``train_ppo`` trains; a `StatefulModule`
@@ -41,8 +54,20 @@ class CarryMap:
             value, or zeros for the network's autonomous dynamics.
 
     Raises:
-        ValueError: If the policy has no carry (a feedforward network) or an integer
-            carry, or ``obs`` does not match ``observation_spec``.
+        ValueError: If the policy has no carry (a feedforward network), no
+            floating-point carry, or an integer carry that a step changes even in the
+            canonical form (a custom module with a time index and no
+            ``canonical_state``: the message names the tensors), or ``obs`` does not
+            match ``observation_spec``.
+
+    Attributes:
+        policy: The `DeterministicPolicy` whose step is analysed.
+        names: The floating-point carry tensors in the state, in order.
+        shapes: Their per-environment shapes.
+        slices: ``{name: slice}`` of each tensor's units in a state vector.
+        size: ``N``, the number of units.
+        held: ``{name: [*shape]}``, the integer carry tensors and the (canonical
+            initial) value each is held at.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -63,21 +88,23 @@ class CarryMap:
             raise ValueError(
                 "CarryMap: the network's policy has no carry (a feedforward network); "
                 "fixed points and trajectories need a recurrent network (LSTM, GRU, "
-                "SimpleRNN, CTRNN, a graph with recurrent populations)."
+                "SimpleRNN, CTRNN, Delay, a graph with recurrent or delayed connections)."
             )
-        initial = self.policy.initial_carry(1)
-        integer = [n for n, x in initial.items() if not jnp.issubdtype(x.dtype, jnp.floating)]
-        if integer:
+        initial = self.policy.canonical_carry(self.policy.initial_carry(1))
+        floating = [n for n in self.policy.carry_names if _is_float(initial[n])]
+        if not floating:
             raise ValueError(
-                f"CarryMap: the carry tensors {integer} are integers (delay-buffer write "
-                "positions), so one step depends on the time, not on the state alone. "
-                "Analyse a network without delay buffers, or its delay-free part."
+                f"CarryMap: the policy's carry tensors {list(self.policy.carry_names)} are "
+                "all integers, so there is no continuous state to analyse."
             )
-        self.names: tuple[str, ...] = tuple(self.policy.carry_names)
+        self.names: tuple[str, ...] = tuple(floating)
+        self.held: dict[str, jax.Array] = {
+            n: initial[n][0] for n in self.policy.carry_names if n not in floating
+        }
         self.shapes: tuple[tuple[int, ...], ...] = tuple(
             tuple(initial[n].shape[1:]) for n in self.names
         )
-        self.dtype = jnp.result_type(*initial.values())
+        self.dtype = jnp.result_type(*(initial[n] for n in self.names))
         sizes = [math.prod(s) for s in self.shapes]
         offsets = np.cumsum([0, *sizes])
         self.slices: dict[str, slice] = {
@@ -88,6 +115,36 @@ class CarryMap:
         self.obs = self._batched_obs(obs)
         self._apply = jax.jit(self._step)
         self._jacobian = jax.jit(jax.jacfwd(self._step))
+        self._check_held(initial)
+
+    def _check_held(self, initial: Mapping[str, jax.Array]) -> None:
+        """Raise unless two canonicalised steps leave every integer tensor at its value."""
+        if not self.held:
+            return
+
+        @jax.jit
+        def canonical_step(carry: dict[str, jax.Array]) -> dict[str, jax.Array]:
+            return self.policy.canonical_carry(self.policy.step(carry, self.obs)[0])
+
+        carry = dict(initial)
+        moved: list[str] = []
+        for _ in range(2):
+            carry = canonical_step(carry)
+            moved += [
+                n
+                for n, value in self.held.items()
+                if n not in moved and not np.array_equal(carry[n][0], value)
+            ]
+        if moved:
+            raise ValueError(
+                f"CarryMap: the integer carry tensors {moved} change from step to step even "
+                "in the canonical carry, so one step depends on more than the "
+                "floating-point state. If such a tensor is a time index the dynamics do "
+                "not depend on (a ring-buffer position, a step counter), implement "
+                "canonical_state on the module that owns it (StatefulModule."
+                "canonical_state: return the carry with that index at a fixed value and "
+                "the rest rearranged to match), or analyse a network without it."
+            )
 
     def _batched_obs(self, obs: Any) -> Any:
         spec = self.policy.observation_spec
@@ -111,22 +168,38 @@ class CarryMap:
     # ------------------------------------------------------------------ flat <-> carry
 
     def flatten(self, carry: Mapping[str, Any]) -> jax.Array:
-        """``{name: [B, ...]}`` -> ``[B, N]``."""
+        """``{name: [B, ...]}`` -> ``[B, N]`` (the floating-point tensors of `names`;
+        pass a canonical carry, e.g. from `canonical`)."""
         return jnp.concatenate(
             [jnp.reshape(carry[n], (jnp.shape(carry[n])[0], -1)) for n in self.names], axis=-1
         ).astype(self.dtype)
 
     def unflatten(self, states: jax.Array) -> dict[str, jax.Array]:
-        """``[B, N]`` -> ``{name: [B, ...]}``."""
+        """``[B, N]`` -> ``{name: [B, ...]}`` (the tensors of `names`)."""
         states = jnp.asarray(states)
         return {
             n: states[:, self.slices[n]].reshape((states.shape[0], *shape))
             for n, shape in zip(self.names, self.shapes, strict=True)
         }
 
+    def carry(self, states: jax.Array) -> dict[str, jax.Array]:
+        """``[B, N]`` -> the policy's whole (canonical) carry: `unflatten` plus the
+        `held` integer tensors, in `DeterministicPolicy.carry_names` order."""
+        states = jnp.asarray(states)
+        full = self.unflatten(states)
+        for n, value in self.held.items():
+            full[n] = jnp.broadcast_to(value, (states.shape[0], *value.shape))
+        return {n: full[n] for n in self.policy.carry_names}
+
+    def canonical(self, carry: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """The canonical form of a policy carry ``{name: [B, ...]}`` (from
+        `DeterministicPolicy.initial_carry` or ``step``): ``flatten(canonical(c))`` is
+        the state of carry ``c``."""
+        return self.policy.canonical_carry(carry)
+
     def initial_state(self) -> jax.Array:
         """The state at the start of an episode, ``[N]``."""
-        return self.flatten(self.policy.initial_carry(1))[0]
+        return self.flatten(self.canonical(self.policy.initial_carry(1)))[0]
 
     # ------------------------------------------------------------------ the map
 
@@ -139,11 +212,15 @@ class CarryMap:
             )
         return self._apply(state)  # type: ignore[no-any-return]
 
+    def _canonical_step(self, states: jax.Array, obs: Any) -> jax.Array:
+        """``[B, N]`` states and ``[B, ...]`` observations -> the next ``[B, N]``."""
+        next_carry, _ = self.policy.step(self.carry(states), obs)
+        return self.flatten(self.canonical(next_carry))
+
     def _step(self, state: jax.Array) -> jax.Array:
         batch = state.reshape(-1, self.size)
         obs = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch.shape[0], *x.shape[1:])), self.obs)
-        next_carry, _ = self.policy.step(self.unflatten(batch), obs)
-        return self.flatten(next_carry).reshape(state.shape)
+        return self._canonical_step(batch, obs).reshape(state.shape)
 
     def jacobian(self, state: jax.Array) -> jax.Array:
         """``dF/dh`` at ``state`` (``[N]``): ``[N, N]``, row ``i`` the derivative of
@@ -152,6 +229,10 @@ class CarryMap:
 
     def rollout(self, observations: Any, state: jax.Array | None = None) -> jax.Array:
         """The states visited while the policy reads ``observations``.
+
+        Each state is that of the carry stepping the policy gives (its canonical form),
+        so this equals stepping `policy` from the carry of ``state`` and flattening
+        `canonical` of each carry.
 
         Args:
             observations: The observation tree with leaves ``[T, B, *shape]``.
@@ -166,10 +247,13 @@ class CarryMap:
             state = jnp.broadcast_to(self.initial_state(), (batch, self.size))
 
         def one(h: jax.Array, obs: Any) -> tuple[jax.Array, jax.Array]:
-            carry, _ = self.policy.step(self.unflatten(h), obs)
-            h = self.flatten(carry)
+            h = self._canonical_step(h, obs)
             return h, h
 
         return jax.jit(lambda h, o: jax.lax.scan(one, h, o)[1])(
             jnp.asarray(state, self.dtype), observations
         )
+
+
+def _is_float(x: Any) -> bool:
+    return bool(jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating))

@@ -9,6 +9,9 @@ than a deployed controller needs: sampled actions, log-likelihoods, value estima
   as constants; ``(next_carry, action, value)`` with ``include_value=True``;
 - ``initial_carry(batch_size)`` and ``reset(carry, done)``, so a runtime can start and
   reset episodes.
+- ``canonical_carry(carry)``: the same carry in its time-invariant form (delay
+  buffers rolled to write position 0), the state that `nnx_ppo.networks.analysis`
+  analyses.
 
 The carry is a flat ``dict`` of named arrays (names from the tree paths of the network's
 carry, e.g. ``carry/1/c`` for the cell state of an LSTM that is layer 1 of a
@@ -407,6 +410,42 @@ class DeterministicPolicy:
         """The carry with the environments where ``done`` (``[B]`` bool) reset."""
         outs = self.flat_reset(*self._carry_list(carry), jnp.asarray(done, bool))
         return dict(zip(self.carry_names, outs, strict=True))
+
+    def canonical_carry(self, carry: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """The carry in its time-invariant form (the network's ``canonical_state``).
+
+        A carry can hold its history with a bookkeeping index (a population graph's
+        delay buffers and their integer write positions). The canonical carry holds the
+        same state without it (every buffer rolled to write position 0), so that ``step``
+        is one function of the canonical carry alone: the actions are the same, and
+        ``canonical_carry(step(c)) == canonical_carry(step(canonical_carry(c)))``. This
+        is the state that `nnx_ppo.networks.analysis` analyses. Pure and jit-able.
+
+        Args:
+            carry: ``{name: [B, ...]}`` with the keys of `carry_names`.
+
+        Returns:
+            The canonical carry, a dict with the same keys, shapes and dtypes (the
+            identity for carries without such an index: LSTM, GRU, CTRNN, ``Delay``).
+
+        Examples:
+            >>> import jax.numpy as jnp
+            >>> from flax import nnx
+            >>> from nnx_ppo.networks.factories import make_lstm_actor_critic
+            >>> net = make_lstm_actor_critic(3, 2, lstm_size=4, rngs=nnx.Rngs(0))
+            >>> policy = DeterministicPolicy(net, observation_spec=3)
+            >>> carry, _ = policy.step(policy.initial_carry(2), jnp.ones((2, 3)))
+            >>> canonical = policy.canonical_carry(carry)
+            >>> bool(jnp.all(canonical["carry/1/action/0/h"] == carry["carry/1/action/0/h"]))
+            True
+        """
+        kept = self._carry_list(carry)
+        batch = kept[0].shape[0] if kept else 1
+        full = jax.tree.unflatten(self._carry_def, self._fill_carry(kept, batch))
+        leaves = jax.tree.leaves(self._network.canonical_state(full))
+        return {
+            n: leaf for n, leaf, k in zip(self._full_names, leaves, self._keep, strict=True) if k
+        }
 
     # -- signature --------------------------------------------------------------------
 
