@@ -192,7 +192,9 @@ def test_a_signed_recurrence_keeps_its_sign_and_is_scaled_for_its_fan_in() -> No
     assert isinstance(g.transforms["i->e@1"], SignedDense)
     assert bool(jnp.all(g.transforms["i->e@1"].weight <= 0))
     ones = jnp.ones((1, 4)), jnp.ones((1, 3))
-    drive = g.transforms["e->e@1"].weight.T @ ones[0].T + g.transforms["i->e@1"].weight.T @ ones[1].T
+    drive = (
+        g.transforms["e->e@1"].weight.T @ ones[0].T + g.transforms["i->e@1"].weight.T @ ones[1].T
+    )
     np.testing.assert_allclose(np.asarray(drive), 0.0, atol=1e-5)
 
 

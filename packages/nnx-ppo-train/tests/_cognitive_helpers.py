@@ -14,14 +14,16 @@ import numpy as np
 from nnx_ppo.envs.cognitive import CognitiveTask, Outcome
 
 
-def run_trials(env: CognitiveTask, policy, n: int, seed: int = 0):
+def run_trials(env: CognitiveTask, policy, n: int, seed: int = 0, memory=None):
     """Runs ``n`` balanced trials (every condition equally often) with
     ``policy(memory, obs, info) -> (memory, action)`` and returns the final info of
-    every trial as numpy arrays plus the summed rewards."""
+    every trial as numpy arrays plus the summed rewards. ``memory`` is one trial's
+    initial memory (any pytree of arrays; default a float32 scalar 0)."""
     keys = jax.random.split(jax.random.key(seed), n)
     conditions = jnp.arange(n) % env.n_conditions
     state = jax.vmap(env.reset_condition)(keys, conditions)
-    memory = jnp.zeros((n,), jnp.float32)
+    memory = jnp.zeros((), jnp.float32) if memory is None else memory
+    memory = jax.tree.map(lambda m: jnp.broadcast_to(m, (n, *jnp.shape(m))), memory)
 
     def body(carry, _):
         state, memory, ended, final, total = carry

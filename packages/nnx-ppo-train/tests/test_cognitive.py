@@ -183,3 +183,33 @@ def test_perceptual_decision_ideal_observer_and_memoryless_floor():
     final, _ = run_trials(env, floor, 4000, seed=1)
     correct = (final["outcome"] == Outcome.CORRECT).mean()
     assert abs(correct - 0.5) < 0.03
+
+
+# -- training ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("trainer", ["train_ppo", "train_distillation", "train_many"])
+def test_every_trainer_refuses_a_cached_reset_before_compiling(trainer):
+    # A cached reset would restart every environment in the trial it drew first, so the
+    # network would see one trial per environment for the whole run.
+    from flax import nnx
+
+    from nnx_ppo.algorithms import DistillationConfig, PPOConfig, train_many, train_ppo
+    from nnx_ppo.algorithms.distillation import train_distillation
+    from nnx_ppo.networks.factories import make_mlp_actor_critic
+
+    env = PerceptualDecisionMaking(dt=100)
+
+    def make(rngs):
+        return make_mlp_actor_critic(3, 3, (4,), (4,), rngs=rngs, action_distribution="categorical")
+
+    sizes = {"n_envs": 4, "rollout_length": 4, "n_minibatches": 2, "total_steps": 16}
+    calls = {
+        "train_ppo": lambda: train_ppo(env, make(nnx.Rngs(0)), PPOConfig(**sizes)),
+        "train_distillation": lambda: train_distillation(
+            env, make(nnx.Rngs(0)), make(nnx.Rngs(1)), DistillationConfig(**sizes)
+        ),
+        "train_many": lambda: train_many(env, make, PPOConfig(**sizes), seeds=[0, 1]),
+    }
+    with pytest.raises(ValueError, match=r"reset_mode='cached'.*reset_mode='fresh'"):
+        calls[trainer]()

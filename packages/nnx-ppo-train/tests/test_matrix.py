@@ -54,6 +54,7 @@ from nnx_ppo.algorithms.progress import TRAINING_PROGRESS, TRAINING_STEP, progre
 from nnx_ppo.algorithms.randomization import make_randomization, model_holder
 from nnx_ppo.algorithms.sweeps import SweepResult, train_many
 from nnx_ppo.envs import DictObsEnv
+from nnx_ppo.envs.cognitive import PerceptualDecisionMaking
 from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.export import DeterministicPolicy, export_policy, load_stablehlo
 from nnx_ppo.networks.factories import make_mlp_actor_critic
@@ -67,7 +68,9 @@ playground_registry = pytest.importorskip("mujoco_playground").registry
 # --------------------------------------------------------------------------- the matrix
 
 BRAX, PLAYGROUND, DICT_OBS = "brax inverted_pendulum", "Playground CartpoleBalance", "DictObsEnv"
-FAMILIES = (BRAX, PLAYGROUND, DICT_OBS)
+COGNITIVE = "PerceptualDecisionMaking"
+FAMILIES = (BRAX, PLAYGROUND, DICT_OBS, COGNITIVE)
+OURS = (DICT_OBS, COGNITIVE)
 PHYSICS = (BRAX, PLAYGROUND)
 
 EVALUATION = "train + periodic evaluation"
@@ -94,19 +97,22 @@ NO_RENDERER = "refused: cannot render a frame (no OpenGL renderer)"
 
 MATRIX: dict[tuple[str, str], str] = {
     **{(family, feature): PASS for family in FAMILIES for feature in FEATURES},
-    (DICT_OBS, RANDOMIZATION): NO_MODEL,
-    (DICT_OBS, SWEEP_RANDOMIZATION): NO_MODEL,
-    (DICT_OBS, VIDEO): NO_RENDER,
+    **{(family, RANDOMIZATION): NO_MODEL for family in OURS},
+    **{(family, SWEEP_RANDOMIZATION): NO_MODEL for family in OURS},
+    **{(family, VIDEO): NO_RENDER for family in OURS},
     **{(family, VIDEO): NO_RENDERER for family in PHYSICS},
 }
 """``(family, feature) -> "pass" | "refused: <reason>"``: what `test_cell` checks and the
 how-to page shows."""
 
-EXTENDED = {(family, feature) for family in PHYSICS for feature in FEATURES}
+EXTENDED = {(family, feature) for family in PHYSICS for feature in FEATURES} | {
+    (COGNITIVE, feature) for feature in FEATURES if feature not in (RESUME, SWEEP, EXPORT)
+}
 """The physics families' cells: run by ``nox -s extended`` (CI runs it after the default
 sessions). Each family's shared run compiles a training program with the simulator in
 it (about 40 s on 2 CPU cores) and most cells compile another (10 to 40 s each); the
-default and floor sessions keep the `DICT_OBS` cells (about 90 s)."""
+default and floor sessions keep the `DICT_OBS` cells (about 90 s) and the cognitive
+task's exact resume, sweep and export cells (its other cells run in ``extended``)."""
 
 DOCS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "how-to" / "feature-matrix.md"
 
@@ -172,12 +178,17 @@ def build_family(name: str) -> Family:
     elif name == PLAYGROUND:
         env = playground_registry.load("CartpoleBalance", config_overrides={"impl": "jax"})
         randomizer = randomize_cartpole
+    elif name == COGNITIVE:  # trials of 14 to 27 steps at dt = 100 ms; discrete actions
+        env, randomizer = PerceptualDecisionMaking(dt=100), None
     else:
         return Family(name, DictObsEnv(), dict_obs_network, None)
     obs_size, action_size = env.observation_size, env.action_size
+    kind = getattr(env, "action_distribution", "normal_tanh")
 
     def make_network(rngs: nnx.Rngs) -> nnx.Module:
-        return make_mlp_actor_critic(obs_size, action_size, (8,), (8,), rngs=rngs)
+        return make_mlp_actor_critic(
+            obs_size, action_size, (8,), (8,), rngs=rngs, action_distribution=kind
+        )
 
     return Family(name, env, make_network, randomizer)
 
@@ -381,13 +392,17 @@ def check_evaluation(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     for _, metrics in result.eval_history:
         assert np.isfinite(metrics["eval/episode_reward/mean"])
         length = metrics["eval/episode_length/mean"]
-        if name == BRAX:  # the pole may fall before the time limit
+        if name in (BRAX, COGNITIVE):  # the pole may fall, a trial ends, before the limit
             assert 1 <= length <= EPISODE_LENGTH
         else:  # these never terminate: every episode runs to the limit
             assert length == EPISODE_LENGTH
-    # Training changed the deterministic policy's return.
+    # Training changed the deterministic policy's return (a trial's deterministic
+    # outcome can survive 64 steps of training: there, its parameters changed).
     first, last = result.eval_history[0][1], result.eval_history[-1][1]
-    assert first["eval/episode_reward/mean"] != last["eval/episode_reward/mean"]
+    if name == COGNITIVE:
+        assert trees_differ(trained.saved[HALF].params, result.state.params)
+    else:
+        assert first["eval/episode_reward/mean"] != last["eval/episode_reward/mean"]
 
 
 def zero_size_paths(tree: Any) -> list[str]:
@@ -570,6 +585,26 @@ def check_curriculum(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
         assert records[step]["env/progress"] == pytest.approx((32 * c + 14) / TOTAL, abs=1e-7)
 
 
+def stimulus_observations(env: Any, n: int) -> Any:
+    """``[n, obs]`` observations of ``n`` cognitive trials in their stimulus epoch (noisy,
+    different per trial), reached by fixating through the fixation epoch."""
+    states = jax.vmap(env.reset)(jax.random.split(jax.random.key(7), n))
+    step = jax.jit(jax.vmap(env.step))
+    while not (np.asarray(states.info["epoch"]) == env.epoch_index("stimulus")).all():
+        states = step(states, jnp.zeros((n,), jnp.int32))
+    return states.obs
+
+
+def fixating(network: nnx.Module) -> nnx.Module:
+    """A copy of a categorical MLP actor-critic whose fixation logit leads by 10: its
+    trials run past the fixation epoch."""
+    network = nnx.clone(network)
+    mlp = network.layers[1].action.layers[0]
+    bias = mlp.layers[-1].linear.bias
+    bias[...] = bias[...].at[0].add(10.0)
+    return network
+
+
 def check_export(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     # The trained network's deterministic policy, exported to StableHLO and loaded back,
     # gives the JAX network's eval() actions on real observations: the environments'
@@ -577,6 +612,8 @@ def check_export(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     trained = runs.trained(name)
     env, network = trained.family.env, trained.network
     obs = trained.result.state.env_state.obs
+    if name == COGNITIVE:  # every trial's first steps show the same fixation cue
+        obs = stimulus_observations(env, N_ENVS)
     reference = nnx.clone(network)
     reference.eval()
     expected = reference(reference.initialize_state(N_ENVS), obs).output.actions
@@ -592,7 +629,13 @@ def check_export(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     ):
         np.testing.assert_allclose(ours, want, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(exported[exported_name], want, rtol=1e-5, atol=1e-6)
-    assert np.std(np.asarray(leaves[0])) > 0  # the actions depend on the observation
+    if name == COGNITIVE:  # integer choices: their logits depend on the observation
+        logits = (
+            reference.layers[1].action.layers[0]((), reference.layers[0]((), obs).output).output
+        )
+        assert np.std(np.asarray(logits), axis=0).max() > 0
+    else:
+        assert np.std(np.asarray(leaves[0])) > 0  # the actions depend on the observation
 
 
 def check_activations(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
@@ -604,6 +647,8 @@ def check_activations(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     trained = runs.trained(name)
     env, network = trained.family.eval_env(), trained.network
     steps, n_envs = 8, 2
+    if name == COGNITIVE:  # fixate through the 8 steps of the (constant) fixation cue
+        network, steps = fixating(network), 12
     observed = Sequential([Filter(lambda obs: obs), network])
     activations, dones = record_activations_rollout(
         env, observed, n_envs=n_envs, max_episode_length=steps, key=jax.random.PRNGKey(3)

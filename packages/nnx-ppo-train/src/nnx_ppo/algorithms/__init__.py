@@ -10,7 +10,9 @@ one program; `grid` builds their overrides) and what they return. **Configure**:
 `LogLevel`. **Save and load**: `Checkpointer`, `load_network`, `load_metadata`.
 **Observe and analyse**: `evaluate`, `JSONLWriter`, `PerRun`,
 `record_activations_rollout`, `NonFiniteError`, `Periodic` (your own task between
-device calls, ``tasks=[...]``). **Stop cleanly**: `StopOnSignal`, `StopRequest`.
+device calls, ``tasks=[...]``); for cognitive tasks `evaluate_trials`,
+`evaluate_trials_many`, `TrialResults`, `fit_psychometric`, `PsychometricFit`.
+**Stop cleanly**: `StopOnSignal`, `StopRequest`.
 Everything else (the phases of an iteration, the host loop, placement on devices) lives
 in the submodules, documented in the API reference.
 
@@ -53,6 +55,11 @@ _NAMES = {
     "record_activations_rollout": "activations",
     "NonFiniteError": "faults",
     "Periodic": "hooks",
+    "evaluate_trials": "trials",
+    "evaluate_trials_many": "trials",
+    "TrialResults": "trials",
+    "fit_psychometric": "psychometrics",
+    "PsychometricFit": "psychometrics",
     # Stop cleanly
     "StopOnSignal": "preemption",
     "StopRequest": "preemption",
@@ -69,14 +76,19 @@ __all__ = [
     "PPOConfig",
     "PerRun",
     "Periodic",
+    "PsychometricFit",
     "StopOnSignal",
     "StopRequest",
     "SweepResult",
     "TrainConfig",
     "TrainResult",
+    "TrialResults",
     "VideoConfig",
     "__version__",
     "evaluate",
+    "evaluate_trials",
+    "evaluate_trials_many",
+    "fit_psychometric",
     "grid",
     "load_metadata",
     "load_network",
@@ -108,7 +120,9 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from nnx_ppo.algorithms.logging import JSONLWriter, PerRun
     from nnx_ppo.algorithms.ppo import TrainResult, train_ppo
     from nnx_ppo.algorithms.preemption import StopOnSignal, StopRequest
+    from nnx_ppo.algorithms.psychometrics import PsychometricFit, fit_psychometric
     from nnx_ppo.algorithms.sweeps import SweepResult, grid, train_many
+    from nnx_ppo.algorithms.trials import TrialResults, evaluate_trials, evaluate_trials_many
 
 
 def __getattr__(name: str) -> Any:

@@ -20,7 +20,13 @@ from nnx_ppo.algorithms.hooks import CheckpointHook
 from nnx_ppo.algorithms.rollout import network_step, ppo_output, reset_envs, split_network
 from nnx_ppo.networks.types import PPONetworkOutput
 
-__all__ = ["check_env_network", "check_run_arguments", "describe_arrays", "describe_shapes"]
+__all__ = [
+    "check_env_network",
+    "check_reset_mode",
+    "check_run_arguments",
+    "describe_arrays",
+    "describe_shapes",
+]
 
 
 def describe_shapes(tree: Any) -> str:
@@ -31,6 +37,27 @@ def describe_shapes(tree: Any) -> str:
 def describe_arrays(tree: Any) -> str:
     """The dtypes and shapes of a tree's leaves, for error messages: ``float32[2, 3]``."""
     return str(jax.tree.map(lambda x: f"{jnp.dtype(x.dtype).name}{list(x.shape)}", tree))
+
+
+def check_reset_mode(env: Any, reset_mode: str) -> None:
+    """Refuse a cached reset for an environment that draws each episode at reset.
+
+    A cognitive task's reset draws the trial (its condition, epoch durations and noise
+    key): with ``reset_mode="cached"`` or ``"refresh"`` an environment would replay the
+    same trial after every episode, so such an environment declares
+    ``draws_episode_at_reset = True`` and needs ``reset_mode="fresh"``.
+
+    Raises:
+        ValueError: Naming ``reset_mode`` and the fix.
+    """
+    if getattr(env, "draws_episode_at_reset", False) is True and reset_mode != "fresh":
+        raise ValueError(
+            f"reset_mode={reset_mode!r} restarts every finished environment from a stored "
+            f"reset state, but {type(getattr(env, 'unwrapped', env)).__name__} draws each "
+            "episode (a trial: its condition, durations and noise) at reset, so every "
+            "environment would replay one trial. Set reset_mode='fresh' in the config "
+            "(e.g. PPOConfig(reset_mode='fresh')).",
+        )
 
 
 def check_env_network(

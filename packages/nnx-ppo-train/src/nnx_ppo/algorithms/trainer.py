@@ -48,7 +48,7 @@ from nnx_ppo.algorithms._run_axis import (
     runs_video,
     sweep_shardings,
 )
-from nnx_ppo.algorithms.checks import check_env_network
+from nnx_ppo.algorithms.checks import check_env_network, check_reset_mode
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig, VideoConfig
 from nnx_ppo.algorithms.distributed import (
     check_batch_divisible,
@@ -172,11 +172,13 @@ def set_up(
         The run's mesh, or ``None`` (one default device).
 
     Raises:
-        ValueError: If the placement is invalid or the network does not fit ``env`` or
-            ``eval_env``.
+        ValueError: If the placement is invalid, the network does not fit ``env`` or
+            ``eval_env``, or ``env`` draws its episodes at reset (a cognitive task)
+            and ``config.reset_mode`` is not ``"fresh"``.
     """
     sharded = place_run(devices, mesh, n_envs=config.n_envs, n_minibatches=config.n_minibatches)
     network.train()
+    check_reset_mode(env, config.reset_mode)
     check_env_network(env, network, config.n_envs, advantage_mode=advantage_mode)
     if eval_env is not env and eval_config.enabled:
         check_env_network(eval_env, network, eval_config.n_envs, env_name="eval_env")

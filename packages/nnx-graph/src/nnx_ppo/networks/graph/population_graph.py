@@ -517,9 +517,10 @@ class PopulationGraph(StatefulModule):
         by_sign: dict[str, dict[str, list[SignedDense]]] = {}
         for c in self._connections:
             module = self.transforms[c.name]
+            if not isinstance(module, SignedDense) or module.sign is None:
+                continue
             if c.delay > 0 and c.name in self._default_transforms:
-                if isinstance(module, SignedDense):
-                    by_sign.setdefault(c.dst, {}).setdefault(module.sign, []).append(module)
+                by_sign.setdefault(c.dst, {}).setdefault(module.sign, []).append(module)
         for signs in by_sign.values():
             excitatory, inhibitory = signs.get("excitatory", []), signs.get("inhibitory", [])
             if not excitatory or not inhibitory:

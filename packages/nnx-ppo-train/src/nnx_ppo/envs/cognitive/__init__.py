@@ -10,12 +10,23 @@ model (evidence's signal-to-noise ratio independent of ``dt``).
 """
 
 from nnx_ppo.envs.cognitive._trial import CognitiveTask, Duration, Outcome, TrialState
+from nnx_ppo.envs.cognitive.context import ContextDependentIntegration
 from nnx_ppo.envs.cognitive.decision import PerceptualDecisionMaking
+from nnx_ppo.envs.cognitive.economic import EconomicChoice
+from nnx_ppo.envs.cognitive.go_nogo import GoNoGo
+from nnx_ppo.envs.cognitive.multisensory import MultisensoryIntegration
+from nnx_ppo.envs.cognitive.working_memory import DelayedMatchToSample, ParametricWorkingMemory
 
 __all__ = [
     "CognitiveTask",
+    "ContextDependentIntegration",
+    "DelayedMatchToSample",
     "Duration",
+    "EconomicChoice",
+    "GoNoGo",
+    "MultisensoryIntegration",
     "Outcome",
+    "ParametricWorkingMemory",
     "PerceptualDecisionMaking",
     "TrialState",
 ]

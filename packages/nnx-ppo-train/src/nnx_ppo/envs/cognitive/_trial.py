@@ -18,13 +18,14 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+from numpy.typing import ArrayLike
 
 from nnx_ppo.envs._helpers import check_float
 from nnx_ppo.envs.base import Env, State
@@ -192,6 +193,8 @@ class CognitiveTask(Env):
 
     action_distribution = "categorical"
     discrete = True
+    draws_episode_at_reset = True
+    """The trial is drawn at reset: the trainer needs ``reset_mode="fresh"``."""
 
     def __init__(
         self,
@@ -245,7 +248,7 @@ class CognitiveTask(Env):
         """``{epoch: Duration}`` in epoch order."""
 
     @abc.abstractmethod
-    def _conditions(self) -> Mapping[str, Sequence[float]]:
+    def _conditions(self) -> Mapping[str, ArrayLike]:
         """The balanced condition table: ``{name: values}``, one entry per condition."""
 
     @abc.abstractmethod
@@ -368,18 +371,22 @@ class CognitiveTask(Env):
             obs=obs,
             reward=reward.astype(jnp.float32),
             done=as_float(done),
-            metrics={
+            metrics={  # keys added by wrappers are kept, as brax envs keep them
+                **state.metrics,
                 "trial_end": as_float(done),
                 "correct": as_float(correct),
                 "decision": as_float(decided),
                 "abort": as_float(aborted),
             },
-            info=self._info(
-                following,
-                outcome,
-                jnp.where(decided, choice, 0).astype(jnp.int32),
-                jnp.where(decided, trial.t, -1).astype(jnp.int32),
-            ),
+            info={
+                **state.info,
+                **self._info(
+                    following,
+                    outcome,
+                    jnp.where(decided, choice, 0).astype(jnp.int32),
+                    jnp.where(decided, trial.t, -1).astype(jnp.int32),
+                ),
+            },
             pipeline_state=following,
         )
 
@@ -404,7 +411,8 @@ class CognitiveTask(Env):
         )
         if self.dict_obs:
             index = {c: i for i, c in enumerate(self.inputs)}
-            obs = {g: obs[jnp.asarray([index[c] for c in cs])] for g, cs in self.groups.items()}
+            groups = {g: obs[jnp.asarray([index[c] for c in cs])] for g, cs in self.groups.items()}
+            return groups, trial.replace(key=key)
         return obs, trial.replace(key=key)
 
     def _info(

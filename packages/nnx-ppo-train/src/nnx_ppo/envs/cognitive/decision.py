@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from nnx_ppo.envs.cognitive._trial import CognitiveTask, Duration
 
@@ -51,7 +52,11 @@ class PerceptualDecisionMaking(CognitiveTask):
     Args:
         reaction_time: The reaction-time version.
         coherences: Unsigned coherences in percent (default: the published ones).
-        dt, sigma, correct_reward, abort_reward, dict_obs: As in `CognitiveTask`.
+        dt: Milliseconds per step (> 0).
+        sigma: Input noise in ``ms ** 0.5`` (>= 0); ``None`` takes the published value.
+        correct_reward: Reward of a correct decision.
+        abort_reward: Reward of breaking fixation.
+        dict_obs: Observations as a dict of the task's input groups.
 
     Examples:
         >>> import jax
@@ -114,7 +119,7 @@ class PerceptualDecisionMaking(CognitiveTask):
             "decision": Duration.fixed(500),
         }
 
-    def _conditions(self) -> Mapping[str, Sequence[float]]:
+    def _conditions(self) -> Mapping[str, ArrayLike]:
         direction = np.repeat([-1.0, 1.0], self.coherences.size)
         coherence = np.tile(self.coherences, 2)
         return {
