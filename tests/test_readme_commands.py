@@ -71,6 +71,11 @@ PLAN: dict[str, Run | str] = {
         "--steps 4096 --chunks 2 --n-envs 32 --eval-envs 2 --output-dir {tmp}/bench",
         ("bench",),
     ),
+    "uv run nnx-ppo-cognitive": Run(
+        "--task pdm --dt 100 --seeds 0 --steps 1024 --n-envs 16 --rollout-length 16 "
+        "--n-minibatches 4 --trials-per-condition 1 --no-progress --output-dir {tmp}/cog",
+        ("cog/results.json", "cog/results.md"),
+    ),
     "uv run nnx-ppo-learning": Run(
         "--tasks memory_d2 --families mlp --implementations ours --seeds 0 --steps 2048 "
         "--environments current --output-dir {tmp}/learning",

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -57,7 +57,7 @@ def _logistic(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _probit(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    cdf = _ERFC(-z / _SQRT2).astype(np.float64) / 2.0
+    cdf = np.asarray(_ERFC(-z / _SQRT2), np.float64) / 2.0
     return cdf, np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
 
 
@@ -230,13 +230,13 @@ def _ascend(
     return theta, value, converged and not at_cap
 
 
-def _check_kind(kind: Any) -> str:
+def _check_kind(kind: Any) -> PsychometricKind:
     if kind not in _SIGMOIDS:
         raise ValueError(
             f"fit_psychometric: kind={kind!r} is not one of 'logistic', 'probit'; pass "
             "kind='logistic' (the default) or kind='probit'."
         )
-    return str(kind)
+    return cast(PsychometricKind, kind)
 
 
 def fit_psychometric(
@@ -260,7 +260,8 @@ def fit_psychometric(
 
     Returns:
         A `PsychometricFit`: the parameters of the best of several starting points, the
-        log-likelihood and the data points ``(x, n, p)``.
+        log-likelihood and the data points ``(x, n, p)``; ``converged=False`` where the
+        ascent did not settle or every choice is on one side (no finite maximum).
 
     Raises:
         ValueError: If ``x`` and ``chose`` are not ``[N]`` of one length, hold no trial,
@@ -319,6 +320,9 @@ def fit_psychometric(
                     best = found
     assert best is not None  # at least one starting point
     theta, value, converged = best
+    # Choices all on one side have no finite maximum (the bias runs off to infinity):
+    # whatever the ascent stopped at is reported as not converged.
+    converged = converged and 0 < float(k.sum()) < float(n.sum())
     score, information = model.score_and_information(theta)
     free = _free(theta, score, lapse is None)
     errors = np.full(3, np.nan)

@@ -108,6 +108,8 @@ class TrialResults:
         condition_index: int32 ``[N]``, the row of the task's condition table.
         condition: ``{name: float32 [N]}``, the trial's condition values.
         psychometric_variable: The condition value psychometric fits use by default.
+        criterion: The task's training criterion ``(decision rate, accuracy)``, the
+            default of `criteria`.
         epoch_names: The task's epochs (``epoch`` indexes them).
         action_names: The task's actions.
         activations: With ``record``: the recorded activations, the network's container
@@ -127,6 +129,7 @@ class TrialResults:
     condition_index: np.ndarray
     condition: dict[str, np.ndarray]
     psychometric_variable: str = ""
+    criterion: tuple[float, float] = (0.99, 0.8)
     epoch_names: tuple[str, ...] = ()
     action_names: tuple[str, ...] = ()
     activations: Any = None
@@ -181,9 +184,17 @@ class TrialResults:
         return {name: int(c) for name, c in zip(Outcome.NAMES, counts, strict=False)}
 
     @property
+    def responded(self) -> np.ndarray:
+        """bool ``[N]``: the trials given an answer, a decision or, where withholding
+        is the answer (a no-go trial), a correct withholding."""
+        withheld = (self.answer == 0) & (self.outcome == _CORRECT)
+        return self.decided | withheld
+
+    @property
     def decision_rate(self) -> float:
-        """Decided trials over all trials."""
-        return _ratio(self.decided.sum(), self.n_trials)
+        """Trials given an answer (`responded`: decided, or a correctly withheld no-go)
+        over all trials."""
+        return _ratio(self.responded.sum(), self.n_trials)
 
     @property
     def abort_rate(self) -> float:
@@ -204,13 +215,18 @@ class TrialResults:
         chosen = mask & self.decided
         return _ratio(np.sum(correct & chosen), np.sum(chosen))
 
-    def criteria(self, decision: float = 0.99, correct: float = 0.8) -> bool:
+    def criteria(self, decision: float | None = None, correct: float | None = None) -> bool:
         """Whether a training criterion is met: ``decision_rate >= decision`` and
-        ``accuracy >= correct``. The defaults are Song, Yang & Wang's (2017) for the
-        perceptual decision tasks (decisions on 99 % of trials, 80 % of them correct)."""
+        ``accuracy >= correct``. The defaults are the task's published criterion
+        (`criterion`, from ``env.criterion``; Song, Yang & Wang 2017), else decisions
+        on 99 % of trials and 80 % of them correct."""
+        decision = self.criterion[0] if decision is None else decision
+        correct = self.criterion[1] if correct is None else correct
         for name, value in (("decision", decision), ("correct", correct)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-                0 <= value <= 1
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Real)
+                or not (0 <= value <= 1)
             ):
                 raise ValueError(f"criteria: {name}={value!r} must be a fraction in [0, 1].")
         return bool(self.decision_rate >= decision and self.accuracy >= correct)
@@ -252,7 +268,8 @@ class TrialResults:
         timed = (self.outcome == _CORRECT) & decided & (self.reaction_time >= 0)
         rows = [keys == g for g in groups]
         table["n"] = np.array([m.sum() for m in rows], np.int64)
-        table["decision_rate"] = np.array([_ratio((m & decided).sum(), m.sum()) for m in rows])
+        responded = self.responded
+        table["decision_rate"] = np.array([_ratio((m & responded).sum(), m.sum()) for m in rows])
         table["accuracy"] = np.array([self._accuracy(m) for m in rows])
         table["p_choose_2"] = np.array(
             [_ratio((m & decided & (self.choice == 2)).sum(), (m & decided).sum()) for m in rows]
@@ -332,6 +349,8 @@ class TrialResults:
             "accuracy": _nan_to_none(self.accuracy),
             "outcomes": self.outcome_counts,
             "psychometric_variable": self.psychometric_variable,
+            "criterion": list(self.criterion),
+            "criteria_met": self.criteria(),
             "by_condition": table,
             "trials": trials,
         }
@@ -344,7 +363,8 @@ def _check_arguments(
     fn: str, env: Any, trials_per_condition: Any, key: Any, record: Any, deterministic: Any
 ) -> tuple[int, int]:
     """Validate the shared arguments; ``(n_trials, n_steps)``."""
-    missing = [a for a in ("reset_condition", "n_conditions", "max_trial_steps") if not hasattr(env, a)]  # fmt: skip
+    required = ("reset_condition", "n_conditions", "max_trial_steps")
+    missing = [a for a in required if not hasattr(env, a)]
     if missing:
         raise TypeError(
             f"{fn}: env={type(env).__name__} is not a cognitive task: it has no "
@@ -387,12 +407,14 @@ def _check_arguments(
     return int(trials_per_condition) * int(env.n_conditions), int(env.max_trial_steps)
 
 
-def _check_network(fn: str, network: Any, name: str = "network") -> None:
+def _check_network(fn: str, network: Any, name: str = "network") -> StatefulModule:
+    """``network``, checked to be a `StatefulModule` (a `TypeError` naming ``name``)."""
     if not isinstance(network, StatefulModule):
         raise TypeError(
             f"{fn}: {name} must be a StatefulModule ending in a PPOAdapter, got "
             f"{type(network).__name__}."
         )
+    return network
 
 
 def _reseed(network: nnx.Module, key: jax.Array) -> None:
@@ -410,7 +432,7 @@ def _reseed(network: nnx.Module, key: jax.Array) -> None:
 
 
 def _prepare(
-    network: nnx.Module, key: jax.Array, *, record: bool, deterministic: bool
+    network: StatefulModule, key: jax.Array, *, record: bool, deterministic: bool
 ) -> tuple[nnx.GraphDef, nnx.State, nnx.State]:
     """A split copy of ``network`` in the requested mode (recording if asked)."""
     base = with_recording(network) if record and not is_recording(network) else network
@@ -476,7 +498,8 @@ def _build_program(env: Any, graphdef: nnx.GraphDef, n_trials: int, n_steps: int
                 }
             return (net_state, following, out.next_state, ended | done, final), ys
 
-        start = (network_state, env_state, carry, jnp.zeros((n_trials,), bool), keep(env_state.info))
+        ended = jnp.zeros((n_trials,), bool)
+        start = (network_state, env_state, carry, ended, keep(env_state.info))
         (_, _, _, _, final), ys = jax.lax.scan(step, start, None, length=n_steps)
         return final, ys
 
@@ -496,6 +519,7 @@ def _results(env: Any, final: Any, ys: Any) -> TrialResults:
         **{k: final[k] for k in _PER_TRIAL},
         condition=dict(final["condition"]),
         psychometric_variable=str(getattr(env, "psychometric_variable", "")),
+        criterion=tuple(getattr(env, "criterion", (0.99, 0.8))),
         epoch_names=tuple(getattr(env, "epochs", ())),
         action_names=tuple(getattr(env, "actions", ())),
         **recorded,
@@ -538,10 +562,10 @@ def evaluate_trials(
     """
     fn = "evaluate_trials"
     n_trials, n_steps = _check_arguments(fn, env, trials_per_condition, key, record, deterministic)
-    _check_network(fn, network)
-    check_env_network(env, network)
+    checked = _check_network(fn, network)
+    check_env_network(env, checked)
     graphdef, params, network_state = _prepare(
-        network, key, record=record, deterministic=deterministic
+        checked, key, record=record, deterministic=deterministic
     )
     program = _trial_program(env, graphdef, n_trials, n_steps, record)
     return _results(env, *program(params, network_state, key))
@@ -584,8 +608,9 @@ def evaluate_trials_many(
             f"{fn}: sweep must be the SweepResult train_many returns, got "
             f"{type(sweep).__name__}; for one network call evaluate_trials."
         )
-    networks = [sweep.network(i) for i in range(sweep.n_runs)]
-    _check_network(fn, networks[0], "sweep.network(0)")
+    networks = [
+        _check_network(fn, sweep.network(i), f"sweep.network({i})") for i in range(sweep.n_runs)
+    ]
     check_env_network(env, networks[0])
     prepared = [_prepare(n, key, record=record, deterministic=deterministic) for n in networks]
     graphdef = prepared[0][0]

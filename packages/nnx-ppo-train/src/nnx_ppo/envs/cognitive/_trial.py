@@ -190,6 +190,9 @@ class CognitiveTask(Env):
     """The task's published input noise (``ms ** 0.5``)."""
     psychometric_variable: str = ""
     """The condition value that a psychometric curve of choosing action 2 is drawn over."""
+    criterion: tuple[float, float] = (0.99, 0.8)
+    """The training criterion ``(decision rate, accuracy)``: the published one where the
+    task has one (Song, Yang & Wang 2017), `TrialResults.criteria`'s default."""
 
     action_distribution = "categorical"
     discrete = True

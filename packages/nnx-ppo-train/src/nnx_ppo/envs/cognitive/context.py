@@ -89,6 +89,7 @@ class ContextDependentIntegration(CognitiveTask):
     }
     default_sigma = 2.0  # sqrt(2 * 100 * 0.02)
     psychometric_variable = "relevant_coherence"
+    criterion = (0.99, 0.85)
 
     def _durations_ms(self) -> Mapping[str, Duration]:
         return {

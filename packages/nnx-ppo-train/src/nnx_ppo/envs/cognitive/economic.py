@@ -85,6 +85,7 @@ class EconomicChoice(CognitiveTask):
     }
     default_sigma = float(np.sqrt(2 * 100 * 0.001))
     psychometric_variable = "value_difference"
+    criterion = (0.99, 0.95)
 
     def __init__(
         self,

@@ -73,6 +73,7 @@ class MultisensoryIntegration(CognitiveTask):
     }
     default_sigma = float(np.sqrt(2 * 100 * 0.021))
     psychometric_variable = "frequency"
+    criterion = (0.99, 0.82)
     boundary = _BOUNDARY
     """The rate (Hz) above which ``high`` is the answer."""
 

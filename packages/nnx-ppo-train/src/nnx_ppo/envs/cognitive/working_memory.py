@@ -74,6 +74,7 @@ class ParametricWorkingMemory(CognitiveTask):
     groups = {"fixation": ("fixation",), "frequency": ("f_pos", "f_neg")}
     default_sigma = float(np.sqrt(2 * 100 * 0.001))
     psychometric_variable = "difference"
+    criterion = (0.99, 0.97)
 
     def _durations_ms(self) -> Mapping[str, Duration]:
         return {
