@@ -54,8 +54,8 @@ def linear_policy(weights, seed=0):
         action_distribution="categorical",
     )  # fmt: skip
     linear = net.layers[0].action.layers[0].layers[0].linear
-    linear.kernel.set_value(jnp.asarray(kernel, jnp.float32))
-    linear.bias.set_value(jnp.asarray(bias, jnp.float32))
+    linear.kernel[...] = jnp.asarray(kernel, jnp.float32)
+    linear.bias[...] = jnp.asarray(bias, jnp.float32)
     return net
 
 
@@ -202,7 +202,7 @@ def test_sampling_is_seeded_by_the_key_and_leaves_the_callers_network_alone():
     # probability ~ e^3 / (e^3 + 2) = 0.91 per step so that trials last a few steps.
     net = make_lstm_actor_critic(3, 3, 4, (), (4,), rngs=nnx.Rngs(0),
                                  action_distribution="categorical")  # fmt: skip
-    net.layers[1].action.layers[1].layers[0].linear.bias.set_value(jnp.array([3.0, 0.0, 0.0]))
+    net.layers[1].action.layers[1].layers[0].linear.bias[...] = jnp.array([3.0, 0.0, 0.0])
     net.eval()  # the caller's mode must survive a sampling evaluation
     before = snapshot(net)
 

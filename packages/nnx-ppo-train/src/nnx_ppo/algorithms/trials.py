@@ -425,10 +425,10 @@ def _reseed(network: nnx.Module, key: jax.Array) -> None:
     streams = [node for _, node in nnx.iter_graph(network) if isinstance(node, nnx.RngStream)]
     for i, stream in enumerate(streams):
         new = jax.random.fold_in(typed, i)
-        if not jax.dtypes.issubdtype(stream.key.get_value().dtype, jax.dtypes.prng_key):
+        if not jax.dtypes.issubdtype(stream.key[...].dtype, jax.dtypes.prng_key):
             new = jax.random.key_data(new)
-        stream.key.set_value(new)
-        stream.count.set_value(jnp.zeros_like(stream.count.get_value()))
+        stream.key[...] = new
+        stream.count[...] = jnp.zeros_like(stream.count[...])
 
 
 def _prepare(
