@@ -35,6 +35,7 @@ def test_importing_the_face_is_cheap_and_every_name_resolves():
         module = importlib.import_module(f"nnx_ppo.algorithms.{algorithms._NAMES[name]}")
         assert getattr(algorithms, name) is getattr(module, name), name
         assert name in dir(algorithms)
+        assert f"`{name}`" in (algorithms.__doc__ or ""), f"{name} missing from the face's list"
     from nnx_ppo.algorithms import Checkpointer, StopOnSignal, train_ppo  # noqa: F401
 
     with pytest.raises(AttributeError, match="has no attribute 'train_pop'"):

@@ -5,13 +5,20 @@
     8
 
 **Train**: `train_ppo`, `train_distillation`, `train_many` (several seeds or settings in
-one program; `grid` builds their overrides) and what they return. **Configure**:
-`TrainConfig`, `PPOConfig`, `EvalConfig`, `VideoConfig`, `DistillationConfig`,
-`LogLevel`. **Save and load**: `Checkpointer`, `load_network`, `load_metadata`.
-**Observe and analyse**: `evaluate`, `JSONLWriter`, `PerRun`,
-`record_activations_rollout`, `NonFiniteError`, `Periodic` (your own task between
-device calls, ``tasks=[...]``); for cognitive tasks `evaluate_trials`,
-`evaluate_trials_many`, `TrialResults`, `fit_psychometric`, `PsychometricFit`.
+one program; `grid` builds their overrides) and what they return, `TrainResult`,
+`DistillationResult`, `SweepResult`; `check_env_network` and `check_distillation_pair`,
+the checks they run first, without compiling anything.
+**Configure**: `TrainConfig`, `PPOConfig`, `EvalConfig`, `VideoConfig`,
+`DistillationConfig`, `LogLevel`, `linear_decay` (a learning rate that decays over the
+run). **Save and load**: `Checkpointer`, `load_network`, `load_metadata`.
+**Observe and analyse**: `evaluate`, `JSONLWriter`, `TensorBoardWriter`, `WandbWriter`,
+`combine` (several sinks as one ``log_fn``), `PerRun`, `curves_of`, `summary_table`,
+`plot_learning_curves`, `record_activations_rollout`, `NonFiniteError`, `Periodic`
+(your own task between device calls, ``tasks=[...]``); for cognitive tasks
+`evaluate_trials`, `evaluate_trials_many`, `TrialResults`, `fit_psychometric`,
+`PsychometricFit`, `plot_psychometric`, `plot_chronometric`.
+**Environment hooks** (what the trainer writes into ``state.info``, for curricula):
+`progress_info`, `TRAINING_STEP`, `TRAINING_PROGRESS`, `IS_TRAINING`.
 **Stop cleanly**: `StopOnSignal`, `StopRequest`.
 Everything else (the phases of an iteration, the host loop, placement on devices) lives
 in the submodules, documented in the API reference.
@@ -37,13 +44,16 @@ _NAMES = {
     "train_many": "sweeps",
     "SweepResult": "sweeps",
     "grid": "sweeps",
+    "check_env_network": "checks",
+    "check_distillation_pair": "pairing",
     # Configure
     "TrainConfig": "config",
     "PPOConfig": "config",
     "EvalConfig": "config",
     "VideoConfig": "config",
     "LogLevel": "config",
-    "DistillationConfig": "distillation",
+    "DistillationConfig": "config",
+    "linear_decay": "schedules",
     # Save and load
     "Checkpointer": "checkpointing",
     "load_network": "loading",
@@ -51,7 +61,13 @@ _NAMES = {
     # Observe and analyse
     "evaluate": "evaluation",
     "JSONLWriter": "logging",
+    "TensorBoardWriter": "logging",
+    "WandbWriter": "logging",
+    "combine": "logging",
     "PerRun": "logging",
+    "curves_of": "curves",
+    "summary_table": "curves",
+    "plot_learning_curves": "plotting",
     "record_activations_rollout": "activations",
     "NonFiniteError": "faults",
     "Periodic": "hooks",
@@ -60,12 +76,22 @@ _NAMES = {
     "TrialResults": "trials",
     "fit_psychometric": "psychometrics",
     "PsychometricFit": "psychometrics",
+    "plot_psychometric": "plotting",
+    "plot_chronometric": "plotting",
+    # Environment hooks
+    "progress_info": "progress",
+    "TRAINING_STEP": "progress",
+    "TRAINING_PROGRESS": "progress",
+    "IS_TRAINING": "progress",
     # Stop cleanly
     "StopOnSignal": "preemption",
     "StopRequest": "preemption",
 }
 
 __all__ = [
+    "IS_TRAINING",
+    "TRAINING_PROGRESS",
+    "TRAINING_STEP",
     "Checkpointer",
     "DistillationConfig",
     "DistillationResult",
@@ -80,19 +106,31 @@ __all__ = [
     "StopOnSignal",
     "StopRequest",
     "SweepResult",
+    "TensorBoardWriter",
     "TrainConfig",
     "TrainResult",
     "TrialResults",
     "VideoConfig",
+    "WandbWriter",
     "__version__",
+    "check_distillation_pair",
+    "check_env_network",
+    "combine",
+    "curves_of",
     "evaluate",
     "evaluate_trials",
     "evaluate_trials_many",
     "fit_psychometric",
     "grid",
+    "linear_decay",
     "load_metadata",
     "load_network",
+    "plot_chronometric",
+    "plot_learning_curves",
+    "plot_psychometric",
+    "progress_info",
     "record_activations_rollout",
+    "summary_table",
     "train_distillation",
     "train_many",
     "train_ppo",
@@ -101,26 +139,44 @@ __all__ = [
 if TYPE_CHECKING:  # what a type checker and an IDE see
     from nnx_ppo.algorithms.activations import record_activations_rollout
     from nnx_ppo.algorithms.checkpointing import Checkpointer
+    from nnx_ppo.algorithms.checks import check_env_network
     from nnx_ppo.algorithms.config import (
+        DistillationConfig,
         EvalConfig,
         LogLevel,
         PPOConfig,
         TrainConfig,
         VideoConfig,
     )
-    from nnx_ppo.algorithms.distillation import (
-        DistillationConfig,
-        DistillationResult,
-        train_distillation,
-    )
+    from nnx_ppo.algorithms.curves import curves_of, summary_table
+    from nnx_ppo.algorithms.distillation import DistillationResult, train_distillation
     from nnx_ppo.algorithms.evaluation import evaluate
     from nnx_ppo.algorithms.faults import NonFiniteError
     from nnx_ppo.algorithms.hooks import Periodic
     from nnx_ppo.algorithms.loading import load_metadata, load_network
-    from nnx_ppo.algorithms.logging import JSONLWriter, PerRun
+    from nnx_ppo.algorithms.logging import (
+        JSONLWriter,
+        PerRun,
+        TensorBoardWriter,
+        WandbWriter,
+        combine,
+    )
+    from nnx_ppo.algorithms.pairing import check_distillation_pair
+    from nnx_ppo.algorithms.plotting import (
+        plot_chronometric,
+        plot_learning_curves,
+        plot_psychometric,
+    )
     from nnx_ppo.algorithms.ppo import TrainResult, train_ppo
     from nnx_ppo.algorithms.preemption import StopOnSignal, StopRequest
+    from nnx_ppo.algorithms.progress import (
+        IS_TRAINING,
+        TRAINING_PROGRESS,
+        TRAINING_STEP,
+        progress_info,
+    )
     from nnx_ppo.algorithms.psychometrics import PsychometricFit, fit_psychometric
+    from nnx_ppo.algorithms.schedules import linear_decay
     from nnx_ppo.algorithms.sweeps import SweepResult, grid, train_many
     from nnx_ppo.algorithms.trials import TrialResults, evaluate_trials, evaluate_trials_many
 
