@@ -7,9 +7,9 @@ import json
 
 import numpy as np
 import pytest
+from nnx_ppo_benchmarks.common import area_under_curve, band, median_ci
 from nnx_ppo_benchmarks.learning.cli import main, plan_cells
 from nnx_ppo_benchmarks.learning.report import summarize, write_report
-from nnx_ppo_benchmarks.learning.stats import area_under_curve, band, median_ci
 from nnx_ppo_benchmarks.learning.tasks import (
     TASKS,
     ObservationMask,

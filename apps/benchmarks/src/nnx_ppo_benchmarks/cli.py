@@ -20,29 +20,15 @@ from pathlib import Path
 
 from nnx_ppo_apps_common.cli import fail, positive_int
 
+from nnx_ppo_benchmarks.common import comma_names
 from nnx_ppo_benchmarks.report import write_results
 from nnx_ppo_benchmarks.runner import BenchOptions, run_benchmark
 from nnx_ppo_benchmarks.settings import IMPLEMENTATIONS, NETWORKS, EvalSettings, PPOSettings
 from nnx_ppo_benchmarks.venvs import DEFAULT_JAX
 
-__all__ = ["build_parser", "comma_names", "main"]
+__all__ = ["build_parser", "main"]
 
 PROG = "nnx-ppo-bench"
-
-
-def comma_names(choices: Sequence[str]):
-    """An argparse ``type`` reading a comma-separated list of names out of ``choices``."""
-
-    def parse(text: str) -> tuple[str, ...]:
-        names = tuple(n.strip() for n in text.split(",") if n.strip())
-        unknown = [n for n in names if n not in choices]
-        if unknown or not names:
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: use a comma-separated list of {', '.join(choices)}"
-            )
-        return names
-
-    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:

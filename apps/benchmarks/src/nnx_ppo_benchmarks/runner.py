@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nnx_ppo_benchmarks.common import git_state, load_average
 from nnx_ppo_benchmarks.metrics import derive, json_safe
 from nnx_ppo_benchmarks.settings import (
     IMPLEMENTATIONS,
@@ -37,8 +38,6 @@ from nnx_ppo_benchmarks.venvs import (
 
 __all__ = [
     "BenchOptions",
-    "git_state",
-    "load_average",
     "plan_runs",
     "run_benchmark",
     "run_child",
@@ -217,37 +216,6 @@ def run_child(spec: RunSpec, environment: Environment, output_dir: Path, timeout
         raw["error"] = error or "unknown failure"
     result_path.write_text(json.dumps(json_safe(raw), indent=1, allow_nan=False))
     return raw
-
-
-def load_average() -> list[float] | None:
-    """The 1/5/15-minute load averages (rounded), or ``None`` where there are none."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def git_state() -> dict[str, Any] | None:
-    """Commit of the workspace and whether packages/ has uncommitted changes."""
-    root = SRC_DIR.parents[2]
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "packages"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return {"commit": commit, "packages_modified": bool(dirty)}
 
 
 def _describe(raw: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ interval of the final return and of the area under the learning curve) and one
 learning-curve PNG per task (median and 95% bootstrap band over seeds).
 
 Modules: :mod:`.tasks` (what is learned), :mod:`.families` (which networks),
-:mod:`.stats` (bootstrap statistics), :mod:`.report` (tables and plots), the two child
-processes :mod:`.child_ours` and :mod:`.child_nnx_ppo_030`, and :mod:`.cli`.
+:mod:`.report` (tables and plots), the two child processes :mod:`.child_ours` and
+:mod:`.child_nnx_ppo_030`, and :mod:`.cli`; the bootstrap statistics are shared with the
+other tools (:mod:`nnx_ppo_benchmarks.common`).
 """

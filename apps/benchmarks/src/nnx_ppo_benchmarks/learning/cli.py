@@ -36,11 +36,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nnx_ppo_benchmarks.cli import comma_names
+from nnx_ppo_benchmarks.common import comma_names, git_state, load_average, parse_seeds
 from nnx_ppo_benchmarks.learning.families import FAMILIES
 from nnx_ppo_benchmarks.learning.report import write_report
 from nnx_ppo_benchmarks.learning.tasks import LR_SCHEDULES, TASKS, lr_schedule, staggered
-from nnx_ppo_benchmarks.runner import git_state, load_average
 from nnx_ppo_benchmarks.settings import PPOSettings, chunk_plan
 from nnx_ppo_benchmarks.venvs import (
     DEFAULT_JAX,
@@ -50,7 +49,7 @@ from nnx_ppo_benchmarks.venvs import (
     ensure_environments,
 )
 
-__all__ = ["Cell", "build_parser", "main", "parse_seeds", "plan_cells", "run_cell"]
+__all__ = ["Cell", "build_parser", "main", "plan_cells", "run_cell"]
 
 IMPLEMENTATIONS = ("ours", "nnx-ppo-0.3.0")
 _CHILD = {
@@ -211,17 +210,6 @@ def _with_earlier_cells(records: list[dict[str, Any]], out: Path) -> list[dict[s
             if record.get("task") in TASKS and record.get("family") in FAMILIES:
                 earlier.append(record)
     return sorted([*records, *earlier], key=_order)
-
-
-def parse_seeds(text: str) -> tuple[int, ...]:
-    """``"0,1,2"`` -> ``(0, 1, 2)``: one or more distinct integers (an argparse type)."""
-    try:
-        seeds = tuple(int(s) for s in text.split(",") if s.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: use comma-separated integers") from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"{text!r}: give one or more distinct seeds")
-    return seeds
 
 
 def build_parser() -> argparse.ArgumentParser:

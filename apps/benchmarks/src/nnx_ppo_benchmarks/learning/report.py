@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nnx_ppo_benchmarks.common import area_under_curve, band, median_ci
 from nnx_ppo_benchmarks.learning.families import FAMILIES
-from nnx_ppo_benchmarks.learning.stats import area_under_curve, band, median_ci
 from nnx_ppo_benchmarks.learning.tasks import TASKS, lr_schedule, staggered
 
 __all__ = ["summarize", "write_report"]

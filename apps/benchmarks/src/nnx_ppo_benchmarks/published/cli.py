@@ -27,11 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nnx_ppo_benchmarks.cli import comma_names
-from nnx_ppo_benchmarks.learning.cli import parse_seeds
+from nnx_ppo_benchmarks.common import comma_names, git_state, load_average, parse_seeds
 from nnx_ppo_benchmarks.published.report import write_report
 from nnx_ppo_benchmarks.published.tasks import BENCHMARKS, FAMILIES
-from nnx_ppo_benchmarks.runner import git_state, load_average
 
 __all__ = ["build_parser", "main"]
 

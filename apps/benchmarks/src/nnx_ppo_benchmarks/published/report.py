@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nnx_ppo_benchmarks.learning.stats import band, median_ci
+from nnx_ppo_benchmarks.common import band, median_ci
 from nnx_ppo_benchmarks.published.tasks import BENCHMARKS, FAMILIES, Benchmark, Published
 
 __all__ = ["load_cells", "write_report"]
