@@ -2,7 +2,7 @@
 
 Example (the table of ``docs/project/benchmarks.md``)::
 
-    uv run nnx-ppo-bench --output-dir apps/benchmarks/results
+    uv run nnx-ppo-bench --output-dir apps/benchmarks/results/bench/cartpole
 
 Quick check of our implementation only, in the current environment::
 

@@ -3,7 +3,7 @@
 Examples::
 
     # the whole suite (tasks x families x implementations, 5 seeds each)
-    uv run nnx-ppo-learning --output-dir apps/benchmarks/results/learning
+    uv run nnx-ppo-learning --output-dir outputs/learning
 
     # one cell, quickly, in this interpreter (ours only)
     uv run nnx-ppo-learning --tasks memory_d2 --families lstm --implementations ours \\

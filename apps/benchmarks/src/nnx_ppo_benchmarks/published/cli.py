@@ -3,7 +3,7 @@
 Examples::
 
     # every benchmark, LSTM, GRU and MLP, 5 seeds each (the results page's command)
-    uv run nnx-ppo-published --output-dir apps/benchmarks/results/published
+    uv run nnx-ppo-published --output-dir apps/benchmarks/results/published/default
 
     # one cell, quickly
     uv run nnx-ppo-published --benchmarks cartpole_novel --families lstm --seeds 0 \\
