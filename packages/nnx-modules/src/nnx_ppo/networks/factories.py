@@ -3,7 +3,9 @@
 Both factories return a `Sequential` ending in a
 `PPOAdapter`, i.e. an ordinary module that
 ``train_ppo`` (or your own loop) can use directly and that you can inspect or take
-apart like any hand-built network:
+apart like any hand-built network. Both are written on
+`nnx_ppo.networks.actor_critic.assemble_actor_critic`, which owns the observation
+layers, the sampler and the shared checks:
 
 - `make_mlp_actor_critic`: ``Sequential([Normalizer, PPOAdapter(action=
   Sequential([MLP, sampler]), value=MLP)])``, the network of the spec's minimal example.
@@ -22,28 +24,25 @@ before the adapter.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, cast
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import jax
 from flax import nnx
 
-from nnx_ppo.networks.adapter import PPOAdapter
+from nnx_ppo.networks.actor_critic import (
+    ActionDistribution,
+    ActorCriticPorts,
+    ObsSize,
+    _check_size,
+    _is_int,
+    assemble_actor_critic,
+)
 from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.feedforward import MLP, Dense
-from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.recurrent import LSTM
-from nnx_ppo.networks.sampling_layers import (
-    ActionSampler,
-    CategoricalSampler,
-    NormalSampler,
-    NormalTanhSampler,
-)
-from nnx_ppo.networks.types import StatefulModule
-from nnx_ppo.networks.utils import Filter, Flattener
 
 __all__ = [
     "ActionDistribution",
@@ -53,49 +52,8 @@ __all__ = [
     "make_mlp_layers",
 ]
 
-ActionDistribution = Literal["normal_tanh", "normal", "categorical"]
-"""Which sampler ends the action port: ``"normal_tanh"`` (`NormalTanhSampler`,
-actions in ``(-1, 1)``), ``"normal"`` (`NormalSampler`, unbounded) or
-``"categorical"`` (`CategoricalSampler`, ``action_size`` discrete actions)."""
-
-ObsSize = int | tuple[int, ...] | Mapping[str, Any]
-Path = tuple[str, ...]
-
 
 # -- validation ---------------------------------------------------------------------------
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _obs_leaves(fn: str, obs_size: Any, path: Path = ()) -> list[tuple[Path, tuple[int, ...]]]:
-    """``obs_size`` as ``[(path, shape)]`` in sorted-key (= Flattener) order."""
-    where = f"obs_size[{']['.join(repr(k) for k in path)}]" if path else "obs_size"
-    fix = 'pass an int (vector size), a tuple of ints (a shape) or a dict of those, e.g. {"x": 8}'
-    if _is_int(obs_size) or (
-        isinstance(obs_size, tuple) and obs_size and all(_is_int(d) for d in obs_size)
-    ):
-        shape = (obs_size,) if _is_int(obs_size) else tuple(obs_size)
-        if any(d <= 0 for d in shape):
-            raise ValueError(f"{fn}: {where}={obs_size!r} has a non-positive size; {fix}.")
-        return [(path, shape)]
-    if isinstance(obs_size, Mapping):
-        if not obs_size:
-            raise ValueError(f"{fn}: {where} is an empty dict; {fix}.")
-        leaves = []
-        for key in sorted(obs_size):
-            if not isinstance(key, str):
-                raise TypeError(f"{fn}: {where} has a non-string key {key!r}; {fix}.")
-            leaves += _obs_leaves(fn, obs_size[key], (*path, key))
-        return leaves
-    raise TypeError(f"{fn}: {where}={obs_size!r} ({type(obs_size).__name__}) is invalid; {fix}.")
-
-
-def _check_size(fn: str, name: str, value: Any) -> int:
-    if not _is_int(value) or value <= 0:
-        raise ValueError(f"{fn}: {name} must be a positive int, got {value!r}; e.g. {name}=8.")
-    return int(value)
 
 
 def _check_sizes(fn: str, name: str, value: Any) -> tuple[int, ...]:
@@ -109,21 +67,6 @@ def _check_sizes(fn: str, name: str, value: Any) -> tuple[int, ...]:
             f"{value!r}; e.g. {name}=(64, 64), or () for no hidden layer."
         )
     return tuple(int(v) for v in value)
-
-
-def _check_common(fn: str, rngs: Any, action_distribution: Any, normalize_obs: Any) -> None:
-    if not isinstance(rngs, nnx.Rngs):
-        raise TypeError(
-            f"{fn}: rngs must be an nnx.Rngs, got {type(rngs).__name__}; "
-            "pass e.g. rngs=nnx.Rngs(0)."
-        )
-    if action_distribution not in ("normal_tanh", "normal", "categorical"):
-        raise ValueError(
-            f"{fn}: action_distribution={action_distribution!r} is not one of "
-            "'normal_tanh', 'normal', 'categorical'."
-        )
-    if not isinstance(normalize_obs, bool):
-        raise TypeError(f"{fn}: normalize_obs must be True or False, got {normalize_obs!r}.")
 
 
 _ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
@@ -168,54 +111,6 @@ def _kernel_init(fn: str, initializer_scale: Any) -> dict[str, Any]:
         )
     init = nnx.initializers.variance_scaling(float(initializer_scale), "fan_in", "uniform")
     return {"kernel_init": init}
-
-
-# -- building blocks ----------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class _SelectPaths:
-    """Pure function keeping only the listed key paths of a nested dict (hashable)."""
-
-    paths: tuple[Path, ...]
-
-    def __call__(self, x: Any) -> Any:
-        out: dict[str, Any] = {}
-        for path in self.paths:
-            node, target = x, out
-            for key in path[:-1]:
-                node = node[key]
-                target = target.setdefault(key, {})
-            target[path[-1]] = node[path[-1]]
-        return out
-
-
-def _obs_layers(
-    fn: str, obs_size: ObsSize, normalize_obs: bool
-) -> tuple[list[StatefulModule], int]:
-    """The layers mapping raw observations to one ``[B, F]`` vector, and ``F``."""
-    leaves = _obs_leaves(fn, obs_size)
-    features = sum(math.prod(shape) for _, shape in leaves)
-    layers: list[StatefulModule] = [Normalizer(obs_size)] if normalize_obs else []
-    if isinstance(obs_size, Mapping):
-        layers.append(Filter(_SelectPaths(tuple(path for path, _ in leaves))))
-    if isinstance(obs_size, Mapping | tuple):
-        layers.append(Flattener())
-    return layers, features
-
-
-def _sampler(
-    action_distribution: str,
-    rngs: nnx.Rngs,
-    entropy_weight: float,
-    min_std: float,
-    std_scale: float = 1.0,
-) -> tuple[ActionSampler, int]:
-    """The sampler and how many parameters per action dimension it takes."""
-    if action_distribution == "categorical":
-        return CategoricalSampler(rngs, entropy_weight), 1
-    cls = NormalTanhSampler if action_distribution == "normal_tanh" else NormalSampler
-    return cls(rngs, entropy_weight, min_std, std_scale), 2
 
 
 # -- factories ----------------------------------------------------------------------------
@@ -293,28 +188,29 @@ def make_mlp_actor_critic(
         ((4, 2), (4,), (4,))
     """
     fn = "make_mlp_actor_critic"
-    _check_common(fn, rngs, action_distribution, normalize_obs)
-    rngs = cast(nnx.Rngs, rngs)  # checked above
     activation = _activation(fn, activation)
     init = _kernel_init(fn, initializer_scale)
-    layers, features = _obs_layers(fn, obs_size, normalize_obs)
-    action_size = _check_size(fn, "action_size", action_size)
     actor_hidden = _check_sizes(fn, "actor_hidden_sizes", actor_hidden_sizes)
     critic_hidden = _check_sizes(fn, "critic_hidden_sizes", critic_hidden_sizes)
-    sampler, params_per_action = _sampler(
-        action_distribution, rngs, entropy_weight, min_std, std_scale
-    )
-    actor = MLP(
-        features,
-        actor_hidden,
-        params_per_action * action_size,
+    rngs = cast(nnx.Rngs, rngs)  # checked by assemble_actor_critic before ports runs
+
+    def ports(features: int, action_params: int) -> ActorCriticPorts:
+        actor = MLP(features, actor_hidden, action_params, rngs=rngs, activation=activation, **init)
+        critic = MLP(features, critic_hidden, 1, rngs=rngs, activation=activation, **init)
+        return ActorCriticPorts(action=actor, value=critic)
+
+    return assemble_actor_critic(
+        ports,
+        obs_size,
+        action_size,
         rngs=rngs,
-        activation=activation,
-        **init,
+        normalize_obs=normalize_obs,
+        action_distribution=action_distribution,
+        entropy_weight=entropy_weight,
+        min_std=min_std,
+        std_scale=std_scale,
+        caller=fn,
     )
-    critic = MLP(features, critic_hidden, 1, rngs=rngs, activation=activation, **init)
-    adapter = PPOAdapter(action=Sequential([actor, sampler]), value=critic)
-    return Sequential([*layers, adapter])
 
 
 def make_lstm_actor_critic(
@@ -388,30 +284,37 @@ def make_lstm_actor_critic(
         (3, 2)
     """
     fn = "make_lstm_actor_critic"
-    _check_common(fn, rngs, action_distribution, normalize_obs)
     if not isinstance(shared_lstm, bool):
         raise TypeError(f"{fn}: shared_lstm must be True or False, got {shared_lstm!r}.")
-    layers, features = _obs_layers(fn, obs_size, normalize_obs)
-    action_size = _check_size(fn, "action_size", action_size)
     lstm_size = _check_size(fn, "lstm_size", lstm_size)
     actor_hidden = _check_sizes(fn, "actor_hidden_sizes", actor_hidden_sizes)
     critic_hidden = _check_sizes(fn, "critic_hidden_sizes", critic_hidden_sizes)
-    sampler, params_per_action = _sampler(action_distribution, rngs, entropy_weight, min_std)
 
-    def lstm() -> LSTM:
-        return LSTM(features, lstm_size, rngs=rngs, trainable_initial_state=trainable_initial_state)
+    def ports(features: int, action_params: int) -> ActorCriticPorts:
+        # Drawn in this order: the heads, then the LSTM(s) (the trunk, or action's, value's).
+        actor = MLP(lstm_size, actor_hidden, action_params, rngs=rngs, activation=activation)
+        critic = MLP(lstm_size, critic_hidden, 1, rngs=rngs, activation=activation)
 
-    actor = MLP(
-        lstm_size, actor_hidden, params_per_action * action_size, rngs=rngs, activation=activation
+        def lstm() -> LSTM:
+            return LSTM(
+                features, lstm_size, rngs=rngs, trainable_initial_state=trainable_initial_state
+            )
+
+        if shared_lstm:
+            return ActorCriticPorts(action=actor, value=critic, trunk=[lstm()])
+        return ActorCriticPorts(action=[lstm(), actor], value=[lstm(), critic])
+
+    return assemble_actor_critic(
+        ports,
+        obs_size,
+        action_size,
+        rngs=rngs,
+        normalize_obs=normalize_obs,
+        action_distribution=action_distribution,
+        entropy_weight=entropy_weight,
+        min_std=min_std,
+        caller=fn,
     )
-    critic = MLP(lstm_size, critic_hidden, 1, rngs=rngs, activation=activation)
-    if shared_lstm:
-        adapter = PPOAdapter(action=Sequential([actor, sampler]), value=critic)
-        return Sequential([*layers, lstm(), adapter])
-    adapter = PPOAdapter(
-        action=Sequential([lstm(), actor, sampler]), value=Sequential([lstm(), critic])
-    )
-    return Sequential([*layers, adapter])
 
 
 def make_mlp_layers(

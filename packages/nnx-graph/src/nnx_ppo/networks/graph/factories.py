@@ -16,28 +16,23 @@ tutorial) rather than starting from a ring.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import jax
 from flax import nnx
 
-from nnx_ppo.networks.adapter import PPOAdapter
+from nnx_ppo.networks.actor_critic import (
+    ActionDistribution,
+    ActorCriticPorts,
+    assemble_actor_critic,
+)
 from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.graph.population_graph import PopulationGraph
-from nnx_ppo.networks.normalizer import Normalizer
-from nnx_ppo.networks.sampling_layers import (
-    ActionSampler,
-    CategoricalSampler,
-    NormalSampler,
-    NormalTanhSampler,
-)
-from nnx_ppo.networks.types import StatefulModule
 from nnx_ppo.networks.utils import Filter
 
 __all__ = ["control_graph", "make_graph_actor_critic"]
 
 _FN = "make_graph_actor_critic"
-_DISTRIBUTIONS = ("normal_tanh", "normal", "categorical")
 
 
 def _positive_int(fn: str, name: str, value: Any) -> int:
@@ -136,11 +131,12 @@ def make_graph_actor_critic(
     normalize_obs: bool = True,
     entropy_weight: float = 1e-2,
     min_std: float = 1e-3,
-    action_distribution: Literal["normal_tanh", "normal", "categorical"] = "normal_tanh",
+    action_distribution: ActionDistribution = "normal_tanh",
 ) -> Sequential:
     """A recurrent actor-critic built as one `control_graph` per port.
 
-    ::
+    Assembled by `nnx_ppo.networks.actor_critic.assemble_actor_critic` (the observation
+    layers, the sampler and the shared checks of the nnx-modules factories)::
 
         Sequential([Normalizer(obs_size), Filter(x -> {"obs": x}), PPOAdapter(
             action=Sequential([control_graph(..., "action_params", ...),
@@ -171,7 +167,7 @@ def make_graph_actor_critic(
         action_distribution: ``"normal_tanh"``, ``"normal"`` or ``"categorical"``.
 
     Returns:
-        The network; its output is a `PPOStep` (actions, log-probabilities, entropy,
+        The network; its output is a `PPONetworkOutput` (actions, log-likelihoods,
         value estimates).
 
     Raises:
@@ -186,42 +182,34 @@ def make_graph_actor_critic(
         >>> out.actions.shape, out.value_estimates.shape
         ((3, 1), (3,))
     """
-    if not isinstance(rngs, nnx.Rngs):
-        raise TypeError(
-            f"{_FN}: rngs must be an nnx.Rngs, got {type(rngs).__name__}; "
-            "pass e.g. rngs=nnx.Rngs(0)."
-        )
-    if not isinstance(normalize_obs, bool):
-        raise TypeError(f"{_FN}: normalize_obs must be True or False, got {normalize_obs!r}.")
-    if action_distribution not in _DISTRIBUTIONS:
-        raise ValueError(
-            f"{_FN}: action_distribution={action_distribution!r} is not one of "
-            f"{', '.join(map(repr, _DISTRIBUTIONS))}."
-        )
     obs_size = _positive_int(_FN, "obs_size", obs_size)
-    action_size = _positive_int(_FN, "action_size", action_size)
     memory_size = _positive_int(_FN, "memory_size", memory_size)
     actor_hidden = _widths(_FN, "actor_hidden_sizes", actor_hidden_sizes)
     critic_hidden = _widths(_FN, "critic_hidden_sizes", critic_hidden_sizes)
-    sampler: ActionSampler
-    if action_distribution == "categorical":
-        sampler, per_action = CategoricalSampler(rngs, entropy_weight), 1
-    elif action_distribution == "normal":
-        sampler, per_action = NormalSampler(rngs, entropy_weight, min_std), 2
-    else:
-        sampler, per_action = NormalTanhSampler(rngs, entropy_weight, min_std), 2
     heads = {"activation": activation, "memory_activation": memory_activation}
-    actor_size = per_action * action_size
-    actor = control_graph(
-        rngs, obs_size, "action_params", actor_size, actor_hidden, memory_size, **heads
+
+    def ports(features: int, action_params: int) -> ActorCriticPorts:
+        actor = control_graph(
+            rngs, features, "action_params", action_params, actor_hidden, memory_size, **heads
+        )
+        critic = control_graph(rngs, features, "value", 1, critic_hidden, memory_size, **heads)
+        return ActorCriticPorts(
+            action=[actor, Filter("action_params")],
+            value=[critic, Filter("value")],
+            trunk=[Filter(_as_obs)],
+        )
+
+    return assemble_actor_critic(
+        ports,
+        obs_size,
+        action_size,
+        rngs=rngs,
+        normalize_obs=normalize_obs,
+        action_distribution=action_distribution,
+        entropy_weight=entropy_weight,
+        min_std=min_std,
+        caller=_FN,
     )
-    critic = control_graph(rngs, obs_size, "value", 1, critic_hidden, memory_size, **heads)
-    adapter = PPOAdapter(
-        action=Sequential([actor, Filter("action_params"), sampler]),
-        value=Sequential([critic, Filter("value")]),
-    )
-    front: list[StatefulModule] = [Normalizer(obs_size)] if normalize_obs else []
-    return Sequential([*front, Filter(_as_obs), adapter])
 
 
 def _as_obs(x: jax.Array) -> dict[str, jax.Array]:
