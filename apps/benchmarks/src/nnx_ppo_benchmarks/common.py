@@ -87,25 +87,20 @@ def load_average() -> list[float] | None:
 
 def git_state() -> dict[str, Any] | None:
     """Commit of the workspace and whether packages/ has uncommitted changes."""
-    root = _WORKSPACE
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "packages"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
+        commit = _git("rev-parse", "--short", "HEAD")
+        dirty = _git("status", "--porcelain", "packages")
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": commit, "packages_modified": bool(dirty)}
+
+
+def _git(*args: str) -> str:
+    """The stripped output of ``git -C <workspace> *args``."""
+    command = ["git", "-C", str(_WORKSPACE), *args]
+    return subprocess.run(
+        command, capture_output=True, text=True, check=True, timeout=10
+    ).stdout.strip()
 
 
 # Statistics over seeds: medians with 95% percentile-bootstrap intervals ------------------
