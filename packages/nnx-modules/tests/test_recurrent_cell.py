@@ -19,7 +19,7 @@ from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.export import DeterministicPolicy, export_policy, load_stablehlo
 from nnx_ppo.networks.feedforward import Dense
 from nnx_ppo.networks.recording import extract_activations, with_recording
-from nnx_ppo.networks.recurrent import CTRNN, SimpleRNN
+from nnx_ppo.networks.recurrent import CTRNN, GRU, LSTM, SimpleRNN
 from nnx_ppo.networks.recurrent_cell import RecurrentCell
 from nnx_ppo.networks.sampling_layers import NormalTanhSampler
 from nnx_ppo.networks.types import reset_where
@@ -182,3 +182,45 @@ def test_recording_reports_each_cells_hidden_state():
     replayed_acts = extract_activations(replayed.metrics)
     assert replayed_acts[2].shape == (T, B, 8)
     np.testing.assert_allclose(replayed_acts[1][0], acts[1], atol=1e-6)
+
+
+# -- the shared keywords (CellOptions), owned by the base ------------------------------------
+
+_EVERY_CELL = {
+    "LSTM": lambda **kw: LSTM(3, 4, nnx.Rngs(0), **kw),
+    "GRU": lambda **kw: GRU(3, 4, nnx.Rngs(0), **kw),
+    "SimpleRNN": lambda **kw: SimpleRNN(3, 4, rngs=nnx.Rngs(0), **kw),
+    "CTRNN": lambda **kw: CTRNN(3, 4, tau=2.0, rngs=nnx.Rngs(0), **kw),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EVERY_CELL))
+def test_every_cell_forwards_the_shared_keywords_to_the_base(name):
+    # Each keyword of CellOptions reaches RecurrentCell.__init__: the initialisers set
+    # the kernels and biases (ones, twos and threes cannot come from the defaults), the
+    # dtype the parameters and carry, and trainable_initial_state the learned carry.
+    cell = _EVERY_CELL[name](
+        trainable_initial_state=True,
+        kernel_init=nnx.initializers.constant(1.0),
+        recurrent_kernel_init=nnx.initializers.constant(2.0),
+        bias_init=nnx.initializers.constant(3.0),
+        param_dtype=jnp.float16,
+    )
+    assert isinstance(cell, RecurrentCell)
+    assert cell.trainable_initial_state and cell.initial_state is not None
+    assert set(cell.initial_state) == set(cell.carry_names)
+    assert bool(jnp.all(cell.input_proj.kernel[...] == 1.0))
+    assert bool(jnp.all(cell.recurrent_proj.kernel[...] == 2.0))
+    assert bool(jnp.all(cell.recurrent_proj.bias[...] == 3.0))
+    assert cell.input_proj.kernel[...].dtype == jnp.float16
+    assert cell.initialize_state(2)["h"].dtype == jnp.float16
+    # Only the GRU's input projection has a bias of its own (the PyTorch formulation).
+    assert (cell.input_proj.bias is not None) == (name == "GRU")
+
+
+@pytest.mark.parametrize("name", sorted(_EVERY_CELL))
+def test_every_cell_refuses_keywords_it_does_not_take(name):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'kernel_initializer'"):
+        _EVERY_CELL[name](kernel_initializer=None)
+    with pytest.raises(TypeError, match="input_bias"):  # the cell's structure, not an option
+        _EVERY_CELL[name](input_bias=True)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 import jax
 import jax.numpy as jnp
@@ -36,16 +36,11 @@ import numpy as np
 from flax import nnx
 
 from nnx_ppo.networks._helpers import check_features
-from nnx_ppo.networks.recurrent_cell import RecurrentCell
+from nnx_ppo.networks.recurrent_cell import CellOptions, RecurrentCell
 
 __all__ = ["CTRNN", "GRU", "LSTM", "SimpleRNN", "TimeConstant"]
 
-Initializer = Any
 Activation = Any
-
-_LECUN_NORMAL = nnx.initializers.lecun_normal()
-_ORTHOGONAL = nnx.initializers.orthogonal()
-_ZEROS = nnx.initializers.zeros_init()
 
 
 class LSTM(RecurrentCell):
@@ -65,18 +60,14 @@ class LSTM(RecurrentCell):
         hidden_features: Size ``H`` of the hidden and cell state, a positive int.
         rngs: Random streams for the parameter initialisers (by keyword or, as in
             nnx-ppo 0.3.0, third positional argument: ``LSTM(8, 64, rngs)``).
-        trainable_initial_state: If true, the episode-start ``h`` and ``c`` are learned
-            parameters (initialised at zero) instead of fixed zeros.
-        kernel_init: Initialiser of the input kernel (default, or ``None``: LeCun
-            normal).
-        recurrent_kernel_init: Initialiser of each gate's ``[H, H]`` recurrent block
-            (default, or ``None``: orthogonal).
-        bias_init: Initialiser of the bias (default, or ``None``: zeros).
-        param_dtype: Dtype of the parameters and the carry.
         gate_fn: The gates' nonlinearity (``sigmoid`` above; default ``jax.nn.sigmoid``).
         activation_fn: The cell's nonlinearity (``tanh`` above; default ``jnp.tanh``).
         use_optimized: Accepted for nnx-ppo 0.3.0 compatibility and ignored: the cell
             always uses one fused input and one fused recurrent projection.
+        **options: The keywords every cell takes (`CellOptions`):
+            ``trainable_initial_state`` (learn the episode-start ``h`` and ``c``),
+            ``kernel_init``, ``recurrent_kernel_init``, ``bias_init`` (``W``, ``U``,
+            ``b`` above) and ``param_dtype``.
 
     Raises:
         TypeError: If a size is not an int, or ``gate_fn`` or ``activation_fn`` is not
@@ -95,14 +86,10 @@ class LSTM(RecurrentCell):
         hidden_features: int,
         rngs: nnx.Rngs,
         *,
-        trainable_initial_state: bool = False,
-        kernel_init: Initializer | None = _LECUN_NORMAL,
-        recurrent_kernel_init: Initializer | None = _ORTHOGONAL,
-        bias_init: Initializer | None = _ZEROS,
-        param_dtype: Any = jnp.float32,
         gate_fn: Activation = jax.nn.sigmoid,
         activation_fn: Activation = jnp.tanh,
         use_optimized: bool = True,
+        **options: Unpack[CellOptions],
     ) -> None:
         del use_optimized  # one fused implementation (nnx-ppo's two variants agree)
         for name, fn in (("gate_fn", gate_fn), ("activation_fn", activation_fn)):
@@ -113,17 +100,7 @@ class LSTM(RecurrentCell):
                 )
         self.gate_fn = gate_fn
         self.activation_fn = activation_fn
-        super().__init__(
-            in_features,
-            hidden_features,
-            rngs=rngs,
-            trainable_initial_state=trainable_initial_state,
-            kernel_init=kernel_init,
-            recurrent_kernel_init=recurrent_kernel_init,
-            bias_init=bias_init,
-            param_dtype=param_dtype,
-            input_bias=False,
-        )
+        super().__init__(in_features, hidden_features, rngs=rngs, input_bias=False, **options)
 
     def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
         gates = projected + self.recurrent_proj(state["h"])
@@ -152,14 +129,10 @@ class GRU(RecurrentCell):
         hidden_features: Size ``H`` of the hidden state, a positive int.
         rngs: Random streams for the parameter initialisers (by keyword or third
             positional argument).
-        trainable_initial_state: If true, the episode-start ``h`` is a learned parameter
-            (initialised at zero) instead of fixed zeros.
-        kernel_init: Initialiser of the input kernel (default, or ``None``: LeCun
-            normal).
-        recurrent_kernel_init: Initialiser of each gate's ``[H, H]`` recurrent block
-            (default, or ``None``: orthogonal).
-        bias_init: Initialiser of both biases (default, or ``None``: zeros).
-        param_dtype: Dtype of the parameters and the carry.
+        **options: The keywords every cell takes (`CellOptions`):
+            ``trainable_initial_state`` (learn the episode-start ``h``),
+            ``kernel_init`` (``W``), ``recurrent_kernel_init`` (each gate's ``[H, H]``
+            block of ``U``), ``bias_init`` (``b`` and ``a``) and ``param_dtype``.
 
     Raises:
         TypeError: If a size is not an int.
@@ -176,26 +149,11 @@ class GRU(RecurrentCell):
         in_features: int,
         hidden_features: int,
         rngs: nnx.Rngs,
-        *,
-        trainable_initial_state: bool = False,
-        kernel_init: Initializer | None = _LECUN_NORMAL,
-        recurrent_kernel_init: Initializer | None = _ORTHOGONAL,
-        bias_init: Initializer | None = _ZEROS,
-        param_dtype: Any = jnp.float32,
+        **options: Unpack[CellOptions],
     ) -> None:
         self.gate_fn = jax.nn.sigmoid
         self.activation_fn = jnp.tanh
-        super().__init__(
-            in_features,
-            hidden_features,
-            rngs=rngs,
-            trainable_initial_state=trainable_initial_state,
-            kernel_init=kernel_init,
-            recurrent_kernel_init=recurrent_kernel_init,
-            bias_init=bias_init,
-            param_dtype=param_dtype,
-            input_bias=True,
-        )
+        super().__init__(in_features, hidden_features, rngs=rngs, input_bias=True, **options)
 
     def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
         h = state["h"]
@@ -250,13 +208,10 @@ class SimpleRNN(RecurrentCell):
         rngs: Random streams for the parameter initialisers.
         activation: ``f``: ``"tanh"`` (default), ``"relu"``, or an elementwise
             callable such as ``jax.nn.softplus``.
-        trainable_initial_state: If true, the episode-start ``h`` is a learned
-            parameter (initialised at zero) instead of fixed zeros.
-        kernel_init: Initialiser of ``W_in`` (default, or ``None``: LeCun normal).
-        recurrent_kernel_init: Initialiser of ``W_rec`` (default, or ``None``:
-            orthogonal).
-        bias_init: Initialiser of ``b`` (default, or ``None``: zeros).
-        param_dtype: Dtype of the parameters and the carry.
+        **options: The keywords every cell takes (`CellOptions`):
+            ``trainable_initial_state`` (learn the episode-start ``h``),
+            ``kernel_init`` (``W_in``), ``recurrent_kernel_init`` (``W_rec``),
+            ``bias_init`` (``b``) and ``param_dtype``.
 
     Raises:
         TypeError: If a size is not an int or ``activation`` is neither a name nor a
@@ -283,23 +238,10 @@ class SimpleRNN(RecurrentCell):
         *,
         rngs: nnx.Rngs,
         activation: str | Callable[[jax.Array], jax.Array] = "tanh",
-        trainable_initial_state: bool = False,
-        kernel_init: Initializer | None = None,
-        recurrent_kernel_init: Initializer | None = None,
-        bias_init: Initializer | None = None,
-        param_dtype: Any = jnp.float32,
+        **options: Unpack[CellOptions],
     ) -> None:
         self.activation = _activation(type(self).__name__, activation)
-        super().__init__(
-            in_features,
-            hidden_features,
-            rngs=rngs,
-            trainable_initial_state=trainable_initial_state,
-            kernel_init=kernel_init,
-            recurrent_kernel_init=recurrent_kernel_init,
-            bias_init=bias_init,
-            param_dtype=param_dtype,
-        )
+        super().__init__(in_features, hidden_features, rngs=rngs, input_bias=False, **options)
 
     def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
         return {"h": self.activation(projected + self.recurrent_proj(state["h"]))}
@@ -421,13 +363,10 @@ class CTRNN(RecurrentCell):
             ``> dt``) instead of keeping it fixed (then ``dt / tau <= 1``).
         activation: ``f``: ``"tanh"`` (default), ``"relu"``, or an elementwise
             callable such as ``jax.nn.softplus``.
-        trainable_initial_state: If true, the episode-start ``h`` is a learned
-            parameter (initialised at zero) instead of fixed zeros.
-        kernel_init: Initialiser of ``U`` (default, or ``None``: LeCun normal).
-        recurrent_kernel_init: Initialiser of ``W`` (default, or ``None``:
-            orthogonal).
-        bias_init: Initialiser of ``b`` (default, or ``None``: zeros).
-        param_dtype: Dtype of the parameters and the carry.
+        **options: The keywords every cell takes (`CellOptions`):
+            ``trainable_initial_state`` (learn the episode-start ``h``),
+            ``kernel_init`` (``U``), ``recurrent_kernel_init`` (``W``), ``bias_init``
+            (``b``) and ``param_dtype``.
 
     Raises:
         TypeError: If a size is not an int, ``dt`` not a number, ``tau`` not a number
@@ -472,11 +411,7 @@ class CTRNN(RecurrentCell):
         dt: float = 1.0,
         learn_tau: bool = False,
         activation: str | Callable[[jax.Array], jax.Array] = "tanh",
-        trainable_initial_state: bool = False,
-        kernel_init: Initializer | None = None,
-        recurrent_kernel_init: Initializer | None = None,
-        bias_init: Initializer | None = None,
-        param_dtype: Any = jnp.float32,
+        **options: Unpack[CellOptions],
     ) -> None:
         owner = type(self).__name__
         self.activation = _activation(owner, activation)
@@ -489,22 +424,13 @@ class CTRNN(RecurrentCell):
         check_features(owner, "in_features", in_features, example)
         hidden = check_features(owner, "hidden_features", hidden_features, example)
         per_unit = _check_tau(owner, tau, hidden, self.dt, learn_tau)
-        super().__init__(
-            in_features,
-            hidden_features,
-            rngs=rngs,
-            trainable_initial_state=trainable_initial_state,
-            kernel_init=kernel_init,
-            recurrent_kernel_init=recurrent_kernel_init,
-            bias_init=bias_init,
-            param_dtype=param_dtype,
-        )
+        super().__init__(in_features, hidden_features, rngs=rngs, input_bias=False, **options)
         raw = _inverse_softplus(per_unit - self.dt) if learn_tau else None
         self.fixed_tau: TimeConstant | None = (
-            None if learn_tau else TimeConstant(jnp.asarray(per_unit, param_dtype))
+            None if learn_tau else TimeConstant(jnp.asarray(per_unit, self.param_dtype))
         )
         self.raw_tau: nnx.Param | None = (
-            None if raw is None else nnx.Param(jnp.asarray(raw, param_dtype))
+            None if raw is None else nnx.Param(jnp.asarray(raw, self.param_dtype))
         )
 
     @property

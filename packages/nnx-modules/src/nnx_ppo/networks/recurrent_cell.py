@@ -18,7 +18,7 @@ for a complete cell in a few lines).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 import jax
 import jax.numpy as jnp
@@ -27,7 +27,7 @@ from flax import nnx
 from nnx_ppo.networks._helpers import check_features
 from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput, replay_scanned
 
-__all__ = ["RecurrentCell"]
+__all__ = ["CellOptions", "RecurrentCell"]
 
 Initializer = Any
 
@@ -48,6 +48,29 @@ def _per_gate(init: Initializer, n_gates: int) -> Initializer:
     return fused
 
 
+class CellOptions(TypedDict, total=False):
+    """The keywords every recurrent cell takes, owned by `RecurrentCell`.
+
+    A subclass states only its own arguments and forwards these as
+    ``**options: Unpack[CellOptions]`` to ``super().__init__``, so they are written
+    (and checked) once. See `RecurrentCell` for what each does.
+
+    Attributes:
+        trainable_initial_state: Learn each carry entry's episode-start value.
+        kernel_init: Initialiser of the input kernel (``None``: LeCun normal).
+        recurrent_kernel_init: Initialiser of each gate's ``[H, H]`` recurrent block
+            (``None``: orthogonal).
+        bias_init: Initialiser of the biases (``None``: zeros).
+        param_dtype: Dtype of the parameters and the carry.
+    """
+
+    trainable_initial_state: bool
+    kernel_init: Initializer | None
+    recurrent_kernel_init: Initializer | None
+    bias_init: Initializer | None
+    param_dtype: Any
+
+
 class RecurrentCell(StatefulModule):
     """Base class of the recurrent cells: everything but the update rule.
 
@@ -66,8 +89,10 @@ class RecurrentCell(StatefulModule):
     The base class gives the subclass `__call__`, `initialize_state`, ``reset_state``,
     `replay_sequence` (the input projection of all steps in one product, then a scan),
     the argument and input checks, and the optional learned initial carry. A subclass
-    with arguments of its own validates and stores them and calls
-    ``super().__init__(in_features, hidden_features, rngs=rngs, ...)``, as `CTRNN` does.
+    with arguments of its own validates and stores them, takes the keywords every cell
+    shares as ``**options: Unpack[CellOptions]`` and calls
+    ``super().__init__(in_features, hidden_features, rngs=rngs, **options)``, as
+    `CTRNN` does.
 
     Args:
         in_features: Size of the input's last axis, a positive int.
