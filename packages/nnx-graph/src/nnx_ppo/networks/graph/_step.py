@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nnx_ppo.networks.graph import _leak, topology
+from nnx_ppo.networks.graph import _checks, _leak
 from nnx_ppo.networks.graph.topology import Connection, ExecutionPlan, Population
 from nnx_ppo.networks.types import Metrics, ModuleState, StatefulModule, StatefulModuleOutput
 
@@ -161,7 +161,7 @@ def call_transform(
     check that it returns ``[batch, size]`` (the size of ``c.dst``)."""
     extras = None if rollout_extras is None else rollout_extras["transforms"][c.name]
     out = transforms[c.name](state["transforms"][c.name], source, extras)
-    topology.check_call_output(c, out.output, batch, size)
+    _checks.check_call_output(c, out.output, batch, size)
     return out
 
 

@@ -5,30 +5,31 @@ A graph is declared once (``add_input`` / ``add_population`` / ``add_output`` /
 like any other `StatefulModule`. All per-step bookkeeping
 (execution order, incoming connections, buffer lengths) is computed at ``finalize()``, so
 a traced step is straight-line array code.
+
+This module holds the declaration; the run-time methods (carry, step, replay) come
+from the package-internal ``_runtime``, the checks of each call from ``_checks``, the
+initialisation of the default connections at ``finalize()`` from ``_fan_in``.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 from flax import nnx
 
 from nnx_ppo.networks.feedforward import Dense
-from nnx_ppo.networks.graph import _leak, _replay, _step, topology
+from nnx_ppo.networks.graph import _checks, _fan_in, _leak, topology
+from nnx_ppo.networks.graph._runtime import GraphRuntime
 from nnx_ppo.networks.graph.signed_dense import SignedDense, check_sign
 from nnx_ppo.networks.graph.topology import Connection, ExecutionPlan, Population
-from nnx_ppo.networks.types import Metrics, ModuleState, StatefulModule, StatefulModuleOutput
+from nnx_ppo.networks.types import StatefulModule
 
 __all__ = ["PopulationGraph"]
 
-_BUFFER_DTYPE = _step.ACTIVITY_DTYPE
 _INIT_FAN_IN = ("recurrent", "population", "connection")
 
 
-class PopulationGraph(StatefulModule):
+class PopulationGraph(GraphRuntime):
     """Named populations joined by (optionally delayed) connections, as one module.
 
     Each step, every population, in topological order over the ``delay=0``
@@ -351,7 +352,7 @@ class PopulationGraph(StatefulModule):
             ValueError: As in `add_population`.
             RuntimeError: After `finalize`.
         """
-        input_from = topology.check_key("add_input", "input_from", input_from)
+        input_from = _checks.check_key("add_input", "input_from", input_from)
         self._add("add_input", name, size, activation, input_from, None, tau, learn_tau, sign)
 
     def add_output(
@@ -383,7 +384,7 @@ class PopulationGraph(StatefulModule):
             RuntimeError: After `finalize`.
         """
         if output_to is not None:
-            output_to = topology.check_key("add_output", "output_to", output_to)
+            output_to = _checks.check_key("add_output", "output_to", output_to)
         self._add(
             "add_output", name, size, activation, None, output_to or name, tau, learn_tau, sign
         )
@@ -430,7 +431,7 @@ class PopulationGraph(StatefulModule):
             RuntimeError: After `finalize`.
         """
         self._check_building("connect")
-        delay, pairs = topology.check_connection(
+        delay, pairs = _checks.check_connection(
             self._populations, self._connections, src, dst, transform, delay, reciprocal
         )
         sizes = {p.name: p.size for p in self._populations}
@@ -464,257 +465,22 @@ class PopulationGraph(StatefulModule):
         plan = topology.build_plan(self._populations, self._connections)
         sizes = {p.name: p.size for p in self._populations}
         for c in self._connections:
-            topology.check_transform(c, self.transforms[c.name], sizes[c.src], sizes[c.dst])
+            _checks.check_transform(c, self.transforms[c.name], sizes[c.src], sizes[c.dst])
         self._default_transforms = frozenset(self._default_transforms)
         if self.init_fan_in != "connection":
-            self._scale_default_kernels(sizes)
+            assert self._rngs is not None  # dropped only at finalize
+            _fan_in.scale_default_kernels(
+                self.transforms,
+                self._connections,
+                self._default_transforms,
+                sizes,
+                recurrent=self.init_fan_in == "recurrent",
+                rngs=self._rngs,
+            )
         self._populations = tuple(self._populations)
         self._connections = tuple(self._connections)
         self._plan = plan
         self._rngs = None
-
-    def _scale_default_kernels(self, sizes: dict[str, int]) -> None:
-        """Initialise the default kernels for their population's fan-in (see the class
-        docstring, "Initialisation"): ``"population"`` scales each by
-        ``sqrt(src.size / fan_in)`` over all sources; ``"recurrent"`` does so over the
-        ``delay=0`` sources and gives the delayed ones blocks of one orthogonal matrix."""
-        split = self.init_fan_in == "recurrent"
-
-        def group(c: Connection) -> tuple[str, bool]:
-            return c.dst, split and c.delay > 0
-
-        fan_in: dict[tuple[str, bool], int] = {}
-        for c in self._connections:
-            fan_in[group(c)] = fan_in.get(group(c), 0) + sizes[c.src]
-        offsets: dict[tuple[str, bool], int] = {}
-        orthogonal: dict[tuple[str, bool], jax.Array] = {}
-        for c in self._connections:
-            key, width = group(c), fan_in[group(c)]
-            offset = offsets.get(key, 0)
-            offsets[key] = offset + sizes[c.src]
-            if c.name not in self._default_transforms:
-                continue
-            module = self.transforms[c.name]
-            # A default transform is a Dense, or a SignedDense out of a signed population
-            # (weights sign * |kernel|: scaling the kernel scales them alike).
-            kernel = module.kernel if isinstance(module, SignedDense) else module.linear.kernel
-            if key[1] and not isinstance(module, SignedDense):
-                if key not in orthogonal:
-                    assert self._rngs is not None  # dropped only at finalize
-                    init = nnx.initializers.orthogonal()
-                    orthogonal[key] = init(self._rngs.params(), (width, sizes[c.dst]))
-                block = orthogonal[key][offset : offset + sizes[c.src]]
-                kernel[...] = block.astype(kernel[...].dtype)
-            elif width != sizes[c.src]:
-                kernel[...] = kernel[...] * math.sqrt(sizes[c.src] / width)
-        if split:
-            self._balance_signed_recurrence()
-
-    def _balance_signed_recurrence(self) -> None:
-        """Scale each population's inhibitory delayed default kernels, per receiving
-        unit, so that they sum to its excitatory ones: uniform activity then drives
-        the unit by zero (see the class docstring, "Initialisation")."""
-        by_sign: dict[str, dict[str, list[SignedDense]]] = {}
-        for c in self._connections:
-            module = self.transforms[c.name]
-            if not isinstance(module, SignedDense) or module.sign is None:
-                continue
-            if c.delay > 0 and c.name in self._default_transforms:
-                by_sign.setdefault(c.dst, {}).setdefault(module.sign, []).append(module)
-        for signs in by_sign.values():
-            excitatory, inhibitory = signs.get("excitatory", []), signs.get("inhibitory", [])
-            if not excitatory or not inhibitory:
-                continue
-            total_e = sum(jnp.sum(jnp.abs(m.kernel[...]), axis=0) for m in excitatory)
-            total_i = sum(jnp.sum(jnp.abs(m.kernel[...]), axis=0) for m in inhibitory)
-            factor = total_e / jnp.maximum(total_i, 1e-12)  # [dst.size]
-            for m in inhibitory:
-                m.kernel[...] = m.kernel[...] * factor.astype(m.kernel[...].dtype)
-
-    # ------------------------------------------------------------ StatefulModule API
-
-    def initialize_state(self, batch_size: int) -> ModuleState:
-        """Zero buffers and positions plus every transform's initial carry.
-
-        Args:
-            batch_size: Number of environments ``B``.
-
-        Returns:
-            The carry described in the class docstring.
-        """
-        plan = self._require_plan("initialize_state")
-        state: dict[str, Any] = {
-            "buffers": {
-                name: jnp.zeros((batch_size, length, size), _BUFFER_DTYPE)
-                for name, length, size in plan.buffers
-            },
-            "positions": {name: jnp.zeros((batch_size,), jnp.int32) for name, _, _ in plan.buffers},
-        }
-        if plan.leaky:
-            state["activity"] = {
-                name: jnp.zeros((batch_size, size), _BUFFER_DTYPE) for name, size in plan.leaky
-            }
-        state["transforms"] = {
-            c.name: self.transforms[c.name].initialize_state(batch_size) for c in self._connections
-        }
-        return state
-
-    def reset_state(self, prev_state: ModuleState) -> ModuleState:
-        """Zero the history (buffers and leaky activity) and reset every transform's
-        carry (batched ``prev_state``)."""
-        plan = self._require_plan("reset_state")
-        state: dict[str, Any] = {
-            "buffers": jax.tree.map(jnp.zeros_like, prev_state["buffers"]),
-            "positions": jax.tree.map(jnp.zeros_like, prev_state["positions"]),
-        }
-        if plan.leaky:
-            state["activity"] = jax.tree.map(jnp.zeros_like, prev_state["activity"])
-        state["transforms"] = {
-            c.name: self.transforms[c.name].reset_state(prev_state["transforms"][c.name])
-            for c in self._connections
-        }
-        return state
-
-    def canonical_state(self, state: ModuleState) -> ModuleState:
-        """The carry with every delay buffer rolled to write position 0.
-
-        A buffer ``[B, L, size]`` whose next write goes to slot ``p`` holds the entry of
-        ``k`` steps ago in slot ``(p - k) % L``; rolled by ``p``, slot 0 holds the oldest
-        entry (``L`` steps ago), slot ``L - 1`` the newest, and the position is 0. The
-        graph reads the same values from both forms, so its outputs and (canonical)
-        next carry are the same; the leaky activity is kept and each transform's carry
-        is canonicalised by that transform (batched ``state``).
-        """
-        plan = self._require_plan("canonical_state")
-        buffers, positions = state["buffers"], state["positions"]
-        rolled = {}
-        for name, length, _ in plan.buffers:
-            slots = (jnp.arange(length)[None, :] + positions[name][:, None]) % length  # [B, L]
-            rolled[name] = jnp.take_along_axis(buffers[name], slots[:, :, None], axis=1)
-        canonical: dict[str, Any] = {
-            "buffers": rolled,
-            "positions": jax.tree.map(jnp.zeros_like, positions),
-        }
-        if plan.leaky:
-            canonical["activity"] = state["activity"]
-        canonical["transforms"] = {
-            c.name: self.transforms[c.name].canonical_state(state["transforms"][c.name])
-            for c in self._connections
-        }
-        return canonical
-
-    def update_statistics(self, rollout_extras: Any) -> None:
-        """Route each connection's ``[T, B, ...]`` extras to its transform."""
-        self._require_plan("update_statistics")
-        for c in self._connections:
-            self.transforms[c.name].update_statistics(rollout_extras["transforms"][c.name])
-
-    def __call__(
-        self, state: ModuleState, x: Any, rollout_extras: Any = None
-    ) -> StatefulModuleOutput:
-        """Run one step of the graph.
-
-        Args:
-            state: The carry (see the class docstring).
-            x: The observation dict; each ``obs[input_from]`` must be ``[B, size]``.
-                Entries no population reads are ignored.
-            rollout_extras: ``None`` in rollouts, else ``{"transforms": {...}}`` as
-                emitted by the rollout for this step.
-
-        Returns:
-            A `StatefulModuleOutput` whose ``output`` is
-            ``{output_to: [B, size]}`` and whose ``regularization_loss`` is ``[B]``.
-        """
-        plan = self._require_plan("__call__")
-        batch = _step.batch_size(state, x)
-        names = {p.name for p in plan.order}
-        leaks = _leak.leak_factors(plan, self.dt, self.raw_tau)
-        step = _step.integrate(
-            plan, self.transforms, names, state, x, rollout_extras, batch, leaks=leaks
-        )
-        return StatefulModuleOutput(
-            next_state=_step.next_carry(plan, state, step.outputs, step.transforms),
-            output={key: step.outputs[name] for key, name in plan.outputs},
-            regularization_loss=jnp.broadcast_to(step.regularization, (batch,)),
-            metrics=self._metrics(step.metrics, step.outputs),
-            rollout_extras={"transforms": step.extras},
-        )
-
-    def replay_sequence(
-        self, state: ModuleState, xs: Any, rollout_extras: Any, done: jax.Array
-    ) -> tuple[ModuleState, StatefulModuleOutput]:
-        """Replay a stored sequence, scanning over time only what needs the history.
-
-        The result is that of the step-by-step replay (see
-        `StatefulModule.replay_sequence`). Populations split
-        into three stages, each computed with the same arithmetic as a step:
-
-        - *before*: populations without delayed inputs whose inputs all come from the
-          observation or other *before* populations through connections without a
-          carry: computed once for all ``T * B`` samples, as are their carry-free
-          ``delay=0`` connections into later populations;
-        - *core*: the rest, scanned over time with the buffers and carries (the leaky
-          populations always);
-        - *after*: populations nobody reads with a delay and only *after* populations
-          read at all (typically the read-outs), again without delayed inputs,
-          carries or leak: computed for all samples from the scanned outputs.
-        """
-        plan = self._require_plan("replay_sequence")
-        if not jax.tree.leaves(state):  # no buffers and no carries: one batched call
-            return super().replay_sequence(state, xs, rollout_extras, done)
-        replay = _replay.replay_staged(
-            self, plan, self._connections, state, xs, rollout_extras, done
-        )
-        return replay.final_state, StatefulModuleOutput(
-            next_state=(),
-            output={key: replay.outputs[name] for key, name in plan.outputs},
-            regularization_loss=replay.regularization,
-            metrics=self._metrics(replay.metrics, replay.outputs),
-            rollout_extras=(),
-        )
-
-    def time_constant(self, name: str) -> jax.Array:
-        """The current time constant of a leaky population, one per unit.
-
-        Args:
-            name: A population declared with ``tau=``.
-
-        Returns:
-            ``tau``, shape ``[size]``, in the units of the graph's ``dt``: the declared
-            value, or ``dt + softplus(raw_tau[name])`` if it is learned.
-
-        Raises:
-            ValueError: If ``name`` is not a leaky population.
-        """
-        pop = next((p for p in self._populations if p.name == name), None)
-        if pop is None or pop.tau is None:
-            leaky = [p.name for p in self._populations if p.tau is not None]
-            raise ValueError(
-                f"PopulationGraph.time_constant({name!r}): not a leaky population (leaky "
-                f"ones: {leaky or 'none'}); declare it with tau=... to give it a time "
-                "constant."
-            )
-        tau = _leak.time_constant(pop, self.dt, self.raw_tau)
-        return jnp.broadcast_to(jnp.asarray(tau, _BUFFER_DTYPE), (pop.size,))
-
-    @property
-    def record_activations(self) -> bool:
-        """nnx-ppo 0.3.0's name for ``record_populations`` (read and write)."""
-        return self.record_populations
-
-    @record_activations.setter
-    def record_activations(self, value: bool) -> None:
-        if not isinstance(value, bool):
-            raise TypeError(f"PopulationGraph: record_activations must be a bool, got {value!r}.")
-        self.record_populations = value
-
-    def _metrics(self, transforms: Metrics, outputs: dict[str, jax.Array]) -> Metrics:
-        """The graph's metrics: the transforms' (if any) and, when recording, every
-        population's output."""
-        metrics: Metrics = {"transforms": transforms} if transforms else {}
-        if self.record_populations:
-            metrics["populations"] = dict(outputs)
-        return metrics
 
     # ---------------------------------------------------------------------- helpers
 
@@ -725,15 +491,6 @@ class PopulationGraph(StatefulModule):
                 "Declare every population and connection before finalize(), or build a "
                 "new PopulationGraph."
             )
-
-    def _require_plan(self, call: str) -> ExecutionPlan:
-        if self._plan is None:
-            raise RuntimeError(
-                f"PopulationGraph.{call}: the graph is not finalized yet. Call "
-                "g.finalize() after declaring populations and connections, before using "
-                "the graph."
-            )
-        return self._plan
 
     def _add(
         self,
@@ -748,13 +505,13 @@ class PopulationGraph(StatefulModule):
         sign: Any,
     ) -> None:
         self._check_building(call)
-        name = topology.check_name(call, name)
+        name = _checks.check_name(call, name)
         where = f"{call}({name!r})"
-        size = topology.check_size(where, size)
-        activation = topology.check_activation(where, activation)
+        size = _checks.check_size(where, size)
+        activation = _checks.check_activation(where, activation)
         tau, learn_tau = _leak.check_time_constant(where, tau, learn_tau, self.dt)
         sign = check_sign(where, sign)
-        topology.check_new_population(call, self._populations, name, output_to)
+        _checks.check_new_population(call, self._populations, name, output_to)
         if learn_tau:
             self.raw_tau[name] = nnx.Param(_leak.initial_raw_tau(tau, self.dt, size))
         population = Population(
