@@ -144,7 +144,7 @@ def test_training_options_carry_the_app_defaults_into_the_config():
 
 
 def test_training_options_from_the_command_line_and_extra_ppo_fields():
-    from nnx_ppo.algorithms.config import LogLevel
+    from nnx_ppo.algorithms import LogLevel
 
     args = _training_parser(steps=1_000, n_envs=8).parse_args(
         ["--steps", "2_400", "--n-envs", "16", "--n-minibatches", "2", "--discount", "0.9"]

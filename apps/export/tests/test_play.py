@@ -16,7 +16,7 @@ import pytest
 from nnx_ppo_export.play import main
 from nnx_ppo_export.rebuild import rebuild
 
-from nnx_ppo.algorithms.evaluation import evaluate
+from nnx_ppo.algorithms import evaluate
 
 
 def test_play_prints_the_returns_evaluate_measures(run_dir: Path, capsys: Any) -> None:

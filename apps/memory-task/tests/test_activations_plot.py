@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from nnx_ppo_memory_task.networks import make_network
 
-from nnx_ppo.algorithms.rollout import record_activations_rollout
+from nnx_ppo.algorithms import record_activations_rollout
 from nnx_ppo.envs import MemoryTask
 from nnx_ppo.networks.analysis.plotting import plot_activations
 from nnx_ppo.networks.recording import flatten_activations

@@ -239,7 +239,7 @@ def test_sigterm_stops_cleanly_and_the_resumed_run_is_the_uninterrupted_one(tmp_
     # with 143; --resume then ends with the uninterrupted run's parameters and log.
     import jax
 
-    from nnx_ppo.algorithms.checkpointing import load_network
+    from nnx_ppo.algorithms import load_network
 
     run = [*TINY[:1], "24000", *TINY[2:], "--checkpoint-every", "4000"]
     full, split = tmp_path / "full", tmp_path / "split"

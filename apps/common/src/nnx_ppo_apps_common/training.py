@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from nnx_ppo_apps_common.cli import positive_int
 
 if TYPE_CHECKING:
-    from nnx_ppo.algorithms.config import TrainConfig
+    from nnx_ppo.algorithms import TrainConfig
 
 __all__ = ["TrainingDefaults", "add_training_arguments", "train_config"]
 
@@ -113,7 +113,7 @@ def train_config(args: argparse.Namespace, *, seed: int, **ppo_fields: Any) -> T
             ``n_envs`` not a multiple of ``n_minibatches``); apps report it with
             `nnx_ppo_apps_common.cli.fail`.
     """
-    from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
+    from nnx_ppo.algorithms import EvalConfig, PPOConfig, TrainConfig
 
     return TrainConfig(
         ppo=PPOConfig(

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     key = jax.random.PRNGKey(args.seed)
     video_config = None
     if args.video is not None:  # check the renderer and the encoder before the rollout
-        from nnx_ppo.algorithms.config import VideoConfig
+        from nnx_ppo.algorithms import VideoConfig
         from nnx_ppo.algorithms.video import check_video_env
 
         video_config = VideoConfig(
@@ -177,7 +177,7 @@ def _write_activations(
 ) -> None:
     import numpy as np
 
-    from nnx_ppo.algorithms.activations import record_activations_rollout
+    from nnx_ppo.algorithms import record_activations_rollout
     from nnx_ppo.networks.recording import flatten_activations
 
     activations, dones = record_activations_rollout(env, network, n_episodes, max_steps, key)

@@ -138,7 +138,7 @@ def rebuild(path: Path, *, factory: str | None = None, step: int | None = None) 
         FileNotFoundError: If there is no checkpoint folder (or no checkpoint at ``step``).
         ValueError: If the stored config cannot rebuild the network.
     """
-    from nnx_ppo.algorithms.checkpointing import load_metadata, load_network
+    from nnx_ppo.algorithms import load_metadata, load_network
 
     checkpoints, run_dir = find_checkpoints(path)
     metadata = load_metadata(checkpoints, step)

@@ -35,8 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import jax
 
-    from nnx_ppo.algorithms.ppo import train_ppo
-    from nnx_ppo.algorithms.rollout import record_activations_rollout
+    from nnx_ppo.algorithms import record_activations_rollout, train_ppo
     from nnx_ppo.envs import MemoryTask
     from nnx_ppo.networks.analysis.plotting import plot_activations
     from nnx_ppo.networks.recording import flatten_activations

@@ -40,7 +40,7 @@ TRAINING = TrainingDefaults(
 def analysis_train_config(total_steps: int, rollout_length: int, seed: int) -> Any:
     """The `TrainConfig` the analysis scripts (``activations``, ``fixed_points``) train
     with: the app's `TRAINING` settings, no evaluation during training."""
-    from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
+    from nnx_ppo.algorithms import EvalConfig, PPOConfig, TrainConfig
 
     return TrainConfig(
         ppo=PPOConfig(
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = parse_args(argv)
     # Heavy imports after argument parsing, so `--help` is instant.
-    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.algorithms import train_ppo
     from nnx_ppo.envs import MemoryTask
     from nnx_ppo.wrappers import EpisodeWrapper
     from nnx_ppo_memory_task.networks import make_network

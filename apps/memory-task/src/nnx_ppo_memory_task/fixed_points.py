@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     import jax
     import jax.numpy as jnp
 
-    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.algorithms import train_ppo
     from nnx_ppo.envs import MemoryTask
     from nnx_ppo.networks.analysis import CarryMap, find_fixed_points, pca
     from nnx_ppo.networks.analysis.plotting import plot_activations, plot_trajectories

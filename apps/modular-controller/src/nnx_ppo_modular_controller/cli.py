@@ -127,8 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Topology drawn to {args.draw}")
         return 0
 
-    from nnx_ppo.algorithms.config import LogLevel
-    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.algorithms import LogLevel, train_ppo
     from nnx_ppo_modular_controller.envs import make_envs
 
     try:  # the options before the environment is built

@@ -205,7 +205,7 @@ def with_learning_rate_schedule(config: Any, schedule: str) -> Any:
     update; a rate that decays to 0 makes it settle.
 
     Examples:
-        >>> from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
+        >>> from nnx_ppo.algorithms import PPOConfig, TrainConfig
         >>> base = TrainConfig(ppo=PPOConfig(n_envs=8, n_minibatches=2, rollout_length=10,
         ...                                  n_epochs=2, total_steps=800, learning_rate=1e-3))
         >>> rate = with_learning_rate_schedule(base, "linear").ppo.learning_rate
@@ -221,7 +221,7 @@ def with_learning_rate_schedule(config: Any, schedule: str) -> Any:
         )
     if schedule == "constant":
         return config
-    from nnx_ppo.algorithms.schedules import linear_decay
+    from nnx_ppo.algorithms import linear_decay
 
     decay = linear_decay(config)
     return dataclasses.replace(config, ppo=dataclasses.replace(config.ppo, learning_rate=decay))
@@ -243,9 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         if problem is not None:
             return fail(PROG, problem)
     # Heavy imports after argument parsing, so `--help` is instant.
-    from nnx_ppo.algorithms.checkpointing import Checkpointer
-    from nnx_ppo.algorithms.ppo import train_ppo
-    from nnx_ppo.algorithms.preemption import StopOnSignal
+    from nnx_ppo.algorithms import Checkpointer, StopOnSignal, train_ppo
     from nnx_ppo_quickstart.envs import make_envs, parse_lag
     from nnx_ppo_quickstart.networks import make_network
 
