@@ -146,6 +146,11 @@ def test_tiny_run_writes_every_output_with_the_documented_schema(tmp_path, capsy
     assert s["decision_rate"]["median"] == np.median([r["decision_rate"] for r in results["seeds"]])
     assert (out / "results.md").read_text() == results_table(results) + "\n"
     assert (out / "psychometric.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The training log: one line per seed per iteration (2 iterations of 512 steps).
+    log = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert sorted((r["step"], r["run"]) for r in log) == [(512, 0), (512, 1), (1024, 0),
+                                                         (1024, 1)]  # fmt: skip
+    assert all("rollout/episode_reward" in r and r["throughput/sps"] > 0 for r in log)
     printed = capsys.readouterr().out
     assert "| decision_rate |" in printed and "psychometric.png" in printed
 

@@ -5,7 +5,9 @@ once), plays ``--trials-per-condition`` trials of every condition of the task wi
 trained network (`evaluate_trials_many`, the same trials for every seed) and writes to
 ``--output-dir``: ``results.json`` (per seed: rates, criterion, psychometric fit and
 per-condition table; the median over seeds with a 95 % bootstrap interval; wall times;
-settings and provenance), ``results.md`` (the summary table) and ``psychometric.png``
+settings and provenance), ``results.md`` (the summary table), ``metrics.jsonl`` (the
+training log: one line per seed per iteration, with its ``"run"`` index, the rollout's
+mean episode reward and ``throughput/sps``) and ``psychometric.png``
 (`nnx_ppo_cognitive.plotting`, where matplotlib is installed).
 """
 
@@ -190,8 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     env = EpisodeWrapper(task, episode_length=task.max_trial_steps)
     print(f"Training {args.network} on {args.task} (dt {args.dt:g} ms), seeds {args.seeds}, "
           f"{args.steps:,} steps each")  # fmt: skip
+    log = out / "metrics.jsonl"
+    log.unlink(missing_ok=True)  # the log appends: a new run starts a new file
     start = time.perf_counter()
-    sweep = train_many(env, make_network, config, seeds=args.seeds, progress=not args.no_progress)
+    sweep = train_many(
+        env, make_network, config, seeds=args.seeds, progress=not args.no_progress,
+        jsonl_path=log,
+    )  # fmt: skip
     train_s = time.perf_counter() - start
     start = time.perf_counter()
     trials = evaluate_trials_many(
@@ -225,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json(out / "results.json", results)
     table = results_table(results)
     (out / "results.md").write_text(table + "\n")
-    written = ["results.json", "results.md"]
+    written = ["results.json", "results.md", "metrics.jsonl"]
     if importlib.util.find_spec("matplotlib") is not None:  # a dependency, but optional here
         from nnx_ppo_cognitive.plotting import plot_psychometric
 
