@@ -109,7 +109,7 @@ def compare(comparison: str, spec: RunSpec, reps: int = 15, warmup: int = 2) -> 
     import jax.numpy as jnp
     from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
 
-    from nnx_ppo.algorithms import iteration, phases
+    from nnx_ppo.algorithms import iteration, phases, trainer
 
     if comparison not in COMPARISONS:
         raise ValueError(f"comparison={comparison!r} is not one of {COMPARISONS}")
@@ -137,7 +137,7 @@ def compare(comparison: str, spec: RunSpec, reps: int = 15, warmup: int = 2) -> 
     try:
         for name, (config, replay) in variants.items():
             phases.replay = replay  # read when the iteration is traced (below)
-            call = iteration.make_train_call(
+            call = trainer.make_train_call(
                 iteration.make_training_iteration(env, graphdef, optimizer, config)
             )
             states[name] = jax.tree.map(jnp.copy, state)

@@ -113,11 +113,11 @@ def profile(
     from nnx_ppo.algorithms.iteration import (
         init_train_state,
         make_optimizer,
-        make_train_call,
         make_training_iteration,
     )
     from nnx_ppo.algorithms.losses import ppo_loss
     from nnx_ppo.algorithms.rollout import network_step, replay, unroll
+    from nnx_ppo.algorithms.trainer import make_train_call
     from nnx_ppo.wrappers import reset_done
 
     env, _ = make_envs(spec)

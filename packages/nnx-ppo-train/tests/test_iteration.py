@@ -16,11 +16,11 @@ from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConf
 from nnx_ppo.algorithms.iteration import (
     init_train_state,
     make_optimizer,
-    make_train_call,
     make_training_iteration,
 )
 from nnx_ppo.algorithms.ppo import TrainResult, train_ppo
 from nnx_ppo.algorithms.rollout import replay, reset_envs, unroll_env
+from nnx_ppo.algorithms.trainer import make_train_call
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper

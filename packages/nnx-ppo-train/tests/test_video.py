@@ -153,9 +153,13 @@ class _StatePointMass(_RenderablePointMass):
         return [np.full((height, width, 3), float(np.sum(s.obs)), np.float32) for s in trajectory]
 
 
-def test_a_sweep_records_each_runs_video_as_its_own_run_does(monkeypatch, tmp_path):
+@pytest.mark.parametrize("algorithm", ["ppo", "distillation"])
+def test_a_sweep_records_each_runs_video_as_its_own_run_does(algorithm, monkeypatch, tmp_path):
+    # The same code records a PPO sweep's and a distillation sweep's videos (the
+    # skeleton's, reading config.video of either config).
     from nnx_ppo.algorithms import video as video_module
-    from nnx_ppo.algorithms.config import VideoConfig
+    from nnx_ppo.algorithms.config import DistillationConfig, VideoConfig
+    from nnx_ppo.algorithms.distillation import train_distillation
     from nnx_ppo.algorithms.sweeps import train_many
 
     written = {}
@@ -165,16 +169,25 @@ def test_a_sweep_records_each_runs_video_as_its_own_run_does(monkeypatch, tmp_pa
     monkeypatch.setattr(video_module, "_writer_problem", lambda: None)
     env = EpisodeWrapper(_StatePointMass(), episode_length=4)
     video = VideoConfig(enabled=True, every_steps=4, directory=str(tmp_path), episode_length=5)
-    config = TrainConfig(
-        ppo=PPOConfig(n_envs=2, rollout_length=2, n_minibatches=1, total_steps=8),
-        eval=NO_EVAL,
-        video=video,
-    )
+    sizes = dict(n_envs=2, rollout_length=2, n_minibatches=1, total_steps=8)
 
     def make_network(rngs):
         return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=rngs)
 
-    train_many(env, make_network, config, seeds=[5, 2], progress=False)
+    if algorithm == "ppo":
+        config = TrainConfig(ppo=PPOConfig(**sizes), eval=NO_EVAL, video=video)
+        teacher = None
+
+        def train_one(network, own):
+            train_ppo(env, network, own, progress=False)
+    else:
+        config = DistillationConfig(**sizes, eval=NO_EVAL, video=video)
+        teacher = make_network(nnx.Rngs(9))
+
+        def train_one(network, own):
+            train_distillation(env, teacher, network, own, progress=False)
+
+    train_many(env, make_network, config, seeds=[5, 2], teacher=teacher, progress=False)
     sweep = dict(written)
     assert sorted(sweep) == sorted(
         str(tmp_path / f"run_{run}" / f"video_{step}.mp4") for run in (0, 1) for step in (4, 8)
@@ -182,8 +195,7 @@ def test_a_sweep_records_each_runs_video_as_its_own_run_does(monkeypatch, tmp_pa
     for run, seed in enumerate([5, 2]):
         written.clear()
         mine = dataclasses.replace(video, directory=str(tmp_path / str(seed)))
-        own = dataclasses.replace(config, seed=seed, video=mine)
-        train_ppo(env, make_network(nnx.Rngs(seed)), own, progress=False)
+        train_one(make_network(nnx.Rngs(seed)), dataclasses.replace(config, seed=seed, video=mine))
         for step in (4, 8):
             ours = sweep[str(tmp_path / f"run_{run}" / f"video_{step}.mp4")]
             theirs = written[str(tmp_path / str(seed) / f"video_{step}.mp4")]

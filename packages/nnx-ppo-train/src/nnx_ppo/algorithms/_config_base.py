@@ -1,17 +1,32 @@
 """What every algorithm config shares: the on-policy run's validation and step
-accounting (`OnPolicyRun`), and the per-field declaration of whether a field may differ
-between the runs of one sweep (`sweep_fields`, `why_fixed`; re-exported by
-`nnx_ppo.algorithms.config`, where they are documented with the configs)."""
+accounting (`OnPolicyRun`), one run's values of its sweepable fields
+(`OnPolicyRun.with_values`), the shape of a run's config (`RunConfig`: ``algorithm``,
+``eval``, ``video``, ``seed``, ``log_every_calls`` and `RunConfig.with_run`), and the
+per-field declaration of whether a field may differ between the runs of one sweep
+(`sweep_fields`, `why_fixed`; re-exported by `nnx_ppo.algorithms.config`, where they
+are documented with the configs)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from collections.abc import Callable
-from typing import Any
+import enum
+from collections.abc import Callable, Mapping
+from typing import Any, Self
 
 from nnx_ppo.algorithms._validation import check_choice, check_float, check_int
 
-__all__ = ["OnPolicyRun", "fixed", "host", "sweep_fields", "swept", "why_fixed"]
+__all__ = [
+    "LogLevel",
+    "OnPolicyRun",
+    "RunConfig",
+    "check_swept",
+    "fixed",
+    "host",
+    "sweep_fields",
+    "swept",
+    "why_fixed",
+]
 
 # --------------------------------------------------------------------------- sweeps
 
@@ -72,7 +87,75 @@ def why_fixed(config_type: type, name: str) -> str | None:
     raise ValueError(f"{name!r} is not a field of {config_type.__name__}.")
 
 
+def check_swept(config_type: type, name: Any, where: str) -> None:
+    """Check that field ``name`` of ``config_type`` may differ between the runs of a
+    sweep (`sweep_fields`); ``where`` names it in the message (e.g.
+    ``"overrides['n_envs']"``).
+
+    Raises:
+        ValueError: If ``name`` is ``"seed"``, not a field, or a field every run shares
+            (the message says why, `why_fixed`).
+    """
+    swept = sweep_fields(config_type)
+    if name == "seed":
+        raise ValueError(f"{where}: give the runs' seeds as seeds=[...] instead.")
+    if name not in {f.name for f in dataclasses.fields(config_type)}:
+        raise ValueError(
+            f"{where} is not a {config_type.__name__} field; the fields that can differ "
+            f"between the runs of a sweep are {', '.join(swept)}."
+        )
+    if name not in swept:
+        raise ValueError(
+            f"{where} cannot differ between the runs of one program: "
+            f"{why_fixed(config_type, name)}. Train one sweep per value of {name}, or vary "
+            f"one of {', '.join(swept)}."
+        )
+
+
 # --------------------------------------------------------------------------- configs
+
+
+class LogLevel(enum.Flag):
+    """Which groups of metrics an iteration computes and returns (combine with ``|``).
+
+    Disabled groups are not computed at all: they are dropped before compilation, so
+    XLA removes the work. The metric names of each group are listed in
+    `nnx_ppo.algorithms.logging`.
+    """
+
+    NONE = 0
+    LOSSES = enum.auto()
+    """``loss/*``: total, policy, critic and regularization losses."""
+    ACTOR = enum.auto()
+    """``actor/*``: clip fraction, approximate KL, entropy estimate, advantages."""
+    CRITIC = enum.auto()
+    """``critic/*``: explained variance, value and target statistics."""
+    ROLLOUT = enum.auto()
+    """``rollout/*``: episode return and length of episodes finished in the rollout."""
+    ENV_METRICS = enum.auto()
+    """``env/*``: the environment's own ``state.metrics``, averaged over the rollout."""
+    NETWORK_METRICS = enum.auto()
+    """``network/*``: the ``metrics`` dicts the network emits, averaged over replay."""
+    GRAD_NORM = enum.auto()
+    """``train/grad_norm``: global gradient norm before clipping."""
+    WEIGHTS = enum.auto()
+    """``train/param_norm``: global norm of the trainable parameters."""
+    THROUGHPUT = enum.auto()
+    """``throughput/*``: env steps per second and wall time (measured on the host)."""
+
+    DEFAULT = LOSSES | ACTOR | CRITIC | ROLLOUT | THROUGHPUT
+    ALL = (
+        LOSSES | ACTOR | CRITIC | ROLLOUT | ENV_METRICS | NETWORK_METRICS | GRAD_NORM
+        | WEIGHTS | THROUGHPUT
+    )  # fmt: skip
+
+
+def _check_log_level(value: Any) -> None:
+    if not isinstance(value, LogLevel):
+        raise TypeError(
+            f"log_level={value!r} must be a LogLevel flag, e.g. "
+            "LogLevel.DEFAULT or LogLevel.LOSSES | LogLevel.ROLLOUT."
+        )
 
 
 class OnPolicyRun:
@@ -115,6 +198,32 @@ class OnPolicyRun:
         check_float("weight_decay", self.weight_decay, low=0.0)
         check_choice("reset_mode", self.reset_mode, ("cached", "refresh", "fresh"))
 
+    def with_values(self, values: Mapping[str, Any]) -> Self:
+        """This config with its sweepable fields named in ``values`` holding those
+        values, which may be traced ``[]`` arrays: one run of a sweep inside the
+        program that vmaps the runs (`nnx_ppo.algorithms.sweeps`). The algorithm reads
+        them as it reads any config value, so it is written for one run.
+
+        The values are not validated here (they may be traced): a sweep validates each
+        run's concrete values first (`RunConfig.with_run`).
+
+        Raises:
+            ValueError: If a name is not a field that may differ between runs.
+
+        Examples:
+            >>> import jax.numpy as jnp
+            >>> from nnx_ppo.algorithms.config import PPOConfig
+            >>> ppo = PPOConfig(n_envs=8, n_minibatches=2)
+            >>> ppo.with_values({"clip_range": jnp.float32(0.1)}).clip_range
+            Array(0.1, dtype=float32)
+        """
+        for name in values:
+            check_swept(type(self), name, f"values[{name!r}]")
+        run = copy.copy(self)  # no __post_init__: the values may be traced
+        for name, value in values.items():
+            object.__setattr__(run, name, value)
+        return run
+
     @property
     def steps_per_iteration(self) -> int:
         """Env steps collected per iteration: ``n_envs * rollout_length``."""
@@ -136,3 +245,60 @@ class OnPolicyRun:
     def updates_per_iteration(self) -> int:
         """Optimizer updates per iteration: ``n_epochs * n_minibatches``."""
         return self.n_epochs * self.n_minibatches
+
+
+class RunConfig:
+    """The shape every run's config has (`TrainConfig`, `DistillationConfig`): the
+    algorithm's config (``algorithm``, the fields its iteration reads), and the run's
+    evaluation (``eval``), videos (``video``), ``seed`` and ``log_every_calls``, which
+    `nnx_ppo.algorithms.trainer.run` reads."""
+
+    _ALGORITHM: str | None = None  # the field holding the algorithm's config; None: self
+    eval: Any
+    video: Any
+    seed: int
+    log_every_calls: int
+
+    @property
+    def algorithm(self) -> Any:
+        """The algorithm's config: the `OnPolicyRun` whose fields the iteration reads
+        (``TrainConfig.ppo``; a `DistillationConfig` is its own)."""
+        return self if self._ALGORITHM is None else getattr(self, self._ALGORITHM)
+
+    def with_run(self, seed: int, values: Mapping[str, Any] | None = None) -> Self:
+        """Run ``seed``'s own config in a sweep: this config with ``seed`` and the
+        algorithm's sweepable fields set to ``values`` (numbers), validated as any
+        config is when built.
+
+        Raises:
+            TypeError: If a value has the wrong type.
+            ValueError: If a name is not a field that may differ between runs, a value
+                is out of range, or a value is a schedule or ``None`` (each run needs a
+                number in the one program they share).
+
+        Examples:
+            >>> from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
+            >>> base = TrainConfig(ppo=PPOConfig(n_envs=8, n_minibatches=2))
+            >>> run = base.with_run(3, {"clip_range": 0.1})
+            >>> run.seed, run.algorithm.clip_range
+            (3, 0.1)
+        """
+        values = dict(values or {})
+        for name, value in values.items():
+            where = f"values[{name!r}]"
+            check_swept(type(self.algorithm), name, where)
+            if callable(value):
+                raise ValueError(
+                    f"{where}: a learning-rate schedule is Python code compiled into the "
+                    "one program, so it cannot differ between runs; give every run a "
+                    "float, or put the schedule in the base config."
+                )
+            if value is None:
+                raise ValueError(
+                    f"{name}=None removes a term of the one program all runs share; "
+                    f"give every run a number for {name}, or leave it out."
+                )
+        if self._ALGORITHM is None:
+            return dataclasses.replace(self, seed=seed, **values)  # type: ignore[type-var]
+        algorithm = dataclasses.replace(self.algorithm, **values)
+        return dataclasses.replace(self, seed=seed, **{self._ALGORITHM: algorithm})  # type: ignore[type-var]

@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from nnx_ppo.algorithms.config import EvalConfig, LogLevel
+from nnx_ppo.algorithms.config import LogLevel
 from nnx_ppo.algorithms.distributed import is_primary, save_checkpoint
 from nnx_ppo.algorithms.faults import raise_if_non_finite
 from nnx_ppo.algorithms.hooks import Periodic
@@ -63,31 +63,11 @@ __all__ = [
     "Clock",
     "LoopResult",
     "Periodic",
-    "evaluation_task",
     "fires",
     "plan_call",
     "run_calls",
     "split_runs",
 ]
-
-
-def evaluation_task(
-    evaluator: Callable[[Any, Any, jax.Array], Metrics] | None,
-    key: jax.Array,
-    config: EvalConfig,
-) -> Periodic | None:
-    """The evaluations of a run as a `Periodic`: ``evaluator(params, network_state,
-    key)`` (from `make_evaluator`) on the state's variables, with ``key`` folded with
-    the iteration; ``None`` without an evaluator."""
-    if evaluator is None:
-        return None
-
-    def evaluate(state: Any, iteration: int, _: int) -> dict[str, float]:
-        assert evaluator is not None
-        metrics = evaluator(state.params, state.network_state, jax.random.fold_in(key, iteration))
-        return {k: float(v) for k, v in jax.device_get(metrics).items()}
-
-    return Periodic(evaluate, config.every_steps, at_start=config.at_start, history=True)
 
 
 def fires(task: Periodic, step: int, previous: int, call_steps: int) -> bool:

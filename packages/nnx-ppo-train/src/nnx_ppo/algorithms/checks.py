@@ -25,11 +25,10 @@ __all__ = [
     "check_reset_mode",
     "check_run_arguments",
     "describe_arrays",
-    "describe_shapes",
 ]
 
 
-def describe_shapes(tree: Any) -> str:
+def _describe_shapes(tree: Any) -> str:
     """The shapes of a tree's leaves, for error messages: ``{'a': (2, 3)}``."""
     return str(jax.tree.map(lambda x: tuple(x.shape), tree))
 
@@ -108,7 +107,7 @@ def check_env_network(
     except Exception as e:
         raise ValueError(
             f"the network failed on {owner}'s observation (batched shapes "
-            f"{describe_shapes(env_state.obs)}): {e}"
+            f"{_describe_shapes(env_state.obs)}): {e}"
         ) from e
     if not isinstance(out.output, PPONetworkOutput):
         ppo_output(out)  # raises the TypeError
@@ -117,8 +116,8 @@ def check_env_network(
     reward, values = env_state.reward, ppo.value_estimates
     if jax.tree.structure(values) != jax.tree.structure(reward):  # type: ignore[operator]
         raise ValueError(
-            f"the network's value estimates {describe_shapes(values)} do not match "
-            f"{owner}'s reward {describe_shapes(reward)}: PPO needs one value estimate per "
+            f"the network's value estimates {_describe_shapes(values)} do not match "
+            f"{owner}'s reward {_describe_shapes(reward)}: PPO needs one value estimate per "
             "reward leaf. Give the value port one head per reward key (e.g. "
             "Parallel({key: Dense(hidden, 1) for key in reward_keys})) or a single head "
             "for an array reward."
@@ -154,7 +153,7 @@ def check_env_network(
         ok = True
     if not ok:
         raise ValueError(
-            f"the network's actions {describe_shapes(actions)} do not match {owner}'s "
+            f"the network's actions {_describe_shapes(actions)} do not match {owner}'s "
             f"action_size={action_size!r} (expected batched shapes {expected}). Size the "
             "action head as 2 * action_size for a NormalTanhSampler (mean and std), with "
             "one sampler per key for dict actions."
@@ -163,15 +162,15 @@ def check_env_network(
     if advantage_mode == "per_key" and action_tree != reward_tree:  # type: ignore[operator]
         raise ValueError(
             "advantage_mode='per_key' pairs each reward key with the same action key, but "
-            f"the actions {describe_shapes(actions)} and {owner}'s reward "
-            f"{describe_shapes(reward)} have different trees; use "
+            f"the actions {_describe_shapes(actions)} and {owner}'s reward "
+            f"{_describe_shapes(reward)} have different trees; use "
             "advantage_mode='combined'."
         )
     try:
         jax.eval_shape(jax.vmap(env.step), env_state, actions)
     except Exception as e:
         raise ValueError(
-            f"{env_name}.step failed on the network's actions {describe_shapes(actions)}: {e}"
+            f"{env_name}.step failed on the network's actions {_describe_shapes(actions)}: {e}"
         ) from e
 
 

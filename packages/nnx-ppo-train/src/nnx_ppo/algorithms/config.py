@@ -32,7 +32,10 @@ from nnx_ppo.algorithms._config_base import (
     KL,
     LOOP,
     SIZES,
+    LogLevel,
     OnPolicyRun,
+    RunConfig,
+    _check_log_level,
     fixed,
     host,
     sweep_fields,
@@ -57,49 +60,6 @@ __all__ = [
 
 Schedule = Callable[[Any], Any]
 """An optax learning-rate schedule: ``count -> learning rate``."""
-
-
-class LogLevel(enum.Flag):
-    """Which groups of metrics an iteration computes and returns (combine with ``|``).
-
-    Disabled groups are not computed at all: they are dropped before compilation, so
-    XLA removes the work. The metric names of each group are listed in
-    `nnx_ppo.algorithms.logging`.
-    """
-
-    NONE = 0
-    LOSSES = enum.auto()
-    """``loss/*``: total, policy, critic and regularization losses."""
-    ACTOR = enum.auto()
-    """``actor/*``: clip fraction, approximate KL, entropy estimate, advantages."""
-    CRITIC = enum.auto()
-    """``critic/*``: explained variance, value and target statistics."""
-    ROLLOUT = enum.auto()
-    """``rollout/*``: episode return and length of episodes finished in the rollout."""
-    ENV_METRICS = enum.auto()
-    """``env/*``: the environment's own ``state.metrics``, averaged over the rollout."""
-    NETWORK_METRICS = enum.auto()
-    """``network/*``: the ``metrics`` dicts the network emits, averaged over replay."""
-    GRAD_NORM = enum.auto()
-    """``train/grad_norm``: global gradient norm before clipping."""
-    WEIGHTS = enum.auto()
-    """``train/param_norm``: global norm of the trainable parameters."""
-    THROUGHPUT = enum.auto()
-    """``throughput/*``: env steps per second and wall time (measured on the host)."""
-
-    DEFAULT = LOSSES | ACTOR | CRITIC | ROLLOUT | THROUGHPUT
-    ALL = (
-        LOSSES | ACTOR | CRITIC | ROLLOUT | ENV_METRICS | NETWORK_METRICS | GRAD_NORM
-        | WEIGHTS | THROUGHPUT
-    )  # fmt: skip
-
-
-def _check_log_level(value: Any) -> None:
-    if not isinstance(value, LogLevel):
-        raise TypeError(
-            f"log_level={value!r} must be a LogLevel flag, e.g. "
-            "LogLevel.DEFAULT or LogLevel.LOSSES | LogLevel.ROLLOUT."
-        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -351,9 +311,21 @@ class VideoConfig:
             )
 
 
+def _check_host_configs(config: Any, kinds: Mapping[str, type]) -> None:
+    for name, cls in kinds.items():
+        value = getattr(config, name)
+        if not isinstance(value, cls):
+            article = "an" if cls.__name__[0] in "AEIOU" else "a"
+            raise TypeError(
+                f"{name}={value!r} must be {article} {cls.__name__}; build it with "
+                f"{cls.__name__}(...)."
+            )
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TrainConfig:
-    """Everything `train_ppo` needs besides env and network.
+class TrainConfig(RunConfig):
+    """Everything `train_ppo` needs besides env and network: a `RunConfig` whose
+    ``algorithm`` is ``ppo``.
 
     Attributes:
         ppo: The algorithm.
@@ -369,6 +341,7 @@ class TrainConfig:
             little device time.
     """
 
+    _ALGORITHM = "ppo"
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
     eval: EvalConfig = host(EvalConfig)
     video: VideoConfig = host(VideoConfig)
@@ -376,19 +349,15 @@ class TrainConfig:
     log_every_calls: int = fixed(1, HOST)
 
     def __post_init__(self) -> None:
-        for name, cls in (("ppo", PPOConfig), ("eval", EvalConfig), ("video", VideoConfig)):
-            value = getattr(self, name)
-            if not isinstance(value, cls):
-                raise TypeError(
-                    f"{name}={value!r} must be a {cls.__name__}; build it with {cls.__name__}(...)."
-                )
+        _check_host_configs(self, {"ppo": PPOConfig, "eval": EvalConfig, "video": VideoConfig})
         check_int("seed", self.seed, minimum=0)
         check_int("log_every_calls", self.log_every_calls, minimum=1)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DistillationConfig(OnPolicyRun):
-    """A distillation run: sizes, optimisation, loss weights, evaluation and logging.
+class DistillationConfig(OnPolicyRun, RunConfig):
+    """A distillation run: sizes, optimisation, loss weights, evaluation, videos and
+    logging; a `RunConfig` that is its own ``algorithm``.
 
     Sizes and step accounting are those of `PPOConfig`
     (an iteration collects ``n_envs * rollout_length`` env steps; ``total_steps`` is
@@ -418,6 +387,7 @@ class DistillationConfig(OnPolicyRun):
         log_level: Which metric groups to compute (see `LogLevel`; ``ACTOR`` has no
             distillation metric).
         eval: Periodic deterministic evaluation of the student.
+        video: Video recording of the student (as `TrainConfig.video`).
         seed: Seed of the run's random key (env resets, minibatch shuffling, eval).
         log_every_calls: Call ``log_fn`` after every this many device calls.
 
@@ -449,6 +419,7 @@ class DistillationConfig(OnPolicyRun):
     iterations_per_call: int = fixed(1, SIZES)
     log_level: LogLevel = fixed(LogLevel.DEFAULT, CODE)
     eval: EvalConfig = host(EvalConfig)
+    video: VideoConfig = host(VideoConfig)
     seed: int = fixed(0, "each run has its own: pass them as seeds=[...]")
     log_every_calls: int = fixed(1, HOST)
 
@@ -457,10 +428,7 @@ class DistillationConfig(OnPolicyRun):
         _check_log_level(self.log_level)
         check_float("value_loss_weight", self.value_loss_weight, low=0.0)
         check_float("regularization_weight", self.regularization_weight, low=0.0)
-        if not isinstance(self.eval, EvalConfig):
-            raise TypeError(
-                f"eval={self.eval!r} must be an EvalConfig; build it with EvalConfig(...)."
-            )
+        _check_host_configs(self, {"eval": EvalConfig, "video": VideoConfig})
         check_int("seed", self.seed, minimum=0)
         check_int("log_every_calls", self.log_every_calls, minimum=1)
 
@@ -559,8 +527,10 @@ def _rebuild(kind: str, data: Mapping[str, Any]) -> Any:
         )
     if "log_level" in fields:
         fields["log_level"] = _log_level(fields["log_level"])
-    if kind == "DistillationConfig" and "eval" in fields:
-        fields["eval"] = EvalConfig(**fields["eval"])
+    if kind == "DistillationConfig":  # checkpoints of before videos have no "video"
+        for name, cls in (("eval", EvalConfig), ("video", VideoConfig)):
+            if name in fields:
+                fields[name] = cls(**fields[name])
     return _KINDS[kind](**fields)
 
 

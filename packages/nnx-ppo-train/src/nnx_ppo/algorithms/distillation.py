@@ -189,9 +189,6 @@ def _make_iteration(
     """
     level = config.log_level
     distill_value = config.value_loss_weight > 0
-    regularization_weight = own.hyperparameters.get(
-        "regularization_weight", config.regularization_weight
-    )
 
     def with_teacher_actions(extras: Any, raw_action: tuple[jax.Array, ...]) -> Any:
         """The student's stored extras with the teacher's raw actions in its slots."""
@@ -214,7 +211,7 @@ def _make_iteration(
             out.value,
             labels.value,
             value_loss_weight=config.value_loss_weight,
-            regularization_weight=regularization_weight,
+            regularization_weight=config.regularization_weight,
         )
         return loss, {**metrics, **network_metrics}
 
@@ -267,8 +264,8 @@ def train_distillation(
     The student drives the environments; the teacher (in ``eval()`` mode: its mean
     action) labels every visited state; the student minimises its negative
     log-likelihood of the teacher's actions plus its regularization (plus, optionally,
-    the value-head MSE). Rollout, replay, logging, evaluation, progress bar and
-    checkpointing work as in `train_ppo`. At the end the
+    the value-head MSE). Rollout, replay, logging, evaluation, videos
+    (``config.video``), progress bar and checkpointing work as in `train_ppo`. At the end the
     trained state is written back into ``student`` (left in ``train()`` mode); the
     teacher is not modified.
 
@@ -325,22 +322,17 @@ def train_distillation(
         )
 
     settings = resolve_options("train_distillation", options, env=env)
-    loop = trainer.run(
-        distillation_algorithm(config, teacher, student), env, student, settings,
-        eval_config=config.eval, seed=config.seed, log_every_calls=config.log_every_calls,
-    )  # fmt: skip
+    loop = trainer.run(distillation_algorithm(teacher, student), env, student, config, settings)
     return DistillationResult(loop.state, loop.eval_history, loop.metrics, loop.step, loop.stopped)
 
 
-def distillation_algorithm(
-    config: DistillationConfig, teacher: nnx.Module, student: nnx.Module
-) -> trainer.Algorithm:
+def distillation_algorithm(teacher: nnx.Module, student: nnx.Module) -> trainer.Algorithm:
     """Distillation of ``teacher`` as `trainer.run` takes it: the `DistillationState`
     (with the teacher's carry), the samplers' slots matched before anything is
     compiled (``student`` is the template of the students: its action tree and
     samplers), and the teacher's variables as an input of every call."""
 
-    def prepare(env: Any, mesh: Mesh | None) -> trainer.Prepared:
+    def prepare(env: Any, config: DistillationConfig, mesh: Mesh | None) -> trainer.Prepared:
         # The samplers' slots, before anything is compiled.
         teacher_slots, student_slots = match_samplers(
             env, teacher, student, config.n_envs,
@@ -351,9 +343,11 @@ def distillation_algorithm(
         if mesh is not None:
             teacher_arrays = replicate(teacher_arrays, mesh)
 
-        def iteration(graphdef: nnx.GraphDef, own: Optimization, mesh: Mesh | None) -> Any:
+        def iteration(
+            graphdef: nnx.GraphDef, run: DistillationConfig, own: Optimization, mesh: Mesh | None
+        ) -> Any:
             return _make_iteration(
-                env, graphdef, teacher_graphdef, own, config, teacher_slots, student_slots,
+                env, graphdef, teacher_graphdef, own, run, teacher_slots, student_slots,
                 mesh=mesh,
             )  # fmt: skip
 
@@ -363,4 +357,4 @@ def distillation_algorithm(
             call_args=(teacher_arrays,),
         )
 
-    return trainer.Algorithm("train_distillation", config, prepare, state_type=DistillationState)
+    return trainer.Algorithm("train_distillation", prepare, state_type=DistillationState)

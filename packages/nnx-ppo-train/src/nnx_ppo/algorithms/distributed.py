@@ -33,13 +33,12 @@ the number of devices. Each minibatch is split evenly over the devices, which is
 **Multi-host.** After ``jax.distributed.initialize()`` a mesh spans the devices of all
 processes (`make_mesh` uses ``jax.devices()``). Each process resets and steps only
 its own share of the environments (`process_env_slice`;
-`shard_batch` with ``process_local=True`` builds global arrays from per-process
-data with ``jax.make_array_from_process_local_data``). Only process 0
-(`is_primary`) logs, shows the progress bar and writes checkpoints:
-`save_checkpoint` gathers the state to host memory on every process (a
-collective) and hands it to process 0's checkpointer; `restore_checkpoint` reads
-on process 0 and broadcasts. Every process must run the same training script with the
-same arguments.
+`shard_batch` with ``process_local=True`` builds global arrays from per-process data
+with ``jax.make_array_from_process_local_data``). Only process 0 (`is_primary`) logs,
+shows the progress bar and writes checkpoints: `save_checkpoint` gathers the state to
+host memory on every process (a collective) and hands it to process 0's checkpointer;
+`restore_checkpoint` reads on process 0 and broadcasts. Every process must run the
+same training script with the same arguments.
 
 Examples:
     >>> import jax
@@ -71,7 +70,6 @@ __all__ = [
     "DATA_AXIS",
     "batch_sharding",
     "check_batch_divisible",
-    "commit_like",
     "constrain_batch",
     "gather_state",
     "is_primary",
@@ -104,16 +102,13 @@ State = TypeVar("State")
 
 
 def make_mesh(devices: int | Sequence[jax.Device] | None = None) -> Mesh:
-    """A one-axis mesh ``("data",)`` over some devices.
+    """A one-axis `jax.sharding.Mesh` ``("data",)`` over some devices.
 
     Args:
         devices: ``None``: every device (``jax.devices()``: all local devices, or with
             ``jax.distributed`` the devices of all processes); an ``int`` ``k``: the
             first ``k`` of them (with several processes ``k`` must be all of them); or
             an explicit sequence of devices.
-
-    Returns:
-        The `jax.sharding.Mesh`.
 
     Raises:
         TypeError: If ``devices`` is of another type.
@@ -275,19 +270,21 @@ def _batch_of(state: Any, given: Sequence[str] | None) -> Sequence[str]:
 
 
 def state_shardings(
-    state: State, mesh: Mesh, *, batch_fields: Sequence[str] | None = None
+    state: State, mesh: Mesh, *, batch_fields: Sequence[str] | None = None, axis: int = 0
 ) -> State:
     """The sharding of every leaf of a training state (the same dataclass, with
     ``NamedSharding`` leaves), for ``jax.jit``'s ``in_shardings`` / ``out_shardings``.
 
     Args:
-        state: A `TrainState` (or another state
-            dataclass), arrays or ``jax.ShapeDtypeStruct`` leaves.
+        state: A `TrainState` (or another state dataclass), arrays or
+            ``jax.ShapeDtypeStruct`` leaves.
         mesh: The mesh.
         batch_fields: Fields whose leaves are ``[n_envs, ...]``: sharded along ``"data"``
-            on axis 0 (their scalar leaves, if any, are replicated). All other fields
-            are replicated. ``None``: the fields the state's class declares
-            (`batch_field`).
+            on ``axis`` (their leaves of fewer dimensions, if any, are replicated).
+            All other fields are replicated. ``None``: the fields the state's class
+            declares (`batch_field`).
+        axis: The environment axis: 0 for a run's state, 1 for a sweep's (after its
+            leading run axis; every run's environments sharded, the rest replicated).
 
     Returns:
         A state of the same structure whose leaves are ``NamedSharding``.
@@ -297,7 +294,7 @@ def state_shardings(
     for name in _fields(state):
         value = getattr(state, name)
         if name in batch:
-            updates[name] = jax.tree.map(lambda x: _leaf_sharding(x, mesh, 0), value)
+            updates[name] = jax.tree.map(lambda x: _leaf_sharding(x, mesh, axis), value)
         else:
             updates[name] = jax.tree.map(lambda _: replicated_sharding(mesh), value)
     return dataclasses.replace(state, **updates)  # type: ignore[type-var]
@@ -499,7 +496,7 @@ def _broadcast(tree: Any) -> Any:
 # --------------------------------------------------------------------------- checkpoints
 
 
-def commit_like(restored: State, template: State) -> State:
+def _commit_like(restored: State, template: State) -> State:
     """``restored`` (a checkpoint's unsharded state) with every array committed to the
     device of ``template``'s arrays.
 
@@ -521,6 +518,7 @@ def restore_checkpoint(
     mesh: Mesh | None,
     *,
     batch_fields: Sequence[str] | None = None,
+    axis: int = 0,
 ) -> State | None:
     """Ask a checkpoint hook for the state to resume from, placed like ``state``.
 
@@ -535,18 +533,20 @@ def restore_checkpoint(
         state: The freshly initialised state (on ``mesh``).
         mesh: The mesh, or ``None`` (unsharded: the hook's ``restore`` as is).
         batch_fields: As in `state_shardings`.
+        axis: As in `state_shardings` (1: a sweep's state, one process only).
 
     Returns:
         The restored state on ``mesh``, or ``None`` to start afresh.
     """
     if mesh is None:
         restored = checkpoint.restore(state)
-        return None if restored is None else commit_like(restored, state)
+        return None if restored is None else _commit_like(restored, state)
     if jax.process_count() == 1:
         restored = checkpoint.restore(state)
         if restored is None:
             return None
-        return jax.device_put(restored, state_shardings(state, mesh, batch_fields=batch_fields))
+        shardings = state_shardings(state, mesh, batch_fields=batch_fields, axis=axis)
+        return jax.device_put(restored, shardings)
     template = gather_state(state)
     restored = checkpoint.restore(template) if is_primary() else None
     found = multihost_utils.broadcast_one_to_all(np.int32(restored is not None))

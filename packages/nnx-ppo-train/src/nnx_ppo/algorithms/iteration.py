@@ -13,10 +13,12 @@ The iteration reads like purejaxrl: nested ``lax.scan``s, one named function per
 
 The network is split once (``nnx.split(network, nnx.Param, ...)``) into a static
 ``GraphDef`` and two states; the iteration works on those states only, so the whole
-thing is one jitted XLA program (`make_train_call`, with the state donated and
-several iterations per call if asked). Statistics (``update_statistics``) change only
-after the gradient phase, so the replay of the first minibatch reproduces the rollout
-exactly.
+thing is one jitted XLA program (`nnx_ppo.algorithms.trainer.make_train_call`, with
+the state donated and several iterations per call if asked). Statistics
+(``update_statistics``) change only after the gradient phase, so the replay of the
+first minibatch reproduces the rollout exactly. The iteration is written for one run:
+in a sweep, run ``i``'s config holds its own traced values of the sweepable fields
+(`OnPolicyRun.with_values`), read like any other config value.
 
 With a device ``mesh`` (`nnx_ppo.algorithms.distributed`) the same program runs
 data-parallel: the state is placed by `init_train_state`, the environment axis of
@@ -30,30 +32,23 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import optax
 from flax import nnx
 from jax.sharding import Mesh
 
 from nnx_ppo.algorithms.config import PPOConfig, sweep_fields
-from nnx_ppo.algorithms.distributed import check_batch_divisible, replicated_sharding
+from nnx_ppo.algorithms.distributed import check_batch_divisible
 from nnx_ppo.algorithms.gae import gae
+from nnx_ppo.algorithms.initial_state import init_state, reset_on_mesh
 from nnx_ppo.algorithms.losses import ppo_loss
 from nnx_ppo.algorithms.phases import (
-    init_state,
     replay_minibatch,
-    reset_on_mesh,
     rollout_phase,
     split_minibatches,
     update_phase,
 )
 from nnx_ppo.algorithms.rollout import split_network, value_estimates
-from nnx_ppo.algorithms.schedules import (
-    Hyperparameters,
-    LearningRate,
-    learning_rate_rule,
-    make_optimizer,
-)
+from nnx_ppo.algorithms.schedules import LearningRate, learning_rate_rule, make_optimizer
 from nnx_ppo.algorithms.types import Metrics, TrainState
 from nnx_ppo.algorithms.value_normalization import (
     denormalize,
@@ -66,7 +61,6 @@ __all__ = [
     "TRACEABLE_FIELDS",
     "init_train_state",
     "make_optimizer",
-    "make_train_call",
     "make_training_iteration",
     "ppo_state_fields",
     "reset_on_mesh",
@@ -76,10 +70,10 @@ __all__ = [
 
 
 TRACEABLE_FIELDS = sweep_fields(PPOConfig)
-"""The `PPOConfig` fields whose values may be traced arrays (``hyperparameters`` of
-`make_optimizer` and `make_training_iteration`): each enters the program only as a
-number in arithmetic. Every other field sizes an array or a loop, or selects code
-(each field declares which, `why_fixed`)."""
+"""The `PPOConfig` fields whose values may be traced arrays (a sweep run's config,
+`OnPolicyRun.with_values`): each enters the program only as a number in arithmetic.
+Every other field sizes an array or a loop, or selects code (each field declares which,
+`why_fixed`)."""
 
 
 def init_train_state(
@@ -146,7 +140,6 @@ def make_training_iteration(
     config: PPOConfig,
     *,
     mesh: Mesh | None = None,
-    hyperparameters: Hyperparameters | None = None,
     learning_rate: LearningRate | None = None,
 ) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
     """Build the pure function that runs one PPO iteration.
@@ -155,18 +148,14 @@ def make_training_iteration(
         env: The unbatched environment.
         graphdef: The network's ``GraphDef`` (train mode), from `init_train_state`.
         optimizer: The optax optimizer whose state is in ``TrainState.opt_state``.
-        config: The algorithm configuration (static).
+        config: The algorithm configuration: one run's (in a sweep, its sweepable
+            fields may hold that run's traced values, `OnPolicyRun.with_values`).
         mesh: The device mesh the state lives on (from ``init_train_state(...,
             mesh=...)``): the environment axis of the rollout and of each minibatch is
             kept sharded along its ``"data"`` axis. ``None``: no constraints.
-        hyperparameters: Values of `TRACEABLE_FIELDS` to use instead of the config's,
-            e.g. traced ``[]`` arrays when the iteration is vmapped over the runs of a
-            sweep (`nnx_ppo.algorithms.sweeps`). The optimizer's own (learning rate,
-            weight decay, clipping norm) must have gone into ``optimizer``
-            (`make_optimizer`).
         learning_rate: The `LearningRate` rule ``optimizer`` was built with (``None``:
-            the one of ``config`` and ``hyperparameters``); the gradient phase adapts
-            and reports the rate through it.
+            the one of ``config``); the gradient phase adapts and reports the rate
+            through it.
 
     Returns:
         ``training_iteration(state) -> (state, metrics)``: pure and jit-able; metrics
@@ -174,12 +163,8 @@ def make_training_iteration(
     """
     level = config.log_level
     per_minibatch = config.advantage_estimation == "minibatch"
-    values = dict(hyperparameters or {})
     if learning_rate is None:
-        learning_rate = learning_rate_rule(config, values)
-
-    def value(name: str) -> Any:
-        return values[name] if name in values else getattr(config, name)
+        learning_rate = learning_rate_rule(config)
 
     def advantages_of(transitions, values, bootstrap_value):
         return gae(
@@ -188,8 +173,8 @@ def make_training_iteration(
             bootstrap_value,
             transitions.termination,
             transitions.truncation,
-            discounting_factor=value("discounting_factor"),
-            gae_lambda=value("gae_lambda"),
+            discounting_factor=config.discounting_factor,
+            gae_lambda=config.gae_lambda,
             final_values=transitions.final_value,
         )
 
@@ -214,9 +199,9 @@ def make_training_iteration(
             old_values,
             advantages,
             targets,
-            clip_range=value("clip_range"),
-            critic_loss_weight=value("critic_loss_weight"),
-            value_clip_range=value("value_clip_range"),
+            clip_range=config.clip_range,
+            critic_loss_weight=config.critic_loss_weight,
+            value_clip_range=config.value_clip_range,
             normalize=config.normalize_advantages,
             advantage_mode=config.advantage_mode,
         )
@@ -278,70 +263,3 @@ def make_training_iteration(
         return new_state, metrics
 
     return training_iteration
-
-
-_PER_EPISODE = ("rollout/episode_reward", "rollout/episode_length")
-
-
-def _aggregate(metrics: Metrics) -> Metrics:
-    """Combine ``[K]``-stacked iteration metrics: means, except that episode counts add
-    up, per-episode means are weighted by the number of episodes of each iteration, and
-    the learning rate is the last iteration's."""
-    out = {k: jnp.mean(v, axis=0) for k, v in metrics.items()}
-    if "train/learning_rate" in metrics:  # the rate the call ended with
-        out["train/learning_rate"] = metrics["train/learning_rate"][-1]
-    if "rollout/episodes" in metrics:
-        # Summed over the iterations only: a sweep's metrics are [K_iterations, runs].
-        counts = metrics["rollout/episodes"]
-        total = jnp.sum(counts, axis=0)
-        out["rollout/episodes"] = total
-        for name in _PER_EPISODE:
-            if name in metrics:
-                weighted = jnp.sum(jnp.where(counts > 0, metrics[name] * counts, 0.0), axis=0)
-                out[name] = jnp.where(total > 0, weighted / jnp.maximum(total, 1.0), jnp.nan)
-    return out
-
-
-def make_train_call(
-    training_iteration: Callable[..., tuple[Any, Metrics]],
-    iterations_per_call: int = 1,
-    *,
-    shardings: Any = None,
-    n_args: int = 0,
-) -> Callable[..., tuple[Any, Metrics]]:
-    """Jit ``iterations_per_call`` iterations into one device call, donating the state.
-
-    Args:
-        training_iteration: From `make_training_iteration`:
-            ``training_iteration(state, *args) -> (state, metrics)``.
-        iterations_per_call: Iterations per call (a ``lax.scan`` if > 1).
-        shardings: The state's shardings on a mesh
-            (`state_shardings`): the call takes and
-            returns the state laid out so, takes ``args`` replicated, and returns
-            replicated metrics. ``None``: wherever the state is.
-        n_args: The number of arguments after the state (not donated, e.g. the
-            teacher's variables in distillation: inputs, not baked-in constants).
-
-    Returns:
-        ``train_call(state, *args) -> (state, metrics)``; the metrics are averaged over
-        the call's iterations (``rollout/episodes`` is summed and the per-episode means
-        are weighted by it). The input state's buffers are donated: do not reuse it.
-    """
-
-    def train_call(state: Any, *args: Any) -> tuple[Any, Metrics]:
-        if iterations_per_call == 1:
-            return training_iteration(state, *args)
-        state, metrics = jax.lax.scan(
-            lambda s, _: training_iteration(s, *args), state, None, length=iterations_per_call
-        )
-        return state, _aggregate(metrics)
-
-    if shardings is None:
-        return jax.jit(train_call, donate_argnums=0)
-    replicated = replicated_sharding(jax.tree.leaves(shardings)[0].mesh)
-    return jax.jit(
-        train_call,
-        donate_argnums=0,
-        in_shardings=(shardings, *[replicated] * n_args),
-        out_shardings=(shardings, replicated),
-    )

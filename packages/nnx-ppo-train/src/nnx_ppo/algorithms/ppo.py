@@ -38,12 +38,19 @@ from nnx_ppo.algorithms.iteration import make_training_iteration, ppo_state_fiel
 from nnx_ppo.algorithms.logging import LogFn
 from nnx_ppo.algorithms.options import RunOptions, resolve_options
 from nnx_ppo.algorithms.schedules import Optimization
-from nnx_ppo.algorithms.trainer import Algorithm, Prepared, RunResult, as_train_config, run
+from nnx_ppo.algorithms.trainer import Algorithm, Prepared, RunResult, run
 from nnx_ppo.algorithms.types import TrainState
 
 # CheckpointHook and check_env_network live in their own modules (hooks, checks) and
 # are re-exported here, where they have always been importable from.
-__all__ = ["CheckpointHook", "TrainResult", "check_env_network", "ppo_algorithm", "train_ppo"]
+__all__ = [
+    "CheckpointHook",
+    "TrainResult",
+    "as_train_config",
+    "check_env_network",
+    "ppo_algorithm",
+    "train_ppo",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,31 +131,47 @@ def train_ppo(
     """
     config = as_train_config(config)
     settings = resolve_options("train_ppo", options, env=env)
-    loop = run(
-        ppo_algorithm(config.ppo), env, networks, settings, eval_config=config.eval,
-        seed=config.seed, log_every_calls=config.log_every_calls, video=config.video,
-    )  # fmt: skip
+    loop = run(ppo_algorithm(), env, networks, config, settings)
     return TrainResult(loop.state, loop.eval_history, loop.metrics, loop.step, loop.stopped)
 
 
-def ppo_algorithm(ppo: PPOConfig) -> Algorithm:
-    """PPO as `trainer.run` takes it: the `TrainState` with ``value_stats`` if the values
-    are normalized, and `make_training_iteration` with the run's `Optimization`.
+def as_train_config(config: TrainConfig | PPOConfig) -> TrainConfig:
+    """``config`` as a `TrainConfig`: a bare `PPOConfig` gets the default evaluation,
+    video and logging settings.
+
+    Raises:
+        TypeError: If ``config`` is neither.
 
     Examples:
-        >>> ppo_algorithm(PPOConfig(n_envs=8, n_minibatches=2)).name
+        >>> as_train_config(PPOConfig(n_envs=8, n_minibatches=2)).eval.enabled
+        True
+    """
+    if isinstance(config, PPOConfig):
+        config = TrainConfig(ppo=config)
+    if not isinstance(config, TrainConfig):
+        raise TypeError(
+            f"config={config!r} must be a TrainConfig or a PPOConfig, e.g. "
+            "TrainConfig(ppo=PPOConfig(n_envs=256))."
+        )
+    return config
+
+
+def ppo_algorithm() -> Algorithm:
+    """PPO as `trainer.run` takes it: the `TrainState` with ``value_stats`` if the run's
+    config normalizes the values, and `make_training_iteration` for one run's config
+    and `Optimization`.
+
+    Examples:
+        >>> ppo_algorithm().name
         'train_ppo'
     """
 
-    def prepare(env: Any, mesh: Any) -> Prepared:
-        def iteration(graphdef: nnx.GraphDef, own: Optimization, mesh: Any) -> Any:
+    def prepare(env: Any, config: PPOConfig, mesh: Any) -> Prepared:
+        def iteration(graphdef: nnx.GraphDef, run: PPOConfig, own: Optimization, mesh: Any) -> Any:
             return make_training_iteration(
-                env, graphdef, own.optimizer, ppo, mesh=mesh,
-                hyperparameters=own.hyperparameters, learning_rate=own.learning_rate,
-            )  # fmt: skip
+                env, graphdef, own.optimizer, run, mesh=mesh, learning_rate=own.learning_rate
+            )
 
-        return Prepared(fields=ppo_state_fields(env, ppo), iteration=iteration)
+        return Prepared(fields=ppo_state_fields(env, config), iteration=iteration)
 
-    return Algorithm(
-        "train_ppo", ppo, prepare, state_type=TrainState, advantage_mode=ppo.advantage_mode
-    )
+    return Algorithm("train_ppo", prepare, state_type=TrainState)

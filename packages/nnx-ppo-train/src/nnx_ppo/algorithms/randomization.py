@@ -55,7 +55,6 @@ __all__ = [
     "batched",
     "make_randomization",
     "model_holder",
-    "model_of",
     "run_randomizations",
 ]
 
@@ -104,7 +103,7 @@ def _flat(tree: Any) -> dict[str, Any]:
     return {key_path(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
-def model_of(nominal: Any, leaves: Models) -> Any:
+def _model_of(nominal: Any, leaves: Models) -> Any:
     """``nominal`` with the leaves named in ``leaves`` replaced (the others shared)."""
     flat, treedef = jax.tree_util.tree_flatten_with_path(nominal)
     values = [leaves.get(key_path(path), leaf) for path, leaf in flat]
@@ -115,7 +114,7 @@ def model_of(nominal: Any, leaves: Models) -> Any:
 def _swapped(holder: Any, attribute: str, leaves: Models) -> Iterator[None]:
     """Run the block with ``holder.<attribute>`` replaced by the model with ``leaves``."""
     nominal = getattr(holder, attribute)
-    setattr(holder, attribute, model_of(nominal, leaves))
+    setattr(holder, attribute, _model_of(nominal, leaves))
     try:
         yield
     finally:

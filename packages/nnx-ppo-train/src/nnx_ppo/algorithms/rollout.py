@@ -67,7 +67,6 @@ __all__ = [
     "reset_envs",
     "split_network",
     "sum_leaves",
-    "truncation_of",
     "unroll",
     "unroll_env",
     "value_estimates",
@@ -155,7 +154,7 @@ def _reset_carry(
     return reset_where(nnx.merge(graphdef, params, network_state), done, carry)
 
 
-def truncation_of(env_state: Any) -> jax.Array:
+def _truncation_of(env_state: Any) -> jax.Array:
     """``[B]`` bool: ``env_state.info["truncation"] > 0``, all False if absent."""
     done = jnp.asarray(env_state.done)
     truncation = env_state.info.get("truncation") if hasattr(env_state, "info") else None
@@ -308,7 +307,7 @@ def unroll(
         next_env = batched_step(env_s, ppo.actions)
 
         done = jnp.asarray(next_env.done) > 0
-        trunc = truncation_of(next_env) & done
+        trunc = _truncation_of(next_env) & done
         final = (
             final_value(net_state, out.next_state, next_env.obs, trunc)
             if bootstrap_on_truncation

@@ -1,8 +1,9 @@
 """The learning rate of a run and its optimizer: fixed, an optax schedule, or adapted to
 the policy's KL.
 
-A run's rate is one `LearningRate` rule, built once from its config (and, in a sweep,
-the run's own traced value) by `learning_rate_rule`; `make_optimizer` builds the optax
+A run's rate is one `LearningRate` rule, built once from its config (in a sweep, the
+run's config holds its own traced rate, `OnPolicyRun.with_values`) by
+`learning_rate_rule`; `make_optimizer` builds the optax
 optimizer around it and the gradient phase asks the same object what to do before each
 step (`LearningRate.before_step`) and which rate an iteration ended with
 (`LearningRate.last_rate`). Nothing else reads ``learning_rate`` or ``desired_kl``.
@@ -46,7 +47,6 @@ import optax
 
 __all__ = [
     "AdaptiveKL",
-    "Hyperparameters",
     "LearningRate",
     "Optimization",
     "adapt_learning_rate",
@@ -57,10 +57,6 @@ __all__ = [
     "optimization",
     "with_learning_rate",
 ]
-
-Hyperparameters = Mapping[str, Any]
-"""``{field: value}`` for config fields that may differ between the runs of a sweep
-(`sweep_fields`): values (scalars, possibly traced) used instead of the config's."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,17 +203,17 @@ def linear_decay(config: Any, final: float = 0.0) -> optax.Schedule:
     return optax.linear_schedule(float(ppo.learning_rate), float(final), updates)
 
 
-def learning_rate_rule(config: Any, hyperparameters: Hyperparameters | None = None) -> LearningRate:
-    """The `LearningRate` a config asks for: ``config.learning_rate`` (or the one in
-    ``hyperparameters``), adapted to the KL if the config has a ``desired_kl``.
+def learning_rate_rule(config: Any) -> LearningRate:
+    """The `LearningRate` a config asks for: ``config.learning_rate`` (a float, a
+    schedule, or a sweep run's traced ``[]`` value), adapted to the KL if the config has
+    a ``desired_kl``.
 
     Examples:
         >>> from nnx_ppo.algorithms.config import PPOConfig
         >>> learning_rate_rule(PPOConfig(desired_kl=0.01)).adaptive.desired_kl
         0.01
     """
-    values = dict(hyperparameters or {})
-    rate = values.get("learning_rate", config.learning_rate)
+    rate = config.learning_rate
     desired = getattr(config, "desired_kl", None)
     adaptive = None
     if desired is not None:
@@ -227,16 +223,13 @@ def learning_rate_rule(config: Any, hyperparameters: Hyperparameters | None = No
             min_learning_rate=float(config.min_learning_rate),
             max_learning_rate=float(config.max_learning_rate),
         )
-        if "learning_rate" not in values:
+        if not isinstance(rate, jax.Array):
             rate = float(rate)
     return LearningRate(rate, adaptive, config.updates_per_iteration)
 
 
 def make_optimizer(
-    config: Any,
-    hyperparameters: Hyperparameters | None = None,
-    *,
-    learning_rate: LearningRate | None = None,
+    config: Any, *, learning_rate: LearningRate | None = None
 ) -> optax.GradientTransformation:
     """Adam (AdamW if ``weight_decay > 0``), after global-norm clipping if configured,
     at the rate of the config's `LearningRate` rule.
@@ -247,23 +240,20 @@ def make_optimizer(
 
     Args:
         config: A `PPOConfig` or `DistillationConfig`: reads ``weight_decay``,
-            ``max_grad_norm`` and (through `learning_rate_rule`) the learning rate.
-        hyperparameters: ``learning_rate``, ``weight_decay`` or ``max_grad_norm`` to
-            use instead of the config's, e.g. traced ``[]`` arrays (one run of a sweep,
-            `nnx_ppo.algorithms.sweeps`). A ``weight_decay`` given here always selects
-            AdamW (AdamW with a decay of 0 is Adam). The state's layout does not depend
-            on the values.
+            ``max_grad_norm`` and (through `learning_rate_rule`) the learning rate. In
+            a sweep, a run's config holds its own traced values of these
+            (`OnPolicyRun.with_values`); a traced ``weight_decay`` always selects AdamW
+            (AdamW with a decay of 0 is Adam), so the state's layout does not depend on
+            the values.
         learning_rate: The run's rule, if already built (else built here).
 
     Returns:
         An optax ``GradientTransformation``.
     """
-    values = dict(hyperparameters or {})
     if learning_rate is None:
-        learning_rate = learning_rate_rule(config, values)
-    weight_decay = values.get("weight_decay", config.weight_decay)
-    max_grad_norm = values.get("max_grad_norm", config.max_grad_norm)
-    decays = "weight_decay" in values or weight_decay > 0
+        learning_rate = learning_rate_rule(config)
+    weight_decay, max_grad_norm = config.weight_decay, config.max_grad_norm
+    decays = isinstance(weight_decay, jax.Array) or weight_decay > 0
 
     def adam(rate: Any) -> optax.GradientTransformation:
         if decays:
@@ -284,21 +274,17 @@ class Optimization:
         optimizer: The optax optimizer (`make_optimizer`).
         learning_rate: The `LearningRate` rule it was built with, which the gradient
             phase applies before each step and reports.
-        hyperparameters: The run's own values of swept config fields (``{}`` for a run
-            of its own; a sweep's run gets traced ``[]`` values).
     """
 
     optimizer: optax.GradientTransformation
     learning_rate: LearningRate
-    hyperparameters: Mapping[str, Any]
 
 
-def optimization(config: Any, hyperparameters: Hyperparameters | None = None) -> Optimization:
-    """The `Optimization` of a run of ``config`` (with a sweep run's ``hyperparameters``
-    used instead of the config's values)."""
-    values = dict(hyperparameters or {})
-    rule = learning_rate_rule(config, values)
-    return Optimization(make_optimizer(config, values, learning_rate=rule), rule, values)
+def optimization(config: Any) -> Optimization:
+    """The `Optimization` of a run of ``config`` (a sweep run's config holds its own
+    values, `OnPolicyRun.with_values`)."""
+    rule = learning_rate_rule(config)
+    return Optimization(make_optimizer(config, learning_rate=rule), rule)
 
 
 def learning_rate_state(opt_state: Any) -> Any:

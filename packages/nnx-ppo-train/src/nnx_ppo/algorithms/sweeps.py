@@ -17,7 +17,7 @@ updates, the same models under domain randomization, the same videos. With a
 make_network(nnx.Rngs(seeds[i])), config_i)`` (one teacher, shared by every run). Both
 are `trainer.run` with ``runs=K``: the single-run path, vmapped. Its numbers agree
 with that run's to float32 rounding, not bit for bit:
-vmapping changes how XLA fuses and orders some reductions, and traced hyperparameters
+vmapping changes how XLA fuses and orders some reductions, and traced config values
 are not folded into the program as constants.
 
 **What can differ between runs.** The fields each config declares sweepable
@@ -69,22 +69,23 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from nnx_ppo.algorithms._run_axis import Runs, sweep_shardings
+from nnx_ppo.algorithms._config_base import check_swept
+from nnx_ppo.algorithms._run_axis import Runs
 from nnx_ppo.algorithms._trees import key_path
 from nnx_ppo.algorithms.config import (
     DistillationConfig,
     PPOConfig,
     TrainConfig,
-    sweep_fields,
     why_fixed,
 )
 from nnx_ppo.algorithms.distillation import distillation_algorithm
+from nnx_ppo.algorithms.distributed import state_shardings
 from nnx_ppo.algorithms.iteration import TRACEABLE_FIELDS
 from nnx_ppo.algorithms.logging import RunLogFn
 from nnx_ppo.algorithms.options import RunOptions, resolve_options
-from nnx_ppo.algorithms.ppo import ppo_algorithm
+from nnx_ppo.algorithms.ppo import as_train_config, ppo_algorithm
 from nnx_ppo.algorithms.rollout import split_network
-from nnx_ppo.algorithms.trainer import as_train_config, run
+from nnx_ppo.algorithms.trainer import run
 from nnx_ppo.algorithms.types import TrainState
 
 __all__ = [
@@ -99,6 +100,18 @@ __all__ = [
 SweepConfig = TrainConfig | PPOConfig | DistillationConfig
 """The base config of a sweep: PPO's (a bare `PPOConfig` gets the default evaluation)
 or distillation's."""
+
+
+def sweep_shardings(state: Any, mesh: Any) -> Any:
+    """The layout of a sweep's state on ``mesh``: the batch fields' environment axis
+    (axis 1, after the run axis) sharded along ``"data"``, everything else (every run's
+    parameters, optimizer state, keys, counters) replicated (`state_shardings` with
+    ``axis=1``).
+
+    Returns:
+        A state of the same structure whose leaves are ``NamedSharding``.
+    """
+    return state_shardings(state, mesh, axis=1)
 
 
 # --------------------------------------------------------------------------- planning
@@ -143,43 +156,14 @@ def _seeds_of(seeds: Any) -> list[int]:
     return [int(seed) for seed in out]
 
 
-def _algorithm_config(config: TrainConfig | DistillationConfig) -> Any:
-    """The config whose fields the runs may override: ``config.ppo`` or ``config``."""
-    return config.ppo if isinstance(config, TrainConfig) else config
-
-
 def _check_override_name(config: TrainConfig | DistillationConfig, name: Any) -> None:
-    algorithm = type(_algorithm_config(config))
-    fields = {f.name for f in dataclasses.fields(algorithm)}
-    swept = sweep_fields(algorithm)
-    if name == "seed":
-        raise ValueError("overrides['seed']: give the runs' seeds as seeds=[...] instead.")
-    if name in {f.name for f in dataclasses.fields(config)} and name not in swept:
-        reason = why_fixed(type(config), name)
-        if name in ("eval", "video", "log_every_calls"):
-            raise ValueError(
-                f"overrides[{name!r}]: the {type(config).__name__}'s {name} is shared by "
-                f"every run of a sweep ({reason})."
-            )
-    if name not in fields:
+    where = f"overrides[{name!r}]"
+    if name in ("eval", "video", "log_every_calls"):
         raise ValueError(
-            f"overrides[{name!r}] is not a {algorithm.__name__} field; the fields that can "
-            f"differ between the runs of a sweep are {', '.join(swept)}."
+            f"{where}: the {type(config).__name__}'s {name} is shared by every run of a "
+            f"sweep ({why_fixed(type(config), name)})."
         )
-    if name not in swept:
-        raise ValueError(
-            f"overrides[{name!r}] cannot differ between the runs of one program: "
-            f"{why_fixed(algorithm, name)}. Train one sweep per value of {name}, or vary "
-            f"one of {', '.join(swept)}."
-        )
-
-
-def _with_run(
-    config: TrainConfig | DistillationConfig, seed: int, values: Mapping[str, Any]
-) -> TrainConfig | DistillationConfig:
-    if isinstance(config, TrainConfig):
-        return dataclasses.replace(config, seed=seed, ppo=dataclasses.replace(config.ppo, **values))
-    return dataclasses.replace(config, seed=seed, **values)
+    check_swept(type(config.algorithm), name, where)
 
 
 def plan_runs(
@@ -251,32 +235,17 @@ def plan_runs(
     for i, seed in enumerate(seed_list):
         mine = {name: column[i] for name, column in values.items()}
         where = f"run {i} (seed {seed}, {mine})" if mine else f"run {i} (seed {seed})"
-        for name, value in mine.items():
-            if name == "learning_rate" and callable(value):
-                raise ValueError(
-                    f"{where}: a learning-rate schedule is Python code compiled into the "
-                    "one program, so it cannot differ between runs; override "
-                    "learning_rate with floats, or put the schedule in the base config."
-                )
-            if value is None:
-                raise ValueError(
-                    f"{where}: {name}=None removes a term of the one program all runs "
-                    f"share; give every run a number for {name}, or leave it out of the "
-                    "overrides."
-                )
         try:
-            runs.append(_with_run(config, seed, mine))
+            runs.append(config.with_run(seed, mine))
         except (TypeError, ValueError) as error:
             raise type(error)(f"{where}: {error}") from error
     return runs
 
 
-def _hyperparameters(runs: Sequence[Any], names: Iterable[str]) -> dict[str, jax.Array]:
+def _values(runs: Sequence[Any], names: Iterable[str]) -> dict[str, jax.Array]:
     """float32 ``[K]`` per overridden field: the runs' values, the iteration's inputs."""
     return {
-        name: jnp.asarray(
-            [float(getattr(_algorithm_config(run), name)) for run in runs], jnp.float32
-        )
+        name: jnp.asarray([float(getattr(run.algorithm, name)) for run in runs], jnp.float32)
         for name in names
     }
 
@@ -511,23 +480,18 @@ def train_many(
     seed_list = [run.seed for run in runs]
     networks, graphdef, params, network_states = _build_networks(make_network, seed_list)
     if teacher is not None:
-        algorithm = distillation_algorithm(base, teacher, networks[0])
-        video = None
+        algorithm = distillation_algorithm(teacher, networks[0])
     else:
-        algorithm = ppo_algorithm(base.ppo)
-        video = base.video
+        algorithm = ppo_algorithm()
     k = len(runs)
     algorithm = dataclasses.replace(algorithm, name=f"train_many ({k} runs)")
     stacked = Runs(
         seeds=tuple(seed_list),
         params=_stack(params),
         network_states=_stack(network_states),
-        hyperparameters=_hyperparameters(runs, (overrides or {}).keys()),
+        values=_values(runs, (overrides or {}).keys()),
     )
-    loop = run(
-        algorithm, env, networks[0], settings, eval_config=base.eval, seed=base.seed,
-        log_every_calls=base.log_every_calls, video=video, runs=stacked,
-    )  # fmt: skip
+    loop = run(algorithm, env, networks[0], base, settings, runs=stacked)
     histories: list[list[tuple[int, dict[str, float]]]] = [[] for _ in range(k)]
     for at_step, records in loop.eval_history:
         for index, record in enumerate(records):

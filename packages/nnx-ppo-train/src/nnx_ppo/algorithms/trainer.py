@@ -2,27 +2,30 @@
 `train_many`.
 
 A trainer describes its algorithm as an `Algorithm`, a small frozen record of what is
-particular to it (its config, its state type, and a ``prepare`` function giving the
-state's extra fields, the iteration factory and the call's extra arguments), and hands
-it to `run`, which does the rest the same way for every algorithm::
+particular to it (its state type, and a ``prepare`` function giving the state's extra
+fields, the iteration factory and the call's extra arguments), and hands it to `run`
+with the run's config (a `RunConfig`: ``config.algorithm``, ``eval``, ``video``,
+``seed``, ``log_every_calls``), which does the rest the same way for every algorithm::
 
     settings = resolve_options("train_ppo", options, env=env)  # the run options
     mesh = set_up(env, settings.eval_env, network, config, ...)  # placement (once),
                                                                # networks vs the envs
-    prepared = algorithm.prepare(env, mesh)                    # the algorithm's checks
+    prepared = algorithm.prepare(env, config.algorithm, mesh)  # the algorithm's checks
     graphdef, state = init_state(...)                          # the algorithm's state
     state = resume(settings.checkpoint, state, mesh)           # the checkpoint's
     call = make_train_call(iteration, ...)                     # jitted, donated
-    loop = drive(state, call, config, settings, ...)           # the host loop:
+    loop = run_calls(state, call, ...)                         # the host loop:
                                                                # evaluation, video,
                                                                # checkpoints, stop
     write_back(network, loop.state, mesh)                      # into the network
 
-With ``runs=Runs(...)`` (`train_many`) the same steps build ``K`` runs in one program:
-the state gets a leading run axis, the iteration, evaluation and videos are vmapped or
-taken per run, and run ``i`` is the run the call would train alone with its own seed,
-variables and values. The run options and their resolution are
-`nnx_ppo.algorithms.options` (`Host` is re-exported here).
+An algorithm is written for one run. With ``runs=Runs(...)`` (`train_many`) the same
+steps build ``K`` runs in one program: the state gets a leading run axis, the
+iteration is vmapped over it with run ``i``'s config holding its own traced values of
+the swept fields (`OnPolicyRun.with_values`), the evaluations and videos are taken per
+run, and run ``i`` is the run the call would train alone with its own seed, variables
+and values. The run options and their resolution are `nnx_ppo.algorithms.options`
+(`Host` is re-exported here).
 """
 
 from __future__ import annotations
@@ -37,47 +40,40 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
-from nnx_ppo.algorithms._host_loop import LoopResult, evaluation_task, run_calls
-from nnx_ppo.algorithms._run_axis import (
-    Runs,
-    init_runs,
-    resume_runs,
-    run_keys,
-    runs_evaluation,
-    runs_iteration,
-    runs_video,
-    sweep_shardings,
-)
+from nnx_ppo.algorithms._config_base import OnPolicyRun, RunConfig
+from nnx_ppo.algorithms._host_loop import LoopResult, run_calls
+from nnx_ppo.algorithms._run_axis import Runs, init_runs, run_keys, runs_iteration
+from nnx_ppo.algorithms._tasks import evaluation_task, video_task
 from nnx_ppo.algorithms.checks import check_env_network, check_reset_mode
-from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig, VideoConfig
+from nnx_ppo.algorithms.config import EvalConfig
 from nnx_ppo.algorithms.distributed import (
     check_batch_divisible,
     gather_state,
+    replicated_sharding,
     resolve_mesh,
     restore_checkpoint,
     state_shardings,
     uses_mesh,
 )
 from nnx_ppo.algorithms.evaluation import make_evaluator
-from nnx_ppo.algorithms.hooks import Periodic
-from nnx_ppo.algorithms.iteration import make_train_call
+from nnx_ppo.algorithms.initial_state import init_state
 from nnx_ppo.algorithms.options import Host, RunSettings
-from nnx_ppo.algorithms.phases import OnPolicyConfig, init_state, with_redraws
+from nnx_ppo.algorithms.phases import with_redraws
 from nnx_ppo.algorithms.randomization import Randomization, run_randomizations
 from nnx_ppo.algorithms.rollout import eval_graphdef, split_network
 from nnx_ppo.algorithms.schedules import Optimization, optimization
-from nnx_ppo.algorithms.types import TrainState
+from nnx_ppo.algorithms.types import Metrics, TrainState
 from nnx_ppo.algorithms.video import check_video_env, make_video_recorder
 
 __all__ = [
     "Algorithm",
     "Host",
     "Prepared",
+    "RunConfig",
     "RunResult",
     "Runs",
-    "as_train_config",
-    "drive",
     "evaluator_of",
+    "make_train_call",
     "place_run",
     "resume",
     "run",
@@ -131,32 +127,11 @@ class RunResult:
     stopped: bool = False
 
 
-def as_train_config(config: TrainConfig | PPOConfig) -> TrainConfig:
-    """``config`` as a `TrainConfig`: a bare `PPOConfig` gets the default evaluation,
-    video and logging settings.
-
-    Raises:
-        TypeError: If ``config`` is neither.
-
-    Examples:
-        >>> as_train_config(PPOConfig(n_envs=8, n_minibatches=2)).eval.enabled
-        True
-    """
-    if isinstance(config, PPOConfig):
-        config = TrainConfig(ppo=config)
-    if not isinstance(config, TrainConfig):
-        raise TypeError(
-            f"config={config!r} must be a TrainConfig or a PPOConfig, e.g. "
-            "TrainConfig(ppo=PPOConfig(n_envs=256))."
-        )
-    return config
-
-
 def set_up(
     env: Any,
     eval_env: Any,
     network: nnx.Module,
-    config: OnPolicyConfig,
+    config: OnPolicyRun,
     eval_config: EvalConfig,
     *,
     devices: int | Sequence[jax.Device] | None,
@@ -185,47 +160,12 @@ def set_up(
     return sharded
 
 
-def drive(
-    state: Any,
-    train_call: Callable[[Any], tuple[Any, Any]],
-    config: OnPolicyConfig,
-    host: Host,
-    *,
-    log_every_calls: int,
-    tasks: Sequence[Periodic | None],
-    mesh: Mesh | None,
-    description: str,
-    runs: int | None = None,
-) -> LoopResult:
-    """`run_calls` with the run's sizes from ``config``, its host-side options from
-    ``host`` (a `Host`, e.g. the `RunSettings` of `resolve_options`) and its periodic
-    ``tasks`` (``None`` entries skipped) followed by the host's own (``tasks=``);
-    ``runs``: a sweep's run count (`nnx_ppo.algorithms.sweeps`)."""
-    return run_calls(
-        state,
-        train_call,
-        steps_per_iteration=config.steps_per_iteration,
-        iterations_per_call=config.iterations_per_call,
-        n_iterations=config.n_iterations,
-        log_every_calls=log_every_calls,
-        log_level=config.log_level,
-        tasks=[task for task in (*tasks, *host.tasks) if task is not None],
-        checkpoint=host.checkpoint,
-        mesh=mesh,
-        log_fn=host.log_fn,
-        jsonl_path=host.jsonl_path,
-        progress=host.progress,
-        description=description,
-        runs=runs,
-        stop=host.stop,
-    )
-
-
-def resume(checkpoint: Any, state: Any, mesh: Mesh | None) -> Any:
-    """The state to start from: the checkpoint's (placed like ``state``), or ``state``."""
+def resume(checkpoint: Any, state: Any, mesh: Mesh | None, *, axis: int = 0) -> Any:
+    """The state to start from: the checkpoint's (placed like ``state``; ``axis=1`` for
+    a sweep's, `restore_checkpoint`), or ``state``."""
     if checkpoint is None:
         return state
-    restored = restore_checkpoint(checkpoint, state, mesh)
+    restored = restore_checkpoint(checkpoint, state, mesh, axis=axis)
     return state if restored is None else restored
 
 
@@ -280,16 +220,19 @@ class Prepared:
     Attributes:
         fields: The training state's fields beyond the shared ones (keyword arguments
             of `init_state`, e.g. the value normalizer's statistics).
-        iteration: ``iteration(graphdef, optimization, mesh)`` builds the jitted body,
-            ``(state, *call_args) -> (state, metrics)``, from the run's `Optimization`
-            (its optimizer, learning-rate rule and, in a sweep, its own values of the
-            swept config fields).
+        iteration: ``iteration(graphdef, config, optimization, mesh)`` builds the
+            jitted body, ``(state, *call_args) -> (state, metrics)``, for one run: its
+            algorithm config (in a sweep, holding the run's own traced values of the
+            swept fields, `OnPolicyRun.with_values`) and its `Optimization` (built from
+            that config).
         call_args: Arguments every device call takes after the state (placed on the
             mesh), e.g. a teacher's variables; shared by the runs of a sweep.
     """
 
     fields: dict[str, Any]
-    iteration: Callable[[nnx.GraphDef, Optimization, Mesh | None], Callable[..., tuple[Any, Any]]]
+    iteration: Callable[
+        [nnx.GraphDef, Any, Optimization, Mesh | None], Callable[..., tuple[Any, Any]]
+    ]
     call_args: tuple[Any, ...] = ()
 
 
@@ -299,31 +242,25 @@ class Algorithm:
 
     Attributes:
         name: The trainer's name (the progress bar's label).
-        config: Its `OnPolicyConfig` (sizes, optimizer, reset mode).
-        prepare: ``prepare(env, mesh) -> Prepared``, called after the shared checks and
-            the placement and before anything is built: the algorithm's own checks
-            (raise there) and what it adds to the run.
+        prepare: ``prepare(env, config, mesh) -> Prepared``, with the run's algorithm
+            config (``config.algorithm`` of the `RunConfig`), called after the shared
+            checks and the placement and before anything is built: the algorithm's own
+            checks (raise there) and what it adds to the run.
         state_type: The training state's class.
-        advantage_mode: What `check_env_network` checks the network's value heads for.
     """
 
     name: str
-    config: OnPolicyConfig
-    prepare: Callable[[Any, Mesh | None], Prepared]
+    prepare: Callable[[Any, Any, Mesh | None], Prepared]
     state_type: type = TrainState
-    advantage_mode: str = "combined"
 
 
 def run(
     algorithm: Algorithm,
     env: Any,
     network: nnx.Module,
+    config: RunConfig,
     settings: RunSettings,
     *,
-    eval_config: EvalConfig,
-    seed: int,
-    log_every_calls: int,
-    video: VideoConfig | None = None,
     runs: Runs | None = None,
 ) -> LoopResult:
     """Train ``network`` with ``algorithm`` on ``env``: set up, place, build the state,
@@ -335,13 +272,13 @@ def run(
         env: The training environment.
         network: The network to train (updated in place at the end); with ``runs``, the
             first run's, the template of every run's (checks, graph, evaluation).
+        config: The run's `RunConfig` (`TrainConfig`, `DistillationConfig`): its
+            ``algorithm`` config (sizes, optimizer, reset mode; its ``advantage_mode``,
+            if it has one, is what the network's value heads are checked for), its
+            ``eval``, ``video`` and ``log_every_calls``, and its ``seed``, split into
+            the keys of the initial state, the evaluations and the videos. With
+            ``runs``, the first run's: each run's own seed is split so instead.
         settings: The resolved run options (`resolve_options`).
-        eval_config: The periodic evaluation.
-        seed: The run's seed: split into the keys of the initial state, the
-            evaluations and (with ``video``) the videos. With ``runs``, each run's own
-            seed is split so instead.
-        log_every_calls: Log every this many device calls.
-        video: The videos of the run (``None``: the algorithm records none).
         runs: ``K`` runs in one program (`Runs`, from `nnx_ppo.algorithms.sweeps`):
             the state gets a leading run axis and the iteration is vmapped over it;
             run ``i`` is the run this call would train alone with ``runs.seeds[i]``,
@@ -353,12 +290,13 @@ def run(
     Raises:
         ValueError: With ``runs``, if the run spans several processes.
     """
-    config = algorithm.config
+    algo, eval_config, video = config.algorithm, config.eval, config.video
     eval_env = settings.eval_env
     # Every argument, the placement and the networks, before anything is compiled.
     sharded = set_up(
-        env, eval_env, network, config, eval_config,
-        devices=settings.devices, mesh=settings.mesh, advantage_mode=algorithm.advantage_mode,
+        env, eval_env, network, algo, eval_config,
+        devices=settings.devices, mesh=settings.mesh,
+        advantage_mode=getattr(algo, "advantage_mode", "combined"),
     )  # fmt: skip
     if runs is not None and sharded is not None and jax.process_count() > 1:
         raise ValueError(
@@ -366,87 +304,145 @@ def run(
             f"of {jax.process_count()} (jax.distributed). Train the sweep on one host's "
             "devices."
         )
-    prepared = algorithm.prepare(env, sharded)
-    records = video is not None and video.enabled
-    if records:
+    prepared = algorithm.prepare(env, algo, sharded)
+    if video.enabled:
         check_video_env(eval_env, video=video)
     randomization, eval_randomization = run_randomizations(
-        env, eval_env, settings.randomization_fn, config.n_envs, eval_config,
+        env, eval_env, settings.randomization_fn, algo.n_envs, eval_config,
         redraw_every=settings.redraw_every,
     )  # fmt: skip
     evaluator_for = functools.partial(
         evaluator_of, eval_env, network, config=eval_config, mesh=sharded,
-        run_steps=config.n_iterations * config.steps_per_iteration,
+        run_steps=algo.n_iterations * algo.steps_per_iteration,
         randomization=eval_randomization,
     )  # fmt: skip
     call_args = prepared.call_args
-    n_keys = 2 if video is None else 3
+    count = None if runs is None else runs.count
 
     if runs is None:
         # Split once; the jitted iteration works on (graphdef, state) from here on.
-        init_key, eval_key, *video_key = jax.random.split(jax.random.PRNGKey(seed), n_keys)
-        own = optimization(config)
+        init_key, eval_key, video_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
+        own = optimization(algo)
         graphdef, state = init_state(
             env, network, own.optimizer, init_key,
-            n_envs=config.n_envs, reset_mode=config.reset_mode, mesh=sharded,
+            n_envs=algo.n_envs, reset_mode=algo.reset_mode, mesh=sharded,
             state_type=algorithm.state_type, randomization=randomization, **prepared.fields,
         )  # fmt: skip
-        state = resume(settings.checkpoint, state, sharded)
-        shardings = None if sharded is None else state_shardings(state, sharded)
         iteration = with_redraws(
-            prepared.iteration(graphdef, own, sharded), env, randomization, config.reset_mode,
-            sharded,
+            prepared.iteration(graphdef, algo, own, sharded), env, randomization,
+            algo.reset_mode, sharded,
         )  # fmt: skip
-        evaluation = evaluation_task(evaluator_for(graphdef), eval_key, eval_config)
     else:
-        init_key, eval_key, *video_key = run_keys(runs.seeds, n_keys)
+        # The same with a leading run axis: run i's keys, variables and values.
+        init_key, eval_key, video_key = run_keys(runs.seeds, 3)
         graphdef = split_network(network)[0]
         state = init_runs(
-            env, graphdef, runs, config, init_key, state_type=algorithm.state_type,
+            env, graphdef, runs, algo, init_key, state_type=algorithm.state_type,
             randomization=randomization, fields=prepared.fields,
         )  # fmt: skip
-        shardings = None if sharded is None else sweep_shardings(state, sharded)
-        if shardings is not None:
-            state = jax.device_put(state, shardings)
-        state = resume_runs(settings.checkpoint, state, shardings)
+        if sharded is not None:
+            state = jax.device_put(state, state_shardings(state, sharded, axis=1))
         iteration = runs_iteration(
-            lambda own: prepared.iteration(graphdef, own, sharded), config, env,
-            randomization, sharded, len(call_args),
+            lambda run_config, own: prepared.iteration(graphdef, run_config, own, sharded),
+            algo, env, randomization, sharded, len(call_args),
         )  # fmt: skip
-        call_args = (dict(runs.hyperparameters), *call_args)
-        evaluation = runs_evaluation(evaluator_for(graphdef), eval_key, runs.count, eval_config)
+        call_args = (dict(runs.values), *call_args)
+    axis = 0 if runs is None else 1
+    state = resume(settings.checkpoint, state, sharded, axis=axis)
+    shardings = None if sharded is None else state_shardings(state, sharded, axis=axis)
     train_call = make_train_call(
-        iteration, config.iterations_per_call, shardings=shardings, n_args=len(call_args)
+        iteration, algo.iterations_per_call, shardings=shardings, n_args=len(call_args)
     )
+    evaluation = evaluation_task(evaluator_for(graphdef), eval_key, eval_config, count)
     recording = None
-    if records:
-        assert video is not None
+    if video.enabled:
         recorder = make_video_recorder(eval_env, eval_graphdef(network), video)
-        if runs is None:
-            recording = _video_task(recorder, video, video_key[0], sharded)
-        else:
-            recording = runs_video(recorder, video_key[0], runs.count, video)
-    loop = drive(
-        state, lambda current: train_call(current, *call_args), config, settings,
-        log_every_calls=log_every_calls, tasks=(evaluation, recording), mesh=sharded,
-        description=algorithm.name, runs=None if runs is None else runs.count,
-    )  # fmt: skip
+        recording = video_task(recorder, video, video_key, sharded, count)
+    loop = run_calls(
+        state,
+        lambda current: train_call(current, *call_args),
+        steps_per_iteration=algo.steps_per_iteration,
+        iterations_per_call=algo.iterations_per_call,
+        n_iterations=algo.n_iterations,
+        log_every_calls=config.log_every_calls,
+        log_level=algo.log_level,
+        tasks=[task for task in (evaluation, recording, *settings.tasks) if task is not None],
+        checkpoint=settings.checkpoint,
+        mesh=sharded,
+        log_fn=settings.log_fn,
+        jsonl_path=settings.jsonl_path,
+        progress=settings.progress,
+        description=algorithm.name,
+        runs=count,
+        stop=settings.stop,
+    )
     if runs is None:
         write_back(network, loop.state, sharded)
     return loop
 
 
-def _video_task(
-    recorder: Callable[..., str], video: VideoConfig, key: jax.Array, mesh: Mesh | None
-) -> Periodic:
-    """The run's videos as a `Periodic` (process 0): one episode of the state's
-    variables, with ``key`` folded with the iteration."""
+_PER_EPISODE = ("rollout/episode_reward", "rollout/episode_length")
 
-    def record(current: Any, at_iteration: int, at_step: int) -> None:
-        params, network_state = current.params, current.network_state
-        if mesh is not None and jax.process_count() > 1:
-            # Process 0 alone records: on local copies of the replicated variables.
-            params, network_state = gather_state((params, network_state))
-        recorder(params, network_state, jax.random.fold_in(key, at_iteration), at_step)
 
-    return Periodic(record, video.every_steps, primary_only=True)
+def _aggregate(metrics: Metrics) -> Metrics:
+    """Combine ``[K]``-stacked iteration metrics: means, except that episode counts add
+    up, per-episode means are weighted by the number of episodes of each iteration, and
+    the learning rate is the last iteration's."""
+    out = {k: jnp.mean(v, axis=0) for k, v in metrics.items()}
+    if "train/learning_rate" in metrics:  # the rate the call ended with
+        out["train/learning_rate"] = metrics["train/learning_rate"][-1]
+    if "rollout/episodes" in metrics:
+        # Summed over the iterations only: a sweep's metrics are [K_iterations, runs].
+        counts = metrics["rollout/episodes"]
+        total = jnp.sum(counts, axis=0)
+        out["rollout/episodes"] = total
+        for name in _PER_EPISODE:
+            if name in metrics:
+                weighted = jnp.sum(jnp.where(counts > 0, metrics[name] * counts, 0.0), axis=0)
+                out[name] = jnp.where(total > 0, weighted / jnp.maximum(total, 1.0), jnp.nan)
+    return out
+
+
+def make_train_call(
+    training_iteration: Callable[..., tuple[Any, Metrics]],
+    iterations_per_call: int = 1,
+    *,
+    shardings: Any = None,
+    n_args: int = 0,
+) -> Callable[..., tuple[Any, Metrics]]:
+    """Jit ``iterations_per_call`` iterations into one device call, donating the state.
+
+    Args:
+        training_iteration: From `make_training_iteration`:
+            ``training_iteration(state, *args) -> (state, metrics)``.
+        iterations_per_call: Iterations per call (a ``lax.scan`` if > 1).
+        shardings: The state's shardings on a mesh
+            (`state_shardings`): the call takes and
+            returns the state laid out so, takes ``args`` replicated, and returns
+            replicated metrics. ``None``: wherever the state is.
+        n_args: The number of arguments after the state (not donated, e.g. the
+            teacher's variables in distillation: inputs, not baked-in constants).
+
+    Returns:
+        ``train_call(state, *args) -> (state, metrics)``; the metrics are averaged over
+        the call's iterations (``rollout/episodes`` is summed and the per-episode means
+        are weighted by it). The input state's buffers are donated: do not reuse it.
+    """
+
+    def train_call(state: Any, *args: Any) -> tuple[Any, Metrics]:
+        if iterations_per_call == 1:
+            return training_iteration(state, *args)
+        state, metrics = jax.lax.scan(
+            lambda s, _: training_iteration(s, *args), state, None, length=iterations_per_call
+        )
+        return state, _aggregate(metrics)
+
+    if shardings is None:
+        return jax.jit(train_call, donate_argnums=0)
+    replicated = replicated_sharding(jax.tree.leaves(shardings)[0].mesh)
+    return jax.jit(
+        train_call,
+        donate_argnums=0,
+        in_shardings=(shardings, *[replicated] * n_args),
+        out_shardings=(shardings, replicated),
+    )
