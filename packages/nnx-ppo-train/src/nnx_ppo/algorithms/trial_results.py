@@ -19,7 +19,7 @@ from nnx_ppo.envs.cognitive import Outcome
 __all__ = ["TrialResults"]
 
 _CORRECT, _WRONG, _ABORTED = Outcome.CORRECT, Outcome.WRONG, Outcome.ABORTED
-_PER_TRIAL = {  # the per-trial info fields kept, with their dtypes
+_PER_TRIAL: dict[str, Any] = {  # the per-trial info fields kept, with their dtypes
     "outcome": np.int32,
     "choice": np.int32,
     "answer": np.int32,
@@ -90,7 +90,7 @@ class TrialResults:
     epoch: np.ndarray | None = None
     valid: np.ndarray | None = None
 
-    PER_TRIAL: ClassVar[dict[str, type]] = _PER_TRIAL
+    PER_TRIAL: ClassVar[dict[str, Any]] = _PER_TRIAL
     """The per-trial fields (the task's ``info`` keys kept from the step that ended each
     trial) and their dtypes."""
 
