@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import doctest
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import time
 
 import pytest
 from nnx_ppo_apps_common.training import train_config
+from nnx_ppo_quickstart import cli as cli_module
 from nnx_ppo_quickstart import envs as envs_module
 from nnx_ppo_quickstart.cli import main, parse_args, with_learning_rate_schedule
 from nnx_ppo_quickstart.networks import make_network
@@ -125,12 +128,47 @@ def test_existing_run_needs_resume(tmp_path, capsys):
     assert "--resume" in capsys.readouterr().err
 
 
-def test_unknown_env_lists_valid_choices(tmp_path, capsys):
-    assert main(["--env", "inverted_pendulm", "--output-dir", str(tmp_path)]) == 2
+@pytest.mark.parametrize(
+    ("env", "suggested"),
+    [("inverted_pendulm", "'inverted_pendulum'"), ("cartpolebalance", "'CartpoleBalance'")],
+)
+def test_unknown_env_suggests_the_closest_and_lists_valid_choices(env, suggested, capsys):
+    assert main(["--env", env, "--output-dir", "never-written"]) == 2
     err = capsys.readouterr().err
-    assert "unknown --env 'inverted_pendulm'" in err
-    assert "inverted_pendulum" in err and "CartpoleBalance" in err
-    assert "Traceback" not in err
+    assert f"unknown --env {env!r}; did you mean {suggested}" in err
+    assert "valid choices:" in err and "inverted_pendulum," in err and "CartpoleBalance" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_help_states_every_option_and_its_default_once(capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    # One entry per option: its line and the indented lines that continue it.
+    entries = re.split(r"\n  (?=-)", text.split("\noptions:\n", 1)[1])
+    entries = [" ".join(entry.split()) for entry in entries if entry.strip()]
+    options = [entry.split()[0].rstrip(",") for entry in entries]
+    usage = set(re.findall(r"\[(--[a-z-]+)", text.split("\n\n", 1)[0]))
+    assert usage <= set(options) and "--seed" in options and "--learning-rate" in options
+    for option, entry in zip(options, entries, strict=True):
+        if option == "-h":
+            continue
+        words = entry.split()[1:]
+        description = " ".join(words[1:] if words and words[0].isupper() else words)
+        assert description and not description.startswith("(default"), f"{option}: no help"
+        assert entry.count("(default") == 1, entry
+        assert "(default: None)" not in entry and "%%" not in entry, entry
+    assert "--seed SEED seed of the network's initial parameters" in " ".join(text.split())
+    assert "(default: a new folder outputs/quickstart/<env>-<network>-<time>)" in " ".join(
+        text.split()
+    )
+
+
+def test_docstring_examples_run():
+    for module in (cli_module, envs_module):
+        outcome = doctest.testmod(module)
+        assert outcome.attempted > 0 and outcome.failed == 0, module.__name__
 
 
 @pytest.mark.parametrize(

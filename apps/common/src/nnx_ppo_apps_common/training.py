@@ -40,7 +40,8 @@ class TrainingDefaults:
         n_epochs: ``--n-epochs``.
         learning_rate: ``--learning-rate``.
         discount: ``--discount`` (``PPOConfig.discounting_factor``).
-        discount_help: The help text of ``--discount`` (why this default).
+        discount_help: The help text of ``--discount`` (why this default), if not the
+            generic one.
         episode_length: ``--episode-length``, also the evaluation's episode limit.
         eval_every: ``--eval-every``, environment steps between evaluations.
         eval_envs: ``--eval-envs``, environments per evaluation.
@@ -73,12 +74,32 @@ def add_training_arguments(parser: argparse.ArgumentParser, defaults: TrainingDe
     group.add_argument(
         "--n-envs", type=positive_int, default=defaults.n_envs, help="parallel environments"
     )
-    group.add_argument("--rollout-length", type=positive_int, default=defaults.rollout_length)
-    group.add_argument("--n-minibatches", type=positive_int, default=defaults.n_minibatches)
-    group.add_argument("--n-epochs", type=positive_int, default=defaults.n_epochs)
-    group.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
     group.add_argument(
-        "--discount", type=float, default=defaults.discount, help=defaults.discount_help
+        "--rollout-length",
+        type=positive_int,
+        default=defaults.rollout_length,
+        help="steps per environment per iteration (a recurrent policy's replay window)",
+    )
+    group.add_argument(
+        "--n-minibatches",
+        type=positive_int,
+        default=defaults.n_minibatches,
+        help="minibatches per epoch; --n-envs must be a multiple of it",
+    )
+    group.add_argument(
+        "--n-epochs",
+        type=positive_int,
+        default=defaults.n_epochs,
+        help="passes over each rollout",
+    )
+    group.add_argument(
+        "--learning-rate", type=float, default=defaults.learning_rate, help="Adam step size"
+    )
+    group.add_argument(
+        "--discount",
+        type=float,
+        default=defaults.discount,
+        help=defaults.discount_help or "discount factor gamma; horizon about 1 / (1 - gamma)",
     )
     group.add_argument(
         "--episode-length",

@@ -45,6 +45,20 @@ return, where at a constant rate it fell back late in training. The MLP's docume
 curves are measured at a constant rate."""
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` with every option's default once: ``(default: ...)`` is appended
+    unless the help text states the default itself (``--output-dir``, whose default is
+    made at run time), and a flag's default is "off"."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "(default" in text:
+            return text
+        if action.nargs == 0 and action.default is False:  # a store_true flag
+            return f"{text} (default: off)"
+        return super()._get_help_string(action) or text
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the command line (``--help`` lists every option with its default)."""
     from nnx_ppo_quickstart.networks import PRESETS
@@ -52,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Train a stateful PPO policy on a brax or MuJoCo Playground env.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument(
         "--env", default="inverted_pendulum", help="env name from the brax or Playground registry"
@@ -84,7 +98,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=50_000,
         help="environment steps between checkpoints (and one at the end)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the network's initial parameters and of training (environment "
+        "resets, minibatch shuffles, evaluations)",
+    )
     parser.add_argument(
         "--output-dir",
         type=Path,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import warnings
 from typing import Any
 
 from nnx_ppo.wrappers import Latency, RewardScalingWrapper, wrap_for_training
 
-__all__ = ["EnvPair", "available_envs", "make_envs", "parse_lag"]
+__all__ = ["EnvPair", "available_envs", "make_envs", "parse_lag", "unknown_env_message"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +44,26 @@ def _playground_names() -> list[str]:
 def available_envs() -> dict[str, list[str]]:
     """Registered environment names per source (``brax``, ``playground``)."""
     return {"brax": _brax_names(), "playground": _playground_names()}
+
+
+def unknown_env_message(name: str, names: dict[str, list[str]]) -> str:
+    """The error for an ``--env`` no registry knows: the closest names first (a
+    did-you-mean, by `difflib.get_close_matches`, ignoring case), then every valid one.
+
+    Examples:
+        >>> names = {"brax": ["ant", "inverted_pendulum"], "playground": ["CartpoleBalance"]}
+        >>> print(unknown_env_message("cartpolebalance", names))  # doctest: +ELLIPSIS
+        unknown --env 'cartpolebalance'; did you mean 'CartpoleBalance'? valid choices: ...
+        >>> print(unknown_env_message("humanoid", names))
+        unknown --env 'humanoid'; valid choices: ant, inverted_pendulum, CartpoleBalance
+    """
+    valid = names["brax"] + names["playground"]
+    by_folded = {known.casefold(): known for known in valid}
+    close = difflib.get_close_matches(name.casefold(), list(by_folded), n=3, cutoff=0.6)
+    message = f"unknown --env {name!r}; "
+    if close:
+        message += f"did you mean {' or '.join(repr(by_folded[c]) for c in close)}? "
+    return message + "valid choices: " + (", ".join(valid) or "(install brax or playground)")
 
 
 def parse_lag(option: str, text: str) -> int | tuple[int, int]:
@@ -107,8 +128,7 @@ def make_envs(
         base = registry.load(name, config_overrides={"impl": "jax"})
         source = "MuJoCo Playground (impl jax)"
     else:
-        valid = ", ".join(names["brax"] + names["playground"]) or "(install brax or playground)"
-        raise ValueError(f"unknown --env {name!r}; valid choices: {valid}")
+        raise ValueError(unknown_env_message(name, names))
     if lags != {"action_lag": 0, "obs_lag": 0}:
         try:
             base = Latency(base, **lags, hold_prob=lag_hold_prob)  # type: ignore[arg-type]
