@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nnx-ppo-learning",
         description="Learning-quality suite: network families on partially observable "
-        "tasks, ours vs nnx-ppo 0.3.0, several seeds, median and 95%% bootstrap CI.",
+        "tasks, ours vs nnx-ppo 0.3.0, several seeds, median and 95% bootstrap CI.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--tasks", type=comma_names(list(TASKS)), default=tuple(TASKS))

@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="nnx-ppo-published",
         description="Memory benchmarks with published numbers (rl-baselines3-zoo's "
         "recurrent PPO on velocity-free classic control, POBAX's T-Maze): our LSTM, "
-        "GRU and MLP, several seeds in one train_many each, median and 95%% bootstrap CI.",
+        "GRU and MLP, several seeds in one train_many each, median and 95% bootstrap CI.",
     )
     p.add_argument("--benchmarks", type=comma_names(list(BENCHMARKS)), default=tuple(BENCHMARKS))
     p.add_argument("--families", type=comma_names(list(FAMILIES)), default=FAMILIES)
