@@ -6,7 +6,9 @@ appended, in a scratch folder) or with the reason it does not (it is CI itself, 
 is a server). A command added to those pages without an entry fails
 `test_every_advertised_command_has_a_plan`, so the pages cannot advertise an untested
 command. Run by ``uv run nox -s readme`` (CI runs it after the default sessions); the
-commands use the workspace's own environment, as a user's would.
+``uv run`` commands use the workspace's own environment, as a user's would, and each
+``pip install`` runs in a new virtual environment that has nothing but pip, as on a
+machine with only Python.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import os
 import re
 import shlex
 import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,12 +46,30 @@ class Run:
     """How an advertised command runs here: ``append`` is added to it (``{tmp}`` in it
     is the scratch folder); it runs in the scratch folder, or in the repository with
     ``in_repo``; ``expect`` lists files (relative to the scratch folder) it must write,
-    and ``prints`` a text its output must hold."""
+    and ``prints`` a text its output must hold. With ``fresh_env`` it runs with a new
+    virtual environment (made here, holding only pip) first on ``PATH``, which then
+    runs the Python code ``check``."""
 
     append: str = ""
     expect: tuple[str, ...] = ()
     prints: str = ""
     in_repo: bool = False
+    fresh_env: bool = False
+    check: str = ""
+
+
+def _installed(*modules: str, absent: tuple[str, ...] = ()) -> str:
+    """A ``check``: ``modules`` import from the environment's own site-packages (not
+    the workspace's), and ``absent`` are not installed."""
+    return (
+        "import importlib, importlib.util, pathlib, sys\n"
+        "prefix = pathlib.Path(sys.prefix).resolve()\n"
+        f"for name in {list(modules)!r}:\n"
+        "    path = pathlib.Path(importlib.import_module(name).__file__).resolve()\n"
+        "    assert path.is_relative_to(prefix), (name, path, prefix)\n"
+        f"for name in {list(absent)!r}:\n"
+        "    assert importlib.util.find_spec(name) is None, f'{name} was installed'\n"
+    )
 
 
 CI_RUNS_IT = "CI's own command: .ci/run runs it"
@@ -91,14 +113,41 @@ PLAN: dict[str, Run | str] = {
     "uv run nox -s extended slow": CI_RUNS_IT + " after the default sessions",
     "uv run mkdocs serve": "a server; `nox -s docs` builds the same site (mkdocs build --strict)",
     "uv run mkdocs build": "`nox -s docs` runs it with --strict",
-    # Installs from the package index: `nox -s build` installs the built wheels into
-    # clean virtual environments and imports them.
-    "pip install nnx-modules": "an install from the package index (see `nox -s build`)",
-    "pip install nnx-graph": "an install from the package index (see `nox -s build`)",
-    'pip install "nnx-ppo-train[brax]"': "an install from the package index",
-    'pip install "nnx-ppo-train[playground]"': "an install from the package index",
-    'pip install "nnx-ppo-train[gymnax]"': "an install from the package index",
-    'pip install "nnx-ppo-train[brax,logging]"': "an install from the package index",
+    # Installs from a clone, each in a new virtual environment (the README's and
+    # getting-started's trainer command is the same one, run once).
+    "pip install ./packages/nnx-modules": Run(
+        in_repo=True,
+        fresh_env=True,
+        check=_installed(
+            "nnx_ppo.networks.containers", absent=("nnx_ppo.networks.graph", "nnx_ppo.algorithms")
+        ),
+    ),
+    "pip install ./packages/nnx-modules ./packages/nnx-graph": Run(
+        in_repo=True,
+        fresh_env=True,
+        check=_installed("nnx_ppo.networks.graph", absent=("nnx_ppo.algorithms",)),
+    ),
+    'pip install ./packages/nnx-modules "./packages/nnx-ppo-train[brax,logging]"': Run(
+        in_repo=True,
+        fresh_env=True,
+        check=_installed("nnx_ppo.algorithms", "brax.envs", "tensorboardX", "matplotlib"),
+    ),
+    # Wheels: built into the repository's dist/ (git-ignored), then installed from it.
+    "uv build --all-packages --wheel --out-dir dist": Run(
+        prints="Successfully built dist/nnx_ppo_train-", in_repo=True
+    ),
+    'pip install --find-links dist "nnx-ppo-train[brax]"': Run(
+        in_repo=True,
+        fresh_env=True,
+        check=_installed("nnx_ppo.algorithms", "nnx_ppo.networks.containers", "brax.envs"),
+    ),
+    # Installs from the package index, which a release will allow: `nox -s build`
+    # installs the built wheels into clean virtual environments and imports them.
+    "pip install nnx-modules": "an install from the package index, after a release",
+    "pip install nnx-graph": "an install from the package index, after a release",
+    'pip install "nnx-ppo-train[brax]"': "an install from the package index, after a release",
+    'pip install "nnx-ppo-train[brax,logging]"': "an install from the package index, after "
+    "a release",
     # getting started
     "uv run nnx-ppo-quickstart --network lstm": Run(SMALL, ("outputs/quickstart",)),
     "uv run nnx-ppo-quickstart --output-dir runs/pendulum": Run(
@@ -152,6 +201,14 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("readme")
 
 
+def _fresh_env(scratch: Path) -> Path:
+    """A new virtual environment in ``scratch`` with nothing installed but pip (from
+    the base interpreter, not the workspace's environment)."""
+    venv = Path(tempfile.mkdtemp(prefix="venv-", dir=scratch))
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    return venv
+
+
 RUNNABLE = [c for c in dict.fromkeys(ADVERTISED) if isinstance(PLAN.get(c), Run)]
 
 
@@ -164,6 +221,12 @@ def test_advertised_command_runs(command: str, scratch: Path) -> None:
         argv[2:2] = ["--project", str(ROOT)]  # the workspace's environment, from scratch/
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "UV_PYTHON_DOWNLOADS": "never"}
     env["JAX_COMPILATION_CACHE_DIR"] = str(ROOT / ".cache" / "jax")
+    if plan.fresh_env:
+        venv = _fresh_env(scratch)
+        for name in ("PYTHONPATH", "PYTHONHOME", "UV_PROJECT_ENVIRONMENT"):
+            env.pop(name, None)
+        env["VIRTUAL_ENV"] = str(venv)
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
     done = subprocess.run(
         argv, cwd=ROOT if plan.in_repo else scratch, env=env,
         capture_output=True, text=True, timeout=900, check=False,
@@ -174,6 +237,12 @@ def test_advertised_command_runs(command: str, scratch: Path) -> None:
     for name in plan.expect:
         path = scratch / name
         assert path.exists() and (path.is_dir() or path.stat().st_size > 0), name
+    if plan.check:
+        checked = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", plan.check], cwd=scratch, env=env,
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert checked.returncode == 0, f"after {command!r}:\n{checked.stderr[-4000:]}"
     if "--resume" in argv:
         summary = json.loads((scratch / "runs/cartpole/summary.json").read_text())
         assert summary["steps"] == 4096, summary  # continued from 2048 to 4096
