@@ -132,8 +132,9 @@ def test_existing_run_needs_resume(tmp_path, capsys):
     ("env", "suggested"),
     [("inverted_pendulm", "'inverted_pendulum'"), ("cartpolebalance", "'CartpoleBalance'")],
 )
-def test_unknown_env_suggests_the_closest_and_lists_valid_choices(env, suggested, capsys):
-    assert main(["--env", env, "--output-dir", "never-written"]) == 2
+def test_unknown_env_suggests_the_closest_and_lists_valid_choices(env, suggested, tmp_path, capsys):
+    assert main(["--env", env, "--output-dir", str(tmp_path / "run")]) == 2
+    assert not (tmp_path / "run").exists()  # nothing written
     err = capsys.readouterr().err
     assert f"unknown --env {env!r}; did you mean {suggested}" in err
     assert "valid choices:" in err and "inverted_pendulum," in err and "CartpoleBalance" in err
