@@ -58,8 +58,10 @@ def test_lstm_activations_equal_a_step_by_step_eval_rollout():
     env = _Countdown()
     net = make_lstm_actor_critic(2, 1, 5, (4,), (4,), rngs=nnx.Rngs(0))
     T, B = 5, 3
-    acts, _ = record_activations_rollout(env, net, B, T, jax.random.key(0))
+    acts, _, obs = record_activations_rollout(env, net, B, T, jax.random.key(0),
+                                              return_observations=True)  # fmt: skip
     assert acts[1]["action"][0].shape == (T, B, 5)
+    assert obs.shape == (T, B, 2)
     assert acts[1]["action"][1][0].shape == (T, B, 4)  # the actor head's hidden layer
     assert acts[1]["value"][1][1].shape == (T, B, 1)
 
@@ -68,6 +70,7 @@ def test_lstm_activations_equal_a_step_by_step_eval_rollout():
     env_state = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), B))
     carry = reference.initialize_state(B)
     for t in range(T):
+        np.testing.assert_array_equal(obs[t], env_state.obs)  # what the network was fed
         out = reference(carry, env_state.obs)
         carry = out.next_state
         np.testing.assert_allclose(acts[1]["action"][0][t], carry[1]["action"][0]["h"], atol=1e-6)
@@ -96,6 +99,7 @@ def test_the_network_is_left_as_it_was():
         ({"max_episode_length": -3}, ValueError, "max_episode_length must be >= 1"),
         ({"n_envs": 2.0}, TypeError, "n_envs must be an int"),
         ({"n_envs": True}, TypeError, "n_envs must be an int"),
+        ({"return_observations": 1}, TypeError, "return_observations must be a bool"),
     ],
 )
 def test_bad_counts_are_rejected(kwargs, error, match):

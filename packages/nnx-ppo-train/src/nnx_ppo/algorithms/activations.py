@@ -10,6 +10,10 @@ in one call; this trainer feature runs a recording copy of a network in ``eval()
     # activations: the network's container tree, leaves [T, B, ...]
     # dones:       [T, B] bool, True where the episode had already ended before step t
 
+With ``return_observations=True`` it also returns the observations the network was fed
+(``[T, B, ...]``, the observation tree), e.g. to analyse the dynamics on the inputs of
+real episodes (`nnx_ppo.networks.analysis.CarryMap` at a visited observation).
+
 Each environment runs **one** episode: nothing is reset, so a row's activations after
 its episode ended (``dones[t, b]``) belong to a finished episode and should be masked
 out (the environment may keep stepping from its terminal state). This is nnx-ppo
@@ -59,7 +63,9 @@ def record_activations_rollout(
     n_envs: int,
     max_episode_length: int,
     key: jax.Array,
-) -> tuple[Any, jax.Array]:
+    *,
+    return_observations: bool = False,
+) -> tuple[Any, jax.Array] | tuple[Any, jax.Array, Any]:
     """Run one deterministic episode per environment and return every activation.
 
     ``networks`` itself is not changed: a `nnx_ppo.networks.recording.with_recording`
@@ -76,6 +82,7 @@ def record_activations_rollout(
         n_envs: ``B``, the number of environments (episodes), ``>= 1``.
         max_episode_length: ``T``, the number of steps, ``>= 1``.
         key: A PRNG key for the environments' resets.
+        return_observations: Also return the observations fed to the network.
 
     Returns:
         ``(activations, dones)``: ``activations`` is the nested dict of
@@ -83,14 +90,23 @@ def record_activations_rollout(
         container tree; a graph contributes one entry per population) with leaves
         ``[T, B, ...]``; ``dones`` is ``[T, B]`` bool, true at step ``t`` if the
         environment's episode ended at an earlier step (mask those activations out).
+        With ``return_observations``, ``(activations, dones, observations)``:
+        ``observations`` is the environment's observation tree with leaves
+        ``[T, B, ...]``, step ``t``'s the one the network saw at step ``t``.
 
     Raises:
-        TypeError: If ``n_envs`` or ``max_episode_length`` is not an int, or the
-            network's output is not a ``PPONetworkOutput``.
+        TypeError: If ``n_envs`` or ``max_episode_length`` is not an int,
+            ``return_observations`` is not a bool, or the network's output is not a
+            ``PPONetworkOutput``.
         ValueError: If ``n_envs`` or ``max_episode_length`` is below 1.
     """
     n_envs = _check_count("n_envs", n_envs)
     steps = _check_count("max_episode_length", max_episode_length)
+    if not isinstance(return_observations, bool):
+        raise TypeError(
+            f"record_activations_rollout: return_observations must be a bool, got "
+            f"{return_observations!r}."
+        )
     if not isinstance(networks, StatefulModule):
         raise TypeError(
             f"record_activations_rollout: networks must be a StatefulModule, got "
@@ -102,13 +118,13 @@ def record_activations_rollout(
     graphdef, variables = nnx.split(recording)
 
     @jax.jit
-    def run(variables: nnx.State, key: jax.Array) -> tuple[Any, jax.Array]:
+    def run(variables: nnx.State, key: jax.Array) -> tuple[Any, jax.Array, Any]:
         network = nnx.merge(graphdef, variables)
         env_state = jax.vmap(env.reset)(jax.random.split(key, n_envs))
         carry = network.initialize_state(n_envs)
         finished = jnp.zeros((n_envs,), bool)
 
-        def step(loop: Any, _: None) -> tuple[Any, tuple[Any, jax.Array]]:
+        def step(loop: Any, _: None) -> tuple[Any, tuple[Any, jax.Array, Any]]:
             variables, env_state, carry, finished = loop
             network = nnx.merge(graphdef, variables)
             out = network(carry, env_state.obs)
@@ -120,13 +136,17 @@ def record_activations_rollout(
                 )
             next_env_state = jax.vmap(env.step)(env_state, out.output.actions)
             done_now = jnp.asarray(next_env_state.done).astype(bool)
-            ys = (extract_activations(out.metrics), finished)
+            fed = env_state.obs if return_observations else None
+            ys = (extract_activations(out.metrics), finished, fed)
             loop = (nnx.state(network), next_env_state, out.next_state, finished | done_now)
             return loop, ys
 
-        _, (activations, dones) = jax.lax.scan(
+        _, recorded = jax.lax.scan(
             step, (variables, env_state, carry, finished), None, length=steps
         )
-        return activations, dones
+        return recorded
 
-    return run(variables, key)
+    activations, dones, observations = run(variables, key)
+    if return_observations:
+        return activations, dones, observations
+    return activations, dones
