@@ -32,7 +32,7 @@ class RebuiltPolicy:
         step: The env step of the checkpoint that was loaded.
         description: One line for the user (env, preset, checkpoint).
         source: Where it came from, for the artefact's manifest: the run folder (``None``
-            for a bare checkpoint folder), the checkpoint folder, the step, the git
+            for a bare checkpoint folder) and the checkpoint folder as given, the step, the git
             commit the run recorded (if any) and, for a quickstart run, its environment
             (``env``, ``brax_backend``, ``episode_length``), network preset and the
             package versions it trained with (``trained_with``).
@@ -167,8 +167,10 @@ def rebuild(path: Path, *, factory: str | None = None, step: int | None = None) 
         step=int(metadata["step"]),
         description=f"{what}, checkpoint at step {metadata['step']} in {checkpoints}",
         source={
-            "run": None if run_dir is None else str(run_dir.absolute()),
-            "checkpoints": str(checkpoints.absolute()),
+            # As given on the command line: a deployed artefact does not carry the
+            # exporting machine's file system.
+            "run": None if run_dir is None else str(run_dir),
+            "checkpoints": str(checkpoints),
             "step": int(metadata["step"]),
             "git_commit": None if run_dir is None else _recorded_commit(run_dir),
             **run,
