@@ -26,8 +26,9 @@ PACKAGES = {
     "nnx-modules": ("[stablehlo,plot]", ()),
     # nnx-modules[stablehlo]: the graph's export test serializes a StableHLO artefact
     "nnx-graph": ("", ("nnx-modules[stablehlo]",)),
-    # nnx-modules[stablehlo]: the feature matrix exports trained policies
-    "nnx-ppo-train": ("[brax,playground,logging,gymnax]", ("nnx-modules[stablehlo]",)),
+    # nnx-modules[stablehlo]: the feature matrix exports trained policies; search: optuna,
+    # for the search driver's tests (pure Python, with SQLAlchemy)
+    "nnx-ppo-train": ("[brax,playground,logging,gymnax,search]", ("nnx-modules[stablehlo]",)),
 }
 # The default run (the README's test command): every distribution at the latest versions,
 # lint, types, docs, wheels and apps. The floor matrix (`nox -t floor`), the costly
