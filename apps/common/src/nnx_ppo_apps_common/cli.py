@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["arguments_record", "fail", "non_negative_int", "positive_int"]
+__all__ = ["HelpFormatter", "arguments_record", "fail", "non_negative_int", "positive_int"]
 
 
 def _integer(text: str) -> int:
@@ -83,3 +83,50 @@ def arguments_record(args: argparse.Namespace) -> dict[str, Any]:
     return {
         name: str(value) if isinstance(value, Path) else value for name, value in vars(args).items()
     }
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` that states every option's default once, as the user would type it.
+
+    argparse's `ArgumentDefaultsHelpFormatter` appends ``(default: %(default)s)`` to
+    every option, which prints ``(default: None)`` after an option whose absence means
+    something ("the latest checkpoint") and a second default after a help text that
+    states its own. This one appends the default unless the help text already states one
+    (it contains ``(default``, so an option whose default is made at run time or is
+    ``None`` says what it means), shows a ``store_true`` flag's default as ``off``, a
+    required option as ``(required)``, and a tuple or list as the comma-separated names
+    the option reads. Write ``%%`` for a literal percent sign in a help text, as argparse
+    expects; ``--help`` then prints one.
+
+    Examples:
+        >>> parser = argparse.ArgumentParser(prog="demo", formatter_class=HelpFormatter)
+        >>> _ = parser.add_argument("--steps", type=int, default=100, help="env steps")
+        >>> _ = parser.add_argument("--step", type=int, help="checkpoint (default: latest)")
+        >>> _ = parser.add_argument("--quiet", action="store_true", help="print less")
+        >>> _ = parser.add_argument("--seeds", default=(0, 1), help="run seeds")
+        >>> _ = parser.add_argument("--out", required=True, help="folder to write")
+        >>> _ = parser.add_argument("--ci", default=0.95, help="a 95%% interval")
+        >>> for line in parser.format_help().split("options:")[1].splitlines()[2:]:
+        ...     print(line.strip())
+        --steps STEPS  env steps (default: 100)
+        --step STEP    checkpoint (default: latest)
+        --quiet        print less (default: off)
+        --seeds SEEDS  run seeds (default: 0,1)
+        --out OUT      folder to write (required)
+        --ci CI        a 95% interval (default: 0.95)
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "(default" in text or action.default is argparse.SUPPRESS:
+            return text
+        if action.required:
+            return f"{text} (required)"
+        if not action.option_strings:  # a positional argument: the user always gives it
+            return text
+        if action.nargs == 0 and action.default is False:  # a store_true flag
+            return f"{text} (default: off)"
+        if isinstance(action.default, tuple | list):
+            shown = ",".join(str(item) for item in action.default)
+            return f"{text} (default: {shown.replace('%', '%%')})"
+        return f"{text} (default: %(default)s)"
