@@ -93,7 +93,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     something ("the latest checkpoint") and a second default after a help text that
     states its own. This one appends the default unless the help text already states one
     (it contains ``(default``, so an option whose default is made at run time or is
-    ``None`` says what it means), shows a ``store_true`` flag's default as ``off``, a
+    ``None`` says what it means), shows a flag's default as ``on`` or ``off``, a
     required option as ``(required)``, and a tuple or list as the comma-separated names
     the option reads. Write ``%%`` for a literal percent sign in a help text, as argparse
     expects; ``--help`` then prints one.
@@ -103,21 +103,30 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         >>> _ = parser.add_argument("--steps", type=int, default=100, help="env steps")
         >>> _ = parser.add_argument("--step", type=int, help="checkpoint (default: latest)")
         >>> _ = parser.add_argument("--quiet", action="store_true", help="print less")
+        >>> _ = parser.add_argument("--stagger", action=argparse.BooleanOptionalAction,
+        ...                         default=True, help="staggered starts")
         >>> _ = parser.add_argument("--seeds", default=(0, 1), help="run seeds")
         >>> _ = parser.add_argument("--out", required=True, help="folder to write")
         >>> _ = parser.add_argument("--ci", default=0.95, help="a 95%% interval")
         >>> for line in parser.format_help().split("options:")[1].splitlines()[2:]:
-        ...     print(line.strip())
-        --steps STEPS  env steps (default: 100)
-        --step STEP    checkpoint (default: latest)
-        --quiet        print less (default: off)
-        --seeds SEEDS  run seeds (default: 0,1)
-        --out OUT      folder to write (required)
-        --ci CI        a 95% interval (default: 0.95)
+        ...     print(" ".join(line.split()))
+        --steps STEPS env steps (default: 100)
+        --step STEP checkpoint (default: latest)
+        --quiet print less (default: off)
+        --stagger, --no-stagger
+        staggered starts (default: on)
+        --seeds SEEDS run seeds (default: 0, 1)
+        --out OUT folder to write (required)
+        --ci CI a 95% interval (default: 0.95)
     """
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
+        if isinstance(action, argparse.BooleanOptionalAction):
+            # Python < 3.13 appends its own "(default: %(default)s)"; "on"/"off" reads better.
+            text = text.replace(" (default: %(default)s)", "")
+            if "(default" not in text and isinstance(action.default, bool):
+                return f"{text} (default: {'on' if action.default else 'off'})"
         if "(default" in text or action.default is argparse.SUPPRESS:
             return text
         if action.required:
@@ -127,6 +136,6 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if action.nargs == 0 and action.default is False:  # a store_true flag
             return f"{text} (default: off)"
         if isinstance(action.default, tuple | list):
-            shown = ",".join(str(item) for item in action.default)
+            shown = ", ".join(str(item) for item in action.default)
             return f"{text} (default: {shown.replace('%', '%%')})"
         return f"{text} (default: %(default)s)"
