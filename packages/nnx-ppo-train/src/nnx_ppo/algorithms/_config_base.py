@@ -18,6 +18,7 @@ from nnx_ppo.algorithms._validation import check_choice, check_float, check_int
 
 __all__ = [
     "LogLevel",
+    "LoggingLevel",
     "OnPolicyRun",
     "RunConfig",
     "check_swept",
@@ -142,12 +143,29 @@ class LogLevel(enum.Flag):
     """``train/param_norm``: global norm of the trainable parameters."""
     THROUGHPUT = enum.auto()
     """``throughput/*``: env steps per second and wall time (measured on the host)."""
+    DIAGNOSTICS = enum.auto()
+    """``diagnostics/nonfinite_*``: how many env steps had a non-finite reward,
+    observation, action or next observation, and how many optimizer updates a
+    non-finite gradient. It also changes one thing the rollout does: an environment
+    whose next observation is non-finite is counted, treated as terminated at that step
+    (no value bootstrap from it) and restarted by the auto-reset, so the run continues
+    and the non-finite values never reach the network or its statistics. Without
+    ``DIAGNOSTICS`` the rollout is compiled exactly as before (such an observation
+    would reach the network, and the run stop with a ``NonFiniteError``). Not part of
+    ``ALL``: opt in explicitly."""
 
     DEFAULT = LOSSES | ACTOR | CRITIC | ROLLOUT | THROUGHPUT
     ALL = (
         LOSSES | ACTOR | CRITIC | ROLLOUT | ENV_METRICS | NETWORK_METRICS | GRAD_NORM
         | WEIGHTS | THROUGHPUT
     )  # fmt: skip
+
+
+LoggingLevel = LogLevel
+"""nnx-ppo's name of `LogLevel`, accepted as an alias (the same class). The groups
+keep this library's names (``ACTOR``, ``CRITIC``, ``ROLLOUT`` for nnx-ppo's
+``ACTOR_EXTRA``, ``CRITIC_EXTRA``, ``ROLLOUT_STATS``); ``DIAGNOSTICS`` means what
+nnx-ppo's does."""
 
 
 def _check_log_level(value: Any) -> None:

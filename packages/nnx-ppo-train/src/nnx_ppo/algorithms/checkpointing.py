@@ -185,11 +185,15 @@ class Checkpointer:
         resume: Continue from the checkpoints in ``directory``; ``False`` requires it to
             hold none (leftovers of unfinished saves do not count).
         env_state: Save the environment fields (`ENV_FIELDS`) too, so a resume continues
-            bit for bit (the default). ``False`` writes light checkpoints: a resume
-            restarts the environments from fresh resets and may change ``n_envs``.
+            bit for bit (``None``, the default, means ``True``). ``False`` writes light
+            checkpoints: a resume restarts the environments from fresh resets and may
+            change ``n_envs``.
+        include_env_state: nnx-ppo's name for ``env_state``, accepted as an alias
+            (``include_env_state=False`` is ``env_state=False``). Give one of the two.
 
     Raises:
-        TypeError: If an argument has the wrong type.
+        TypeError: If an argument has the wrong type, or both ``env_state`` and its
+            alias ``include_env_state`` are given.
         ValueError: If a count is < 1.
         FileExistsError: If ``resume=False`` and ``directory`` already holds
             checkpoints, or ``directory`` is a file.
@@ -225,10 +229,20 @@ class Checkpointer:
         keep_every_steps: int | None = None,
         async_save: bool = False,
         resume: bool = True,
-        env_state: bool = True,
+        env_state: bool | None = None,
+        include_env_state: bool | None = None,
     ) -> None:
         if not isinstance(directory, str | os.PathLike):
             raise TypeError(f"directory={directory!r} must be a path (str or os.PathLike).")
+        if include_env_state is not None:  # nnx-ppo's name of ``env_state``
+            if env_state is not None:
+                raise TypeError(
+                    f"Checkpointer got both env_state={env_state!r} and "
+                    f"include_env_state={include_env_state!r}; include_env_state is "
+                    "nnx-ppo's name of the same option: pass only one of them."
+                )
+            env_state = include_env_state
+        env_state = True if env_state is None else env_state
         check_optional_int("save_every_steps", save_every_steps, 1)
         check_optional_int("max_to_keep", max_to_keep, 1)
         check_optional_int("keep_every_steps", keep_every_steps, 1)

@@ -13,7 +13,11 @@ callable ``(metrics, step) -> None``; the built-in ones also have ``close()``.
 Metric names. Which groups are computed is set by
 `LogLevel` (``PPOConfig.log_level``); training metrics
 are averaged over the epochs and minibatches of an iteration (and over the iterations
-of one device call), evaluation metrics are logged when an evaluation runs.
+of one device call), evaluation metrics are logged when an evaluation runs. The
+``diagnostics/*`` counts are the exception: each counts *environment steps* (one
+environment at one time step) with any non-finite element in that quantity (any leaf
+of a dict), or *optimizer updates* with any non-finite gradient element, summed over
+the iterations of the device call (`LogLevel.DIAGNOSTICS`, not part of ``ALL``).
 
 ================================== ================ ============================================
 name                               group            meaning
@@ -41,6 +45,12 @@ name                               group            meaning
 ``train/param_norm``               WEIGHTS          global parameter norm
 ``throughput/sps``                 THROUGHPUT       env steps per second since the last log
 ``throughput/wall_time``           THROUGHPUT       seconds since training started
+``diagnostics/nonfinite_obs``      DIAGNOSTICS      env steps whose observation had a NaN/inf
+``diagnostics/nonfinite_action``   DIAGNOSTICS      env steps whose action had a NaN/inf
+``diagnostics/nonfinite_reward``   DIAGNOSTICS      env steps whose reward had a NaN/inf
+``diagnostics/nonfinite_next_obs`` DIAGNOSTICS      env steps whose next observation had one
+                                                    (that episode ended and was reset there)
+``diagnostics/nonfinite_grad``     DIAGNOSTICS      optimizer updates whose gradient had one
 ``eval/episode_reward/mean``       (evaluation)     mean deterministic episode return
 ``eval/episode_reward/std``        (evaluation)     its standard deviation
 ``eval/episode_reward/<key>/mean`` (evaluation)     per reward key, for dict rewards
@@ -80,6 +90,7 @@ _GROUPS = {
     "train/grad_norm": LogLevel.GRAD_NORM,
     "train/param_norm": LogLevel.WEIGHTS,
     "train/learning_rate": LogLevel.LOSSES,
+    "diagnostics/": LogLevel.DIAGNOSTICS,
 }
 
 

@@ -95,6 +95,17 @@ class RunOptions(TypedDict, Generic[LogFnT], total=False):
             `StopOnSignal` for a clean stop on ``SIGTERM``): once it answers true the run
             writes a checkpoint and returns with ``result.stopped`` set; resuming
             continues it exactly (see `nnx_ppo.algorithms.preemption`).
+        stop_fn: (``None``) nnx-ppo's name for ``stop``, accepted as an alias: the same
+            option under its upstream name. Give one of the two; both is a
+            ``TypeError``.
+        initial_eval: (``None``: the config's ``EvalConfig.at_start``) nnx-ppo's name
+            for ``EvalConfig.at_start`` as a run option: ``True`` evaluates the
+            untrained network at step 0, before the first iteration (logged and kept in
+            ``eval_history`` like every evaluation), ``False`` does not. It overrides
+            the config's field for this call only, so the config (the data a
+            `Checkpointer` records) keeps what you wrote. It concerns a fresh run only:
+            a resumed run never evaluates at step 0 again. ``True`` needs evaluation
+            enabled (``EvalConfig(enabled=True)``).
         tasks: (``()``) Your own periodic tasks (`Periodic`), run between device calls
             after the evaluation and the videos when due, at the steps an uninterrupted
             run would run them; the metrics they return are logged with that step.
@@ -111,6 +122,8 @@ class RunOptions(TypedDict, Generic[LogFnT], total=False):
     redraw_every: int | None
     stop: StopFn | None
     tasks: Sequence[Periodic]
+    stop_fn: StopFn | None
+    initial_eval: bool | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,6 +186,9 @@ class RunSettings(Host):
         mesh: A mesh or ``None``.
         randomization_fn: The randomization function or ``None``.
         redraw_every: Iterations between redraws, or ``None``.
+        initial_eval: Whether to evaluate at step 0 (overriding
+            ``EvalConfig.at_start``), or ``None`` to follow the config. (The alias
+            ``stop_fn`` is resolved into ``stop``.)
     """
 
     eval_env: Any = None
@@ -180,6 +196,15 @@ class RunSettings(Host):
     mesh: Mesh | None = None
     randomization_fn: RandomizationFn | None = None
     redraw_every: int | None = None
+    initial_eval: bool | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.initial_eval is not None and not isinstance(self.initial_eval, bool):
+            raise TypeError(
+                f"initial_eval={self.initial_eval!r} must be True, False or None (None: "
+                "follow EvalConfig.at_start)."
+            )
 
 
 _KEYS = tuple(RunOptions.__annotations__)  # in their documented order
@@ -199,8 +224,10 @@ def resolve_options(function: str, options: Mapping[str, Any], *, env: Any) -> R
 
     Raises:
         TypeError: If a key is not a run option (naming ``function``, the key, a close
-            match and every valid key), or ``log_fn``, ``progress``, ``jsonl_path`` or
-            ``checkpoint`` is of the wrong kind (`check_run_arguments`).
+            match and every valid key), both ``stop`` and its alias ``stop_fn`` are
+            given, ``initial_eval`` is not a bool or ``None``, or ``log_fn``,
+            ``progress``, ``jsonl_path`` or ``checkpoint`` is of the wrong kind
+            (`check_run_arguments`).
     """
     for key in options:
         if key not in _KEYS:
@@ -211,6 +238,14 @@ def resolve_options(function: str, options: Mapping[str, Any], *, env: Any) -> R
                 f"are {', '.join(_KEYS)} (see nnx_ppo.algorithms.options.RunOptions)."
             )
     values = dict(options)
+    if "stop_fn" in values:  # nnx-ppo's name of ``stop``
+        stop_fn = values.pop("stop_fn")
+        if "stop" in values:
+            raise TypeError(
+                f"{function}() got both stop={values['stop']!r} and stop_fn={stop_fn!r}; "
+                "stop_fn is nnx-ppo's name of the same option: pass only one of them."
+            )
+        values["stop"] = stop_fn
     if values.get("eval_env") is None:
         values["eval_env"] = env
     return RunSettings(**values)

@@ -139,7 +139,9 @@ def rollout_phase(
 
     With ``config.reset_mode="refresh"`` the reset state is first redrawn from
     ``refresh_key``; the environments' metrics are averaged if ``config.log_level``
-    has ``ENV_METRICS``. If the environments' ``info`` declares the training-progress
+    has ``ENV_METRICS``; with ``DIAGNOSTICS`` the rollout counts non-finite values and
+    ends the episodes of environments whose next observation is non-finite (`unroll`).
+    If the environments' ``info`` declares the training-progress
     keys (`nnx_ppo.algorithms.progress`), they are written before every step: the env
     steps trained so far (from ``state.iteration``, exact) and their fraction of
     ``config.total_steps``. See `unroll` for ``bootstrap_on_truncation`` and
@@ -180,6 +182,7 @@ def rollout_phase(
         store_values=store_values,
         before_step=before_step,
         models=models,
+        diagnostics=LogLevel.DIAGNOSTICS in config.log_level,
     )
     rollout = rollout.replace(transitions=constrain_batch(rollout.transitions, mesh, axis=1))
     return RolloutPhase(
@@ -301,6 +304,16 @@ def split_minibatches(
     )
 
 
+def _reduce_updates(name: str, values: jax.Array) -> jax.Array:
+    """One metric over the ``[n_epochs, n_minibatches]`` updates: counts
+    (``diagnostics/*``) summed, ``*max_deviation`` maxed, the rest averaged."""
+    if name.startswith("diagnostics/"):
+        return jnp.sum(values)
+    if name.endswith("max_deviation"):
+        return jnp.max(values)
+    return jnp.mean(values)
+
+
 def gradient_phase(
     loss: Loss,
     optimizer: optax.GradientTransformation,
@@ -332,7 +345,9 @@ def gradient_phase(
     Returns:
         ``((params, opt_state), metrics)``: the metrics averaged over every step
         (``*max_deviation`` ones maxed), plus ``train/grad_norm`` with
-        ``LogLevel.GRAD_NORM`` and ``train/learning_rate`` (the last step's rate).
+        ``LogLevel.GRAD_NORM``, ``diagnostics/nonfinite_grad`` (the number of steps
+        whose gradient had a NaN or inf) with ``LogLevel.DIAGNOSTICS`` and
+        ``train/learning_rate`` (the last step's rate).
     """
 
     level, n_envs, n_minibatches = config.log_level, config.n_envs, config.n_minibatches
@@ -347,6 +362,11 @@ def gradient_phase(
         params = optax.apply_updates(params, updates)
         if LogLevel.GRAD_NORM in level:
             metrics["train/grad_norm"] = global_norm(grads)
+        if LogLevel.DIAGNOSTICS in level:  # this update's gradient had a NaN or inf
+            finite = [jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]
+            metrics["diagnostics/nonfinite_grad"] = 1.0 - jnp.all(jnp.stack(finite)).astype(
+                jnp.float32
+            )
         return (params, opt_state), metrics
 
     def epoch(carry, epoch_key):
@@ -358,9 +378,7 @@ def gradient_phase(
     (params, opt_state), metrics = jax.lax.scan(
         epoch, (state.params, state.opt_state), jax.random.split(key, config.n_epochs)
     )
-    reduced = {
-        k: jnp.max(v) if k.endswith("max_deviation") else jnp.mean(v) for k, v in metrics.items()
-    }
+    reduced = {k: _reduce_updates(k, v) for k, v in metrics.items()}
     reduced["train/learning_rate"] = rule.last_rate(opt_state, state.iteration)
     return (params, opt_state), reduced
 

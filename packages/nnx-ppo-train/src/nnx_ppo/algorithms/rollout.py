@@ -88,7 +88,8 @@ class Rollout:
             ``rollout/episode_length`` (means over the episodes that ended in this
             rollout; NaN if none did), ``rollout/episodes`` (their number),
             ``rollout/reward`` (mean reward per step) and, if requested, ``env/<name>``
-            (each ``state.metrics`` entry averaged over the rollout).
+            (each ``state.metrics`` entry averaged over the rollout) and the
+            ``diagnostics/nonfinite_*`` counts (`unroll`).
     """
 
     transitions: Transition
@@ -161,6 +162,33 @@ def _truncation_of(env_state: Any) -> jax.Array:
     if truncation is None:
         return jnp.zeros(done.shape, bool)
     return jnp.asarray(truncation).reshape(done.shape) > 0
+
+
+def _nonfinite(tree: Any, n_envs: int) -> jax.Array:
+    """``[B]`` bool: whether any element of ``tree``'s leaves (``[B, ...]``) is NaN or
+    infinite, per environment (integer leaves never are)."""
+    bad = jnp.zeros((n_envs,), bool)
+    for leaf in jax.tree.leaves(tree):
+        leaf = jnp.asarray(leaf)
+        if jnp.issubdtype(leaf.dtype, jnp.inexact):
+            bad = bad | ~jnp.all(jnp.isfinite(leaf.reshape(n_envs, -1)), axis=1)
+    return bad
+
+
+def _count_nonfinite(
+    obs: Any, actions: Any, next_env: Any, n_envs: int
+) -> tuple[dict[str, jax.Array], jax.Array]:
+    """The ``diagnostics/nonfinite_*`` counts of one env step (environments with any
+    non-finite element, float32 ``[]``) and the ``[B]`` mask of environments whose next
+    observation is non-finite."""
+    bad_next = _nonfinite(next_env.obs, n_envs)
+    counts = {
+        "diagnostics/nonfinite_obs": _nonfinite(obs, n_envs),
+        "diagnostics/nonfinite_action": _nonfinite(actions, n_envs),
+        "diagnostics/nonfinite_reward": _nonfinite(next_env.reward, n_envs),
+        "diagnostics/nonfinite_next_obs": bad_next,
+    }
+    return {k: jnp.sum(v.astype(jnp.float32)) for k, v in counts.items()}, bad_next
 
 
 def split_network(network: nnx.Module) -> tuple[nnx.GraphDef, nnx.State, nnx.State]:
@@ -249,6 +277,7 @@ def unroll(
     store_values: bool = True,
     before_step: Callable[[Any, jax.Array], Any] | None = None,
     models: Models | None = None,
+    diagnostics: bool = False,
 ) -> tuple[nnx.State, Any, Any, EpisodeStats, jax.Array, Rollout]:
     """The rollout on split network state (the jitted trainer's building block; see
     `unroll_env` for the same on a network object).
@@ -264,6 +293,15 @@ def unroll(
     into ``info``, `nnx_ppo.algorithms.progress`); it must keep the state's structure.
     With ``models`` (domain randomization, `nnx_ppo.algorithms.randomization`) every
     step and fresh reset runs each environment with its own model leaves ``[B, ...]``.
+
+    With ``diagnostics`` (``LogLevel.DIAGNOSTICS``) the rollout's metrics also count the
+    env steps with a non-finite element (``diagnostics/nonfinite_obs``, ``_action``,
+    ``_reward``, ``_next_obs``; summed over the rollout), and an environment whose next
+    observation is non-finite ends its episode there: its ``done`` is set (a
+    termination, not a truncation, so nothing is bootstrapped from that observation),
+    its carry is reset and the auto-reset restarts it, so the non-finite observation
+    never reaches the network. The step's reward is kept. Where every next observation
+    is finite, the rollout is the same, bit for bit, as without ``diagnostics``.
     Returns ``(network_state, env_state, carry, episodes, key, rollout)``.
     """
     batched_reset = batched(env, "reset", models)
@@ -308,6 +346,14 @@ def unroll(
 
         done = jnp.asarray(next_env.done) > 0
         trunc = _truncation_of(next_env) & done
+        if diagnostics:
+            counts, bad_next = _count_nonfinite(obs, ppo.actions, next_env, n_envs)
+            # A non-finite next observation ends the episode: a termination (no
+            # bootstrap from it), then the carry reset and the auto-reset, as any end.
+            env_done = jnp.asarray(next_env.done)
+            next_env = next_env.replace(done=jnp.where(bad_next, jnp.ones_like(env_done), env_done))
+            done = done | bad_next
+            trunc = trunc & ~bad_next
         final = (
             final_value(net_state, out.next_state, next_env.obs, trunc)
             if bootstrap_on_truncation
@@ -329,6 +375,8 @@ def unroll(
             summary.update(
                 {f"env/{k}": jnp.mean(v) for k, v in getattr(next_env, "metrics", {}).items()}
             )
+        if diagnostics:
+            summary.update(counts)
         eps = EpisodeStats(
             episode_return=jnp.where(done, 0.0, step_return),
             episode_length=jnp.where(done, 0, step_length),
@@ -373,6 +421,7 @@ def unroll(
         "rollout/reward": jnp.mean(summary["reward"]),
     }
     metrics.update({k: jnp.mean(v) for k, v in summary.items() if k.startswith("env/")})
+    metrics.update({k: jnp.sum(v) for k, v in summary.items() if k.startswith("diagnostics/")})
     rollout = Rollout(
         transitions=transitions,
         initial_carry=initial_carry,

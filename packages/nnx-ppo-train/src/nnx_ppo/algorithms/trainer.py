@@ -78,6 +78,7 @@ __all__ = [
     "resume",
     "run",
     "set_up",
+    "with_initial_eval",
     "write_back",
 ]
 
@@ -125,6 +126,24 @@ class RunResult:
     metrics: dict[str, float]
     total_steps: int
     stopped: bool = False
+
+
+def with_initial_eval(config: EvalConfig, initial_eval: bool | None) -> EvalConfig:
+    """``config`` with ``at_start`` set to the run option ``initial_eval`` (nnx-ppo's
+    name; ``None``: ``config`` unchanged).
+
+    Raises:
+        ValueError: If ``initial_eval=True`` while ``config.enabled`` is false.
+    """
+    if initial_eval is None:
+        return config
+    if initial_eval and not config.enabled:
+        raise ValueError(
+            "initial_eval=True asks for an evaluation at step 0, but the config's "
+            "EvalConfig(enabled=False) turns evaluation off; enable it "
+            "(EvalConfig(enabled=True, ...)) or leave initial_eval out."
+        )
+    return dataclasses.replace(config, at_start=initial_eval)
 
 
 def set_up(
@@ -291,6 +310,7 @@ def run(
         ValueError: With ``runs``, if the run spans several processes.
     """
     algo, eval_config, video = config.algorithm, config.eval, config.video
+    eval_config = with_initial_eval(eval_config, settings.initial_eval)
     eval_env = settings.eval_env
     # Every argument, the placement and the networks, before anything is compiled.
     sharded = set_up(
@@ -385,10 +405,13 @@ _PER_EPISODE = ("rollout/episode_reward", "rollout/episode_length")
 
 
 def _aggregate(metrics: Metrics) -> Metrics:
-    """Combine ``[K]``-stacked iteration metrics: means, except that episode counts add
-    up, per-episode means are weighted by the number of episodes of each iteration, and
-    the learning rate is the last iteration's."""
-    out = {k: jnp.mean(v, axis=0) for k, v in metrics.items()}
+    """Combine ``[K]``-stacked iteration metrics: means, except that episode counts and
+    the ``diagnostics/*`` counts add up, per-episode means are weighted by the number
+    of episodes of each iteration, and the learning rate is the last iteration's."""
+    out = {
+        k: jnp.sum(v, axis=0) if k.startswith("diagnostics/") else jnp.mean(v, axis=0)
+        for k, v in metrics.items()
+    }
     if "train/learning_rate" in metrics:  # the rate the call ended with
         out["train/learning_rate"] = metrics["train/learning_rate"][-1]
     if "rollout/episodes" in metrics:
