@@ -1,0 +1,223 @@
+"""The Optuna search driver (`search`): rounds of trials as one `train_many` program each,
+told back to the study, resumed after a stop or a kill; bad input fails before a trial
+is asked."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+optuna = pytest.importorskip(
+    "optuna", reason="the search driver needs Optuna: pip install 'nnx-ppo-train[search]'"
+)
+
+from optuna.distributions import (  # noqa: E402
+    CategoricalDistribution,
+    FloatDistribution,
+)
+
+from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig  # noqa: E402
+from nnx_ppo.algorithms.search import SearchResult, search  # noqa: E402
+from nnx_ppo.envs import PointMass  # noqa: E402
+from nnx_ppo.networks.factories import make_mlp_actor_critic  # noqa: E402
+from nnx_ppo.wrappers import EpisodeWrapper  # noqa: E402
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+ENV = EpisodeWrapper(PointMass(), episode_length=6)
+# 4 envs x 5 steps = 20 env steps per iteration, 2 iterations (one per device call).
+CONFIG = TrainConfig(
+    ppo=PPOConfig(n_envs=4, rollout_length=5, n_minibatches=2, n_epochs=1, total_steps=40),
+    eval=EvalConfig(n_envs=2, max_episode_length=6),
+)
+SPACE = {
+    "learning_rate": FloatDistribution(1e-4, 1e-2, log=True),
+    "clip_range": FloatDistribution(0.1, 0.3),
+}
+
+
+def mlp(rngs):
+    return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=rngs)
+
+
+def study_at(path: Path, direction: str = "maximize") -> optuna.Study:
+    return optuna.create_study(
+        study_name="test",
+        storage=f"sqlite:///{path / 'study.db'}",
+        direction=direction,
+        load_if_exists=True,
+        sampler=optuna.samplers.RandomSampler(seed=0),
+    )
+
+
+def by_round(study: optuna.Study) -> dict[int, list[optuna.trial.FrozenTrial]]:
+    rounds: dict[int, list[optuna.trial.FrozenTrial]] = {}
+    for trial in study.get_trials():
+        rounds.setdefault(trial.user_attrs["nnx_ppo.round"], []).append(trial)
+    return rounds
+
+
+def final_evaluations(folder: Path, n_runs: int) -> list[float]:
+    """The last ``eval/episode_reward/mean`` of each run in a round's log."""
+    last = [float("nan")] * n_runs
+    for line in (folder / "log.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if "eval/episode_reward/mean" in record:
+            last[record["run"]] = record["eval/episode_reward/mean"]
+    return last
+
+
+def check_finished(study: optuna.Study, directory: Path) -> None:
+    """2 rounds of 4 trials, all told the final evaluation their round's log holds."""
+    rounds = by_round(study)
+    assert sorted(rounds) == [0, 1]
+    for r, trials in rounds.items():
+        assert len(trials) == 4
+        assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+        trials.sort(key=lambda t: t.user_attrs["nnx_ppo.slot"])
+        logged = final_evaluations(directory / f"round_{r:04d}", 4)
+        np.testing.assert_allclose([t.value for t in trials], logged, rtol=1e-6)
+        results = json.loads((directory / f"round_{r:04d}" / "results.json").read_text())
+        assert [row["trial"] for row in results["trials"]] == [t.number for t in trials]
+        assert [row["params"] for row in results["trials"]] == [t.params for t in trials]
+
+
+# --------------------------------------------------------------------------- refused early
+
+
+def test_a_field_that_cannot_be_searched_is_refused_before_a_trial_is_asked(tmp_path):
+    study = study_at(tmp_path)
+    wrong = {"n_envs": CategoricalDistribution([4, 8])}
+    with pytest.raises(ValueError, match=r"space\['n_envs'\] cannot differ.*learning_rate"):
+        search(study, ENV, mlp, CONFIG, wrong, rounds=1, runs_per_round=2, directory=tmp_path)
+    typo = {"learning_rte": FloatDistribution(1e-4, 1e-2)}
+    with pytest.raises(ValueError, match=r"space\['learning_rte'\] is not a PPOConfig field"):
+        search(study, ENV, mlp, CONFIG, typo, rounds=1, runs_per_round=2, directory=tmp_path)
+    negative = {"clip_range": FloatDistribution(-0.1, 0.3)}
+    with pytest.raises(ValueError, match=r"space\['clip_range'\].*refuses"):
+        search(study, ENV, mlp, CONFIG, negative, rounds=1, runs_per_round=2, directory=tmp_path)
+    with pytest.raises(TypeError, match="sets checkpoint itself"):
+        search(
+            study, ENV, mlp, CONFIG, SPACE, rounds=1, runs_per_round=2, directory=tmp_path,
+            checkpoint=None,
+        )  # fmt: skip
+    (tmp_path / "min").mkdir()
+    minimizing = study_at(tmp_path / "min", direction="minimize")
+    with pytest.raises(ValueError, match="direction='maximize'"):
+        search(minimizing, ENV, mlp, CONFIG, SPACE, rounds=1, runs_per_round=2, directory=tmp_path)
+    silent = TrainConfig(ppo=CONFIG.ppo, eval=EvalConfig(enabled=False))
+    with pytest.raises(ValueError, match=r"config.eval.enabled=False"):
+        search(study, ENV, mlp, silent, SPACE, rounds=1, runs_per_round=2, directory=tmp_path)
+    assert study.get_trials() == []
+    assert not any(tmp_path.glob("round_*"))
+
+
+def test_a_study_of_another_search_is_refused(tmp_path):
+    study = study_at(tmp_path)
+    # What a search with runs_per_round=4 leaves in its study before asking anything.
+    search_of_4 = {"config": None, "space": {}, "seeds": [0], "runs_per_round": 4}
+    study.set_user_attr("nnx_ppo.search", json.dumps(search_of_4))
+    with pytest.raises(ValueError, match=r"another config, runs_per_round, space; continue"):
+        search(study, ENV, mlp, CONFIG, SPACE, rounds=1, runs_per_round=2, directory=tmp_path)
+    assert study.get_trials() == []
+
+
+# --------------------------------------------------------------------------- rounds and resume
+
+
+def test_two_rounds_stopped_inside_the_second_resume_from_its_checkpoint(tmp_path):
+    """Round 0 trains and is told; the stop request ends round 1 after its first call
+    (a checkpoint at step 20, its 4 trials asked but not told). The same call again
+    resumes round 1 from that checkpoint with the same trials and tells them."""
+    calls = []
+
+    def stop():  # asked after every device call but a program's last: round 0's first, then
+        calls.append(None)  # round 1's first
+        return len(calls) == 2
+
+    study = study_at(tmp_path)
+    arguments = (study, ENV, mlp, CONFIG, SPACE)
+    first = search(
+        *arguments, rounds=2, runs_per_round=4, directory=tmp_path, stop=stop, progress=False
+    )
+    assert first == SearchResult(study, rounds_done=1, stopped=True)
+    rounds = by_round(study)
+    assert [t.state for t in rounds[1]] == [optuna.trial.TrialState.RUNNING] * 4
+    asked = {t.number: t.params for t in rounds[1]}
+    assert len({json.dumps(p, sort_keys=True) for p in asked.values()}) == 4  # 4 proposals
+    assert (tmp_path / "round_0001" / "checkpoints" / "20").is_dir()
+
+    again = search(*arguments, rounds=2, runs_per_round=4, directory=tmp_path, progress=False)
+    assert again == SearchResult(study, rounds_done=2, stopped=False)
+    assert len(study.get_trials()) == 8  # nothing asked again
+    assert {t.number: t.params for t in by_round(study)[1]} == asked
+    check_finished(study, tmp_path)
+    # The resumed round's log: the attempt's evaluation at step 0 and the final one.
+    steps = [
+        json.loads(line)["step"]
+        for line in (tmp_path / "round_0001" / "log.jsonl").read_text().splitlines()
+        if "eval/episode_reward/mean" in line and json.loads(line)["run"] == 0
+    ]
+    assert steps == [0, 40]
+    # A finished search has nothing left to do: no trial asked, nothing trained.
+    done = search(*arguments, rounds=2, runs_per_round=4, directory=tmp_path, progress=False)
+    assert done.rounds_done == 2 and len(study.get_trials()) == 8
+    assert done.best_params == study.best_params
+
+
+# --------------------------------------------------------------------------- killed
+
+
+DRIVER = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+import test_search as t
+directory = Path({directory!r})
+t.search(
+    t.study_at(directory), t.ENV, t.mlp, t.SLOW, t.SPACE, rounds=2, runs_per_round=4,
+    directory=directory, save_every_steps=20, progress=False,
+)
+"""
+# 10 iterations per round, a checkpoint after each: time to be killed inside round 1.
+SLOW = TrainConfig(
+    ppo=PPOConfig(n_envs=4, rollout_length=5, n_minibatches=2, n_epochs=1, total_steps=200),
+    eval=EvalConfig(n_envs=2, max_episode_length=6),
+)
+
+
+@pytest.mark.extended
+def test_a_driver_killed_inside_a_round_resumes_it_when_started_again(tmp_path):
+    script = DRIVER.format(tests=str(Path(__file__).parent), directory=str(tmp_path))
+    command = [sys.executable, "-c", textwrap.dedent(script)]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    driver = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    checkpoints = tmp_path / "round_0001" / "checkpoints"
+    deadline = time.monotonic() + 300
+    while not (checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())):
+        assert driver.poll() is None, driver.stderr.read() if driver.stderr else ""
+        assert time.monotonic() < deadline, "round 1 wrote no checkpoint in 5 minutes"
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    study = study_at(tmp_path)
+    rounds = by_round(study)
+    assert [t.state for t in rounds[0]] == [optuna.trial.TrialState.COMPLETE] * 4
+    assert optuna.trial.TrialState.RUNNING in [t.state for t in rounds[1]]
+    asked = {t.number: t.params for t in rounds[1]}
+
+    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    study = study_at(tmp_path)
+    assert len(study.get_trials()) == 8
+    assert {t.number: t.params for t in by_round(study)[1]} == asked
+    check_finished(study, tmp_path)
