@@ -38,6 +38,30 @@ before training (`nnx_ppo.algorithms.pairing`), so teacher and student may diffe
 architecture and carry (MLP teacher, LSTM or ``PopulationGraph`` student) as long as
 their action trees and samplers' squashing match (`check_distillation_pair`).
 
+**Teacher and student of different layouts** (``target_fn``). By default the student
+learns the teacher's raw action leaf by leaf, so both need the same action tree and
+sampler kinds. Otherwise (a teacher with a dict of two actuators, a student with one
+concatenated action; a teacher with another sampler) give
+``train_distillation(..., target_fn=fn)``: ``fn(teacher_extras, student_extras)`` gets
+the ``rollout_extras`` trees (the per-step records the networks emit: each sampler
+its raw action, a ``Normalizer`` its raw input) of the teacher, run in ``eval()`` mode
+over the visited observations (so its samplers' raw actions are their means), and of
+the student's own rollout, with leaves ``[T, B, ...]``, and returns the targets: a tree
+shaped like the student's actions, each leaf the *raw* action (for
+`NormalTanhSampler` pre-``tanh``) the student's sampler of that action should score.
+It is traced once before training (`check_distillation_pair`), and runs inside the
+jitted iteration, so write it with ``jax.numpy``. A function is an argument, not a
+`DistillationConfig` field: the config is data saved as JSON with the checkpoints::
+
+    # teacher: Sequential([Normalizer, PPOAdapter(action=Parallel(left=..., right=...))]),
+    # whose extras are [raw obs, {"action": {"left": [mlp, raw], "right": ...}, ...}]
+    def target_fn(teacher_extras, student_extras):
+        actuators = teacher_extras[1]["action"]
+        return jnp.concatenate([actuators["left"][1], actuators["right"][1]], axis=-1)
+
+The tree of a network's ``rollout_extras`` is printed by ``jax.tree.map(jnp.shape,
+network(network.initialize_state(1), obs).rollout_extras)``.
+
 **State and resume.** All mutable state is one `DistillationState` pytree
 (student parameters and statistics, optimizer state, environments, both carries,
 random key, iteration counter), the same fields a
@@ -88,7 +112,12 @@ from nnx_ppo.algorithms.distributed import constrain_batch, replicate
 from nnx_ppo.algorithms.logging import LogFn
 from nnx_ppo.algorithms.losses import distillation_loss
 from nnx_ppo.algorithms.options import RunOptions, resolve_options
-from nnx_ppo.algorithms.pairing import SamplerSlots, check_distillation_pair, match_samplers
+from nnx_ppo.algorithms.pairing import (
+    SamplerSlots,
+    TargetFn,
+    check_distillation_pair,
+    match_samplers,
+)
 from nnx_ppo.algorithms.phases import (
     replay_minibatch,
     rollout_phase,
@@ -100,11 +129,13 @@ from nnx_ppo.algorithms.types import DistillationState, Metrics
 from nnx_ppo.networks.types import reset_where
 
 # DistillationConfig (config), DistillationState (types), distillation_loss (losses) and
-# check_distillation_pair (pairing) live with their kind and are re-exported here.
+# check_distillation_pair and TargetFn (pairing) live with their kind and are
+# re-exported here.
 __all__ = [
     "DistillationConfig",
     "DistillationResult",
     "DistillationState",
+    "TargetFn",
     "check_distillation_pair",
     "distillation_algorithm",
     "distillation_loss",
@@ -117,9 +148,10 @@ __all__ = [
 
 @struct.dataclass
 class _Labels:
-    """The teacher's labels of a rollout: ``raw_action`` is a tuple (one entry per action
-    leaf, in ``jax.tree.leaves`` order) of ``[T, B, ...]`` raw actions; ``value`` the
-    teacher's value tree of ``[T, B]`` (``None`` without value distillation)."""
+    """The teacher's labels of a rollout: ``raw_action`` is a tuple (one entry per
+    student action leaf, in ``jax.tree.leaves`` order) of ``[T, B, ...]`` raw actions;
+    ``value`` the teacher's value tree of ``[T, B]`` (``None`` without value
+    distillation)."""
 
     raw_action: tuple[jax.Array, ...]
     value: Any
@@ -144,27 +176,37 @@ def _label(
     done: jax.Array,
     *,
     with_value: bool,
+    target_fn: TargetFn | None = None,
+    student_extras: Any = None,
 ) -> tuple[Any, _Labels]:
     """Run the teacher over visited observations ``[T, B, ...]``, its carry reset where
     ``done`` (``[T, B]``, the student's episode ends) is set, as the rollout resets it.
 
     ``teacher`` is ``(params, network_state)`` of the teacher in ``eval()`` mode; its
-    network state is not advanced (an eval-mode sampler draws nothing). Returns the
-    teacher's carry after the last step and its `_Labels`.
+    network state is not advanced (an eval-mode sampler draws nothing). The raw actions
+    are read from the teacher's sampler slots, or, with ``target_fn``, are
+    ``target_fn(teacher_extras, student_extras)`` on the teacher's whole
+    ``rollout_extras`` and the student's stored ones (leaves ``[T, B, ...]``). Returns
+    the teacher's carry after the last step and its `_Labels`.
     """
     teacher_params, teacher_state = teacher
 
     def label_step(carry, step):
         obs_t, done_t = step
         _, out = network_step(teacher_graphdef, teacher_params, teacher_state, carry, obs_t)
-        extras = jax.tree.leaves(out.rollout_extras)
-        raw = tuple(extras[i] for i in teacher_slots.indices)
+        if target_fn is None:
+            extras = jax.tree.leaves(out.rollout_extras)
+            labels = tuple(extras[i] for i in teacher_slots.indices)
+        else:
+            labels = out.rollout_extras
         value = ppo_output(out).value_estimates if with_value else None
         model = nnx.merge(teacher_graphdef, teacher_params, teacher_state)
-        return reset_where(model, done_t, out.next_state), (raw, value)
+        return reset_where(model, done_t, out.next_state), (labels, value)
 
-    teacher_carry, (raw, value) = jax.lax.scan(label_step, teacher_carry, (obs, done))
-    return teacher_carry, _Labels(raw_action=raw, value=value)
+    teacher_carry, (labels, value) = jax.lax.scan(label_step, teacher_carry, (obs, done))
+    if target_fn is not None:
+        labels = tuple(jax.tree.leaves(target_fn(labels, student_extras)))
+    return teacher_carry, _Labels(raw_action=labels, value=value)
 
 
 def _make_iteration(
@@ -177,6 +219,7 @@ def _make_iteration(
     student_slots: SamplerSlots,
     *,
     mesh: Mesh | None = None,
+    target_fn: TargetFn | None = None,
 ) -> Callable[[DistillationState, Any], tuple[DistillationState, Metrics]]:
     """Build ``iteration(state, (teacher_params, teacher_state)) -> (state, metrics)``
     with the run's `Optimization` ``own`` (its optimizer, learning-rate rule and, in a
@@ -234,6 +277,8 @@ def _make_iteration(
             transitions.obs,
             transitions.done,
             with_value=distill_value,
+            target_fn=target_fn,
+            student_extras=transitions.rollout_extras,
         )
         labels = constrain_batch(labels, mesh, axis=1)
 
@@ -257,6 +302,8 @@ def train_distillation(
     teacher: nnx.Module,
     student: nnx.Module,
     config: DistillationConfig,
+    *,
+    target_fn: TargetFn | None = None,
     **options: Unpack[RunOptions[LogFn]],
 ) -> DistillationResult:
     """Distill ``teacher`` into ``student`` on-policy (see the module docstring).
@@ -286,8 +333,14 @@ def train_distillation(
         teacher: A PPO network (output a ``PPONetworkOutput``), e.g. trained with
             ``train_ppo``. Any architecture and carry.
         student: The PPO network to train. Any architecture and carry, but the same
-            action tree and sampler kinds as the teacher.
+            action tree and sampler kinds as the teacher, unless ``target_fn`` is given.
         config: A `DistillationConfig`.
+        target_fn: (``None``: the teacher's raw actions, paired leaf by leaf)
+            ``target_fn(teacher_extras, student_extras) -> targets`` for a student whose
+            actions are laid out differently from the teacher's (see "Teacher and
+            student of different layouts" in the module docstring). A function, not a
+            config field: a config is data saved as JSON. Pass the same one when
+            resuming.
         **options: The run options, `RunOptions`, as for `train_ppo` (each documented
             there with its default). Particular to distillation: ``log_fn`` also gets
             ``loss/action_nll`` and ``loss/value`` (`distillation_loss`); ``eval_env``
@@ -322,21 +375,26 @@ def train_distillation(
         )
 
     settings = resolve_options("train_distillation", options, env=env)
-    loop = trainer.run(distillation_algorithm(teacher, student), env, student, config, settings)
+    algorithm = distillation_algorithm(teacher, student, target_fn=target_fn)
+    loop = trainer.run(algorithm, env, student, config, settings)
     return DistillationResult(loop.state, loop.eval_history, loop.metrics, loop.step, loop.stopped)
 
 
-def distillation_algorithm(teacher: nnx.Module, student: nnx.Module) -> trainer.Algorithm:
+def distillation_algorithm(
+    teacher: nnx.Module, student: nnx.Module, *, target_fn: TargetFn | None = None
+) -> trainer.Algorithm:
     """Distillation of ``teacher`` as `trainer.run` takes it: the `DistillationState`
     (with the teacher's carry), the samplers' slots matched before anything is
     compiled (``student`` is the template of the students: its action tree and
-    samplers), and the teacher's variables as an input of every call."""
+    samplers), and the teacher's variables as an input of every call. With
+    ``target_fn`` the targets are ``target_fn(teacher_extras, student_extras)``
+    (`train_distillation`), checked by tracing before anything is compiled."""
 
     def prepare(env: Any, config: DistillationConfig, mesh: Mesh | None) -> trainer.Prepared:
         # The samplers' slots, before anything is compiled.
         teacher_slots, student_slots = match_samplers(
             env, teacher, student, config.n_envs,
-            value_distillation=config.value_loss_weight > 0,
+            value_distillation=config.value_loss_weight > 0, target_fn=target_fn,
         )  # fmt: skip
         teacher_graphdef, *teacher_vars = split_network(eval_copy(teacher))
         teacher_arrays = tuple(teacher_vars)
@@ -348,7 +406,7 @@ def distillation_algorithm(teacher: nnx.Module, student: nnx.Module) -> trainer.
         ) -> Any:
             return _make_iteration(
                 env, graphdef, teacher_graphdef, own, run, teacher_slots, student_slots,
-                mesh=mesh,
+                mesh=mesh, target_fn=target_fn,
             )  # fmt: skip
 
         return trainer.Prepared(

@@ -16,6 +16,7 @@ their samplers' squashing must match, which `check_distillation_pair` verifies.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -27,7 +28,13 @@ from nnx_ppo.algorithms.rollout import eval_copy, ppo_output, reset_envs, split_
 from nnx_ppo.networks.recording import SamplerCall, record_sampler_calls
 from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput
 
-__all__ = ["SamplerSlots", "check_distillation_pair", "match_samplers"]
+__all__ = ["SamplerSlots", "TargetFn", "check_distillation_pair", "match_samplers"]
+
+TargetFn = Callable[[Any, Any], Any]
+"""``target_fn(teacher_extras, student_extras) -> targets``: the distillation targets
+when teacher and student differ in action layout (`nnx_ppo.algorithms.distillation`).
+Both arguments are ``rollout_extras`` trees with leaves ``[T, B, ...]``; the result is
+a tree shaped like the student's actions, in its raw action space."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,17 +104,27 @@ def _locate(who: str, out: StatefulModuleOutput, calls: list[SamplerCall]) -> Sa
 
 
 def _trace(
-    who: str, graphdef: nnx.GraphDef, params: Any, network_state: Any, n_envs: int, obs: Any
+    who: str,
+    graphdef: nnx.GraphDef,
+    params: Any,
+    network_state: Any,
+    n_envs: int,
+    obs: Any,
+    *,
+    locate: bool = True,
 ) -> tuple[StatefulModuleOutput, SamplerSlots]:
     """Trace one call of the network (``jax.eval_shape``) with its sampler calls
     recorded (`record_sampler_calls`): the output's shapes and the network's
-    `SamplerSlots`."""
-    found: dict[str, Any] = {}
+    `SamplerSlots` (empty with ``locate=False``: a ``target_fn`` teacher's actions
+    need not come from samplers)."""
+    found: dict[str, Any] = {"slots": SamplerSlots((), (), ())}
 
     def forward(p: Any, s: Any, o: Any) -> StatefulModuleOutput:
         model = nnx.merge(graphdef, p, s)
         with record_sampler_calls() as calls:
             out = model(model.initialize_state(n_envs), o)
+        if not locate:
+            return out
         try:
             found["slots"] = _locate(who, out, calls)
         except (TypeError, ValueError) as e:
@@ -131,34 +148,91 @@ def _trace(
     return out, dataclasses.replace(slots, raw=raw)
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Whether two trees of arrays have the same structure, shapes and dtypes."""
+    if jax.tree.structure(a) != jax.tree.structure(b):  # type: ignore[operator]
+        return False
+    return all(
+        x.shape == y.shape and x.dtype == y.dtype
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    )
+
+
+def _with_time(tree: Any) -> Any:
+    """Shapes of ``tree`` with a leading time axis of length 1 (``[1, B, ...]``)."""
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct((1, *x.shape), x.dtype), tree)
+
+
+def _check_target_fn(
+    target_fn: TargetFn, teacher_extras: Any, student_out: StatefulModuleOutput, slots: SamplerSlots
+) -> None:
+    """Trace ``target_fn`` on ``[1, B, ...]`` extras (nothing compiled): it must return
+    a tree shaped like the student's actions, each leaf shaped like that action's raw
+    action (``[T, B, ...]``)."""
+    actions = ppo_output(student_out).actions
+    teacher_in, student_in = _with_time(teacher_extras), _with_time(student_out.rollout_extras)
+    try:
+        target = jax.eval_shape(target_fn, teacher_in, student_in)
+    except Exception as e:
+        raise ValueError(
+            f"target_fn failed on the teacher's rollout_extras "
+            f"{describe_arrays(teacher_in)} and the student's "
+            f"{describe_arrays(student_in)} (leaves [T, B, ...], here T=1): {e}"
+        ) from e
+    want = jax.tree.unflatten(
+        jax.tree.structure(actions),
+        [jax.ShapeDtypeStruct((1, *r.shape), r.dtype) for r in slots.raw],
+    )
+    same_tree = jax.tree.structure(target) == jax.tree.structure(want)  # type: ignore[operator]
+    if not same_tree or any(
+        t.shape != w.shape
+        for t, w in zip(jax.tree.leaves(target), jax.tree.leaves(want), strict=True)
+    ):
+        raise ValueError(
+            f"target_fn returned {describe_arrays(target)} for T=1, but the student's raw "
+            f"actions are {describe_arrays(want)} ([T, B, ...], the tree of its actions "
+            f"{describe_arrays(actions)}); return one target per student action leaf, in "
+            "the student's raw action space (for NormalTanhSampler the pre-tanh value)."
+        )
+
+
 def match_samplers(
-    env: Any, teacher: nnx.Module, student: nnx.Module, n_envs: int, *, value_distillation: bool
+    env: Any,
+    teacher: nnx.Module,
+    student: nnx.Module,
+    n_envs: int,
+    *,
+    value_distillation: bool,
+    target_fn: TargetFn | None = None,
 ) -> tuple[SamplerSlots, SamplerSlots]:
     """Check teacher and student against each other (no compilation; see
     `check_distillation_pair`) and find their samplers: ``(teacher_slots,
-    student_slots)``."""
+    student_slots)`` (with ``target_fn`` the teacher's are empty: its actions are read
+    by ``target_fn``, not by slot)."""
     for name, network in (("teacher", teacher), ("student", student)):
         if not isinstance(network, StatefulModule):
             raise TypeError(
                 f"{name} must be a StatefulModule whose output is a PPONetworkOutput (e.g. "
                 f"from make_mlp_actor_critic), got {type(network).__name__}."
             )
+    if target_fn is not None and not callable(target_fn):
+        raise TypeError(
+            f"target_fn={target_fn!r} must be callable as target_fn(teacher_extras, "
+            "student_extras) -> targets shaped like the student's actions, or None."
+        )
     check_env_network(env, student, n_envs)
     env_state = jax.eval_shape(lambda k: reset_envs(env, k, n_envs), jax.random.PRNGKey(0))
     teacher_eval = eval_copy(teacher)
-    t_out, t_slots = _trace("teacher", *split_network(teacher_eval), n_envs, env_state.obs)
+    t_out, t_slots = _trace(
+        "teacher", *split_network(teacher_eval), n_envs, env_state.obs,
+        locate=target_fn is None,
+    )  # fmt: skip
     s_out, s_slots = _trace("student", *split_network(student), n_envs, env_state.obs)
     t_ppo, s_ppo = ppo_output(t_out), ppo_output(s_out)
-
-    def same(a: Any, b: Any) -> bool:
-        if jax.tree.structure(a) != jax.tree.structure(b):  # type: ignore[operator]
-            return False
-        return all(
-            x.shape == y.shape and x.dtype == y.dtype
-            for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
-        )
-
-    if not same(t_ppo.actions, s_ppo.actions):
+    same = _same
+    if target_fn is not None:
+        _check_target_fn(target_fn, t_out.rollout_extras, s_out, s_slots)
+    elif not same(t_ppo.actions, s_ppo.actions):
         raise ValueError(
             f"the teacher's actions {describe_arrays(t_ppo.actions)} and the student's actions "
             f"{describe_arrays(s_ppo.actions)} differ (batched over n_envs={n_envs}); the student "
@@ -167,9 +241,10 @@ def match_samplers(
             "teacher action (same keys, same action size)."
         )
     paths = [_keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(s_ppo.actions)[0]]
-    for path, t_cls, s_cls, t_raw, s_raw in zip(
+    pairs = () if target_fn is not None else zip(
         paths, t_slots.samplers, s_slots.samplers, t_slots.raw, s_slots.raw, strict=True
-    ):
+    )  # fmt: skip
+    for path, t_cls, s_cls, t_raw, s_raw in pairs:
         if getattr(t_cls, "_squash", None) is not getattr(s_cls, "_squash", None):
             raise ValueError(
                 f"at action {path} the teacher's {t_cls.__name__} and the student's "
@@ -201,6 +276,7 @@ def check_distillation_pair(
     n_envs: int = 2,
     *,
     value_distillation: bool = False,
+    target_fn: TargetFn | None = None,
 ) -> None:
     """Check that ``student`` can drive ``env`` and learn from ``teacher``, compiling nothing.
 
@@ -213,6 +289,11 @@ def check_distillation_pair(
     structure, shapes and dtypes, and the samplers the same squashing. With
     ``value_distillation`` the value trees must match too.
 
+    With a ``target_fn`` (teacher and student of different action layouts, see
+    `nnx_ppo.algorithms.distillation`) the two action trees need not match: instead
+    ``target_fn`` is traced on the two networks' ``rollout_extras`` (leaves
+    ``[1, B, ...]``) and must return a tree shaped like the student's raw actions.
+
     Args:
         env: The unbatched environment.
         teacher: The teacher network (a PPO network; checked in ``eval()`` mode, on a
@@ -220,6 +301,8 @@ def check_distillation_pair(
         student: The student network.
         n_envs: Batch size used for the check.
         value_distillation: Also require matching value trees.
+        target_fn: ``target_fn(teacher_extras, student_extras) -> targets``, or
+            ``None`` to pair the actions leaf by leaf.
 
     Raises:
         TypeError: If a network is not a ``StatefulModule`` or does not output a
@@ -237,4 +320,6 @@ def check_distillation_pair(
             ...
         ValueError: the teacher's actions float32[2, 3] and the student's actions ...
     """
-    match_samplers(env, teacher, student, n_envs, value_distillation=value_distillation)
+    match_samplers(
+        env, teacher, student, n_envs, value_distillation=value_distillation, target_fn=target_fn
+    )

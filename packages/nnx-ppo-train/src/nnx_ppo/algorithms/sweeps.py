@@ -83,6 +83,7 @@ from nnx_ppo.algorithms.distributed import state_shardings
 from nnx_ppo.algorithms.iteration import TRACEABLE_FIELDS
 from nnx_ppo.algorithms.logging import RunLogFn
 from nnx_ppo.algorithms.options import RunOptions, resolve_options
+from nnx_ppo.algorithms.pairing import TargetFn
 from nnx_ppo.algorithms.ppo import as_train_config, ppo_algorithm
 from nnx_ppo.algorithms.rollout import split_network
 from nnx_ppo.algorithms.trainer import run
@@ -421,6 +422,7 @@ def train_many(
     seeds: Iterable[int],
     overrides: Mapping[str, Sequence[Any]] | None = None,
     teacher: nnx.Module | None = None,
+    target_fn: TargetFn | None = None,
     **options: Unpack[RunOptions[RunLogFn]],
 ) -> SweepResult:
     """Train ``K = len(seeds)`` runs in one jitted program (see the module docstring).
@@ -438,6 +440,8 @@ def train_many(
             choices).
         teacher: The teacher of a distillation sweep (as for `train_distillation`),
             shared by every run; only with a `DistillationConfig`.
+        target_fn: A distillation sweep's ``target_fn(teacher_extras,
+            student_extras)``, as for `train_distillation` (only with ``teacher``).
         **options: The run options, `RunOptions`, as for `train_ppo` (each documented
             there with its default). Particular to a sweep: ``log_fn`` is called as
             ``log_fn(metrics, step, run)`` (`RunLogFn`), once per run per log (`PerRun`
@@ -455,8 +459,9 @@ def train_many(
 
     Raises:
         TypeError: If an argument is of the wrong kind, an option is not a run option
-            (`resolve_options`), ``make_network`` does not return a module, or
-            ``teacher`` is missing for (or given without) a `DistillationConfig`.
+            (`resolve_options`), ``make_network`` does not return a module,
+            ``teacher`` is missing for (or given without) a `DistillationConfig`, or
+            ``target_fn`` is given without ``teacher``.
         ValueError: Before anything is compiled: no seeds, an invalid or fixed
             override (`plan_runs`), a factory building different structures for
             different seeds (naming the variable and the seed), a network that does not
@@ -473,6 +478,12 @@ def train_many(
             "teacher=<the trained network>; a PPO sweep a TrainConfig or PPOConfig and no "
             "teacher."
         )
+    if target_fn is not None and teacher is None:
+        raise TypeError(
+            f"target_fn={target_fn!r} without a teacher: target_fn builds a distillation "
+            "sweep's targets from the teacher's rollout_extras; pass teacher=... and a "
+            "DistillationConfig, or leave target_fn out."
+        )
     runs = plan_runs(config, seeds, overrides)
     # Run 0's config decides the program; the overridden fields are inputs of it.
     base = runs[0]
@@ -480,7 +491,7 @@ def train_many(
     seed_list = [run.seed for run in runs]
     networks, graphdef, params, network_states = _build_networks(make_network, seed_list)
     if teacher is not None:
-        algorithm = distillation_algorithm(teacher, networks[0])
+        algorithm = distillation_algorithm(teacher, networks[0], target_fn=target_fn)
     else:
         algorithm = ppo_algorithm()
     k = len(runs)
