@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from nnx_ppo_apps_common.cli import fail, positive_int
+from nnx_ppo_apps_common.cli import HelpFormatter, fail, positive_int
 
 from nnx_ppo_benchmarks.common import comma_names
 from nnx_ppo_benchmarks.report import write_results
@@ -32,7 +32,7 @@ PROG = "nnx-ppo-bench"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command-line parser (every option has a default)."""
+    """The command-line parser (``--help`` lists every option with its default)."""
     defaults, ppo, ev = BenchOptions(), PPOSettings(), EvalSettings()
     p = argparse.ArgumentParser(
         prog=PROG,
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Playground environment with identical hyperparameters, each implementation in "
             "its own process and virtual environment on the same JAX version."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument(
         "--implementations",
@@ -55,28 +55,63 @@ def build_parser() -> argparse.ArgumentParser:
         default=tuple(NETWORKS),
         help=f"comma-separated subset of {', '.join(NETWORKS)}",
     )
-    p.add_argument("--repeats", type=positive_int, default=defaults.repeats)
+    p.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=defaults.repeats,
+        help="cycles over the implementations per network; repeat r trains with seed + r",
+    )
     p.add_argument(
         "--steps",
         type=positive_int,
         default=defaults.total_steps,
-        help="training budget (env steps)",
+        help="training budget in env steps (rounded up to whole chunks of iterations)",
     )
     p.add_argument(
-        "--chunks", type=int, default=defaults.n_chunks, help="progress reports per run (>= 2)"
+        "--chunks",
+        type=int,
+        default=defaults.n_chunks,
+        help="progress reports per run (>= 2: the steady-state rate leaves out the first, "
+        "which includes compilation)",
     )
-    p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument(
+        "--seed", type=int, default=defaults.seed, help="seed of repeat 0 (every implementation)"
+    )
     p.add_argument(
         "--env",
         default=defaults.env_name,
         help="MuJoCo Playground environment, or brax/<name> (backend generalized)",
     )
-    p.add_argument("--n-envs", type=positive_int, default=ppo.n_envs)
-    p.add_argument("--rollout-length", type=positive_int, default=ppo.rollout_length)
-    p.add_argument("--n-minibatches", type=positive_int, default=ppo.n_minibatches)
-    p.add_argument("--n-epochs", type=positive_int, default=ppo.n_epochs)
-    p.add_argument("--eval-envs", type=positive_int, default=ev.n_envs)
-    p.add_argument("--eval-length", type=positive_int, default=ev.episode_length)
+    p.add_argument(
+        "--n-envs", type=positive_int, default=ppo.n_envs, help="parallel training environments"
+    )
+    p.add_argument(
+        "--rollout-length",
+        type=positive_int,
+        default=ppo.rollout_length,
+        help="environment steps per environment between updates",
+    )
+    p.add_argument(
+        "--n-minibatches",
+        type=positive_int,
+        default=ppo.n_minibatches,
+        help="minibatches each rollout is split into per epoch",
+    )
+    p.add_argument(
+        "--n-epochs", type=positive_int, default=ppo.n_epochs, help="passes over each rollout"
+    )
+    p.add_argument(
+        "--eval-envs",
+        type=positive_int,
+        default=ev.n_envs,
+        help="episodes of the final deterministic evaluation",
+    )
+    p.add_argument(
+        "--eval-length",
+        type=positive_int,
+        default=ev.episode_length,
+        help="steps per evaluation episode",
+    )
     p.add_argument(
         "--environments",
         choices=("isolated", "current"),
@@ -91,11 +126,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="ours only: PPOConfig.iterations_per_call (default: the trainer's)",
     )
     p.add_argument("--timeout", type=float, default=defaults.timeout_s, help="seconds per run")
-    p.add_argument("--output-dir", type=Path, default=defaults.output_dir)
+    p.add_argument(
+        "--output-dir",
+        type=Path,
+        default=defaults.output_dir,
+        help="folder for results.json, results.md, results.png, per-run JSON and logs",
+    )
     p.add_argument(
         "--note",
         default=None,
-        help="a remark printed above the table (e.g. 'preliminary: shared machine')",
+        help="a remark printed above the table, e.g. 'preliminary: shared machine' (default: none)",
     )
     p.add_argument(
         "--report-only",

@@ -36,6 +36,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nnx_ppo_apps_common.cli import HelpFormatter
+
 from nnx_ppo_benchmarks.common import comma_names, git_state, load_average, parse_seeds
 from nnx_ppo_benchmarks.learning.families import FAMILIES
 from nnx_ppo_benchmarks.learning.report import write_report
@@ -213,18 +215,43 @@ def _with_earlier_cells(records: list[dict[str, Any]], out: Path) -> list[dict[s
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command-line parser."""
+    """The command-line parser (``--help`` lists every option with its default)."""
     p = argparse.ArgumentParser(
         prog="nnx-ppo-learning",
         description="Learning-quality suite: network families on partially observable "
         "tasks, ours vs nnx-ppo 0.3.0, several seeds, median and 95% bootstrap CI.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
-    p.add_argument("--tasks", type=comma_names(list(TASKS)), default=tuple(TASKS))
-    p.add_argument("--families", type=comma_names(list(FAMILIES)), default=tuple(FAMILIES))
-    p.add_argument("--implementations", type=comma_names(IMPLEMENTATIONS), default=IMPLEMENTATIONS)
-    p.add_argument("--seeds", type=parse_seeds, default=(100, 101, 102, 103, 104))
-    p.add_argument("--steps", type=int, default=None, help="budget override (all tasks)")
+    p.add_argument(
+        "--tasks",
+        type=comma_names(list(TASKS)),
+        default=tuple(TASKS),
+        help="comma-separated tasks to run",
+    )
+    p.add_argument(
+        "--families",
+        type=comma_names(list(FAMILIES)),
+        default=tuple(FAMILIES),
+        help="comma-separated network families to train on each task",
+    )
+    p.add_argument(
+        "--implementations",
+        type=comma_names(IMPLEMENTATIONS),
+        default=IMPLEMENTATIONS,
+        help="comma-separated PPO implementations to train each cell with",
+    )
+    p.add_argument(
+        "--seeds",
+        type=parse_seeds,
+        default=(100, 101, 102, 103, 104),
+        help="comma-separated distinct seeds, one run each per cell",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="training budget of every task in env steps (default: each task's own)",
+    )
     p.add_argument(
         "--stagger",
         action=argparse.BooleanOptionalAction,
@@ -240,8 +267,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="ours: the shared learning rate throughout, or decayed linearly to 0 at the "
         "last update (nnx-ppo 0.3.0 has no schedule: its cells are not run with linear)",
     )
-    p.add_argument("--environments", choices=("isolated", "current"), default="isolated")
-    p.add_argument("--jax", default=DEFAULT_JAX, help="JAX of the isolated venvs")
+    p.add_argument(
+        "--environments",
+        choices=("isolated", "current"),
+        default="isolated",
+        help="one uv venv per implementation (same JAX), or this interpreter for all",
+    )
+    p.add_argument("--jax", default=DEFAULT_JAX, help="JAX version of the isolated venvs")
     p.add_argument("--rerun", action="store_true", help="run finished cells again")
     p.add_argument(
         "--one-at-a-time",
@@ -249,8 +281,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="ours: train a cell's seeds one after another with train_ppo, not as one "
         "train_many program",
     )
-    p.add_argument("--output-dir", type=Path, default=Path("outputs/learning"))
-    p.add_argument("--report-only", action="store_true", help="re-render from results.json")
+    p.add_argument(
+        "--output-dir",
+        type=Path,
+        default=Path("outputs/learning"),
+        help="folder for cells/, results.json, results.md and the figures",
+    )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="re-render results.md and the figures from OUTPUT_DIR/results.json",
+    )
     return p
 
 
