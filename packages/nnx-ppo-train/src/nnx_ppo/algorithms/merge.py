@@ -187,19 +187,22 @@ class MergedSweep:
             lines.append(f"| {label} | {scores.shape[0]} | {cell} |")
         return "\n".join(lines)
 
-    def write(self, directory: str | os.PathLike[str]) -> list[Path]:
+    def write(self, directory: str | os.PathLike[str], *, plots: bool = True) -> list[Path]:
         """Write the merged results to ``directory``: ``runs.md`` (`table` and
-        `summary`), ``runs.json`` (`rows` with every final metric and the identity),
-        ``scores.npz`` (`scores`: ``dict(np.load(path))`` is rliable's score dict) and,
-        with matplotlib installed, ``curves.png`` (one learning curve per setting).
+        `summary`), ``runs.json`` (`rows` with every final metric, each run's evaluation
+        history and the identity), ``scores.npz`` (`scores`: ``dict(np.load(path))`` is
+        rliable's score dict) and, with ``plots`` and matplotlib installed (the
+        ``logging`` extra), ``curves.png``: one learning curve per setting, the median
+        over its runs with a bootstrap band (`plot_learning_curves`; settings with a
+        non-finite evaluation are left out).
 
         Returns:
             The files written.
         """
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
         from nnx_ppo.algorithms.statistics import save_scores
 
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
         written = [out / "runs.md", out / "runs.json", out / "scores.npz"]
         written[0].write_text(self.table() + "\n\n" + self.summary() + "\n")
         data = {
@@ -211,22 +214,35 @@ class MergedSweep:
         }
         written[1].write_text(json.dumps(_finite_or_none(data), indent=1) + "\n")
         save_scores(written[2], self.scores())
-        try:
-            import matplotlib
+        if plots and self._plot(out / "curves.png"):
+            written.append(out / "curves.png")
+        return written
 
-            matplotlib.use("Agg")
-        except ImportError:
-            return written
+    def _plot(self, path: Path) -> bool:
+        """Draw the learning curves to ``path``; ``False`` without matplotlib or a
+        curve to draw."""
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            return False
         from nnx_ppo.algorithms.curves import curves_of
         from nnx_ppo.algorithms.plotting import plot_learning_curves
 
-        groups = {label: curves_of(self, runs=members) for label, members in self.groups().items()}
-        ax = plot_learning_curves(groups, path=out / "curves.png", n_resamples=1000)
+        groups = {}
+        for label, members in self.groups().items():
+            try:
+                steps, values = curves_of(self, runs=members)
+            except ValueError:  # runs evaluated at different steps, or never
+                continue
+            if values.size and np.all(np.isfinite(values)):
+                groups[label] = (steps, values)
+        if not groups:
+            return False
+        ax = plot_learning_curves(groups, path=path, n_resamples=1000)
         import matplotlib.pyplot as plt
 
         plt.close(ax.figure)
-        written.append(out / "curves.png")
-        return written
+        return True
 
 
 def _finite_or_none(data: Any) -> Any:

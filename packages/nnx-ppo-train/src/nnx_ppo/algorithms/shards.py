@@ -157,24 +157,31 @@ class Shard:
             ) from None
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Shard:
+    def from_environment(
+        cls, environ: Mapping[str, str] | None = None, *, count: int | None = None
+    ) -> Shard:
         """The shard of a SLURM array task.
 
-        The index is ``(SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) //
-        SLURM_ARRAY_TASK_STEP`` (the minimum defaults to 0 and the step to 1, so
-        ``--array=0-7``, ``--array=1-8`` and ``--array=0-14:2`` all number the shards
-        0..7) and the count ``SLURM_ARRAY_TASK_COUNT``. An array with a ``%`` limit
-        (``--array=0-99%10``) shards the same way: the limit only caps how many run at
-        once.
+        Without ``count``, the array is the whole sweep: the index is
+        ``(SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) // SLURM_ARRAY_TASK_STEP`` (the
+        minimum defaults to 0 and the step to 1, so ``--array=0-7``, ``--array=1-8`` and
+        ``--array=0-14:2`` all number the shards 0..7) and the count
+        ``SLURM_ARRAY_TASK_COUNT``. A ``%`` limit (``--array=0-99%10``) only caps how
+        many run at once. With ``count``, the task id *is* the shard index, so an array
+        of some shards only (``--array=3,7`` to redo shards 3 and 7 of 10) trains the
+        right ones.
 
         Args:
             environ: The environment to read (``None``: ``os.environ``).
+            count: The number of shards, when the array is not exactly ``0..count-1``
+                (its ids are then the shard indices).
 
         Raises:
-            ValueError: If ``SLURM_ARRAY_TASK_ID`` or ``SLURM_ARRAY_TASK_COUNT`` is not
-                set (not an array task: pass ``--shard i/N``) or not an int, or the
-                index falls outside ``[0, count)`` (an array of ids that are not one
-                range, e.g. ``--array=1,5,9``).
+            ValueError: If ``SLURM_ARRAY_TASK_ID`` (or, without ``count``,
+                ``SLURM_ARRAY_TASK_COUNT``) is not set (not an array task: pass
+                ``--shard i/N``) or not an int, or the index falls outside
+                ``[0, count)`` (without ``count``: ids that are not one range, such as
+                ``--array=1,5,9``).
         """
         env = os.environ if environ is None else environ
 
@@ -193,26 +200,38 @@ class Shard:
             except ValueError:
                 raise ValueError(f"${name}={text!r} is not an int.") from None
 
-        task, count = number("SLURM_ARRAY_TASK_ID"), number("SLURM_ARRAY_TASK_COUNT")
+        task = number("SLURM_ARRAY_TASK_ID")
+        if count is not None:
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ValueError(f"count={count!r} must be an int >= 1 (the number of shards).")
+            if not 0 <= task < count:
+                raise ValueError(
+                    f"SLURM array task {task} is not a shard of count={count}: with count, "
+                    f"the task ids are the shard indices 0..{count - 1}."
+                )
+            return cls(task, count)
+        total = number("SLURM_ARRAY_TASK_COUNT")
         low, step = number("SLURM_ARRAY_TASK_MIN", 0), number("SLURM_ARRAY_TASK_STEP", 1)
         index, rest = divmod(task - low, max(step, 1))
-        if rest or not 0 <= index < count:
+        if rest or not 0 <= index < total:
             raise ValueError(
-                f"SLURM array task {task} (min {low}, step {step}, count {count}) is not "
+                f"SLURM array task {task} (min {low}, step {step}, count {total}) is not "
                 "shard 0..count-1 of one range of ids; submit the array as one range "
-                "(--array=0-<N-1>) or pass --shard i/N."
+                "(--array=0-<N-1>), or pass count= (the task ids are then the shard "
+                "indices) or --shard i/N."
             )
-        return cls(index, count)
+        return cls(index, total)
 
     @classmethod
-    def resolve(cls, shard: str | Shard | None = None) -> Shard:
+    def resolve(cls, shard: str | Shard | None = None, *, count: int | None = None) -> Shard:
         """The shard to train: ``shard`` if given (a `Shard` or ``"i/N"``, e.g. a
-        ``--shard`` argument), else the SLURM array task's (`from_environment`)."""
+        ``--shard`` argument), else the SLURM array task's (`from_environment`, with
+        ``count``)."""
         if isinstance(shard, Shard):
             return shard
         if shard is not None:
             return cls.parse(shard)
-        return cls.from_environment()
+        return cls.from_environment(count=count)
 
 
 # --------------------------------------------------------------------------- identity
