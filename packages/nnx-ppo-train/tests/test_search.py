@@ -1,4 +1,4 @@
-"""The Optuna search driver (`search`): rounds of trials as one `train_many` program each,
+"""The Optuna search driver (`run_search`): rounds of trials as one `train_many` program each,
 told back to the study, resumed after a stop or a kill; bad input fails before a trial
 is asked."""
 
@@ -26,7 +26,7 @@ from optuna.distributions import (  # noqa: E402
 )
 
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig  # noqa: E402
-from nnx_ppo.algorithms.search import SearchResult, search  # noqa: E402
+from nnx_ppo.algorithms.search import SearchResult, run_search  # noqa: E402
 from nnx_ppo.envs import PointMass  # noqa: E402
 from nnx_ppo.networks.factories import make_mlp_actor_critic  # noqa: E402
 from nnx_ppo.wrappers import EpisodeWrapper  # noqa: E402
@@ -98,25 +98,29 @@ def test_a_field_that_cannot_be_searched_is_refused_before_a_trial_is_asked(tmp_
     study = study_at(tmp_path)
     wrong = {"n_envs": CategoricalDistribution([4, 8])}
     with pytest.raises(ValueError, match=r"space\['n_envs'\] cannot differ.*learning_rate"):
-        search(study, ENV, mlp, CONFIG, wrong, rounds=1, runs_per_round=2, directory=tmp_path)
+        run_search(study, ENV, mlp, CONFIG, wrong, rounds=1, runs_per_round=2, directory=tmp_path)
     typo = {"learning_rte": FloatDistribution(1e-4, 1e-2)}
     with pytest.raises(ValueError, match=r"space\['learning_rte'\] is not a PPOConfig field"):
-        search(study, ENV, mlp, CONFIG, typo, rounds=1, runs_per_round=2, directory=tmp_path)
+        run_search(study, ENV, mlp, CONFIG, typo, rounds=1, runs_per_round=2, directory=tmp_path)
     negative = {"clip_range": FloatDistribution(-0.1, 0.3)}
     with pytest.raises(ValueError, match=r"space\['clip_range'\].*refuses"):
-        search(study, ENV, mlp, CONFIG, negative, rounds=1, runs_per_round=2, directory=tmp_path)
+        run_search(
+            study, ENV, mlp, CONFIG, negative, rounds=1, runs_per_round=2, directory=tmp_path
+        )
     with pytest.raises(TypeError, match="sets checkpoint itself"):
-        search(
+        run_search(
             study, ENV, mlp, CONFIG, SPACE, rounds=1, runs_per_round=2, directory=tmp_path,
             checkpoint=None,
         )  # fmt: skip
     (tmp_path / "min").mkdir()
     minimizing = study_at(tmp_path / "min", direction="minimize")
     with pytest.raises(ValueError, match="direction='maximize'"):
-        search(minimizing, ENV, mlp, CONFIG, SPACE, rounds=1, runs_per_round=2, directory=tmp_path)
+        run_search(
+            minimizing, ENV, mlp, CONFIG, SPACE, rounds=1, runs_per_round=2, directory=tmp_path
+        )
     silent = TrainConfig(ppo=CONFIG.ppo, eval=EvalConfig(enabled=False))
     with pytest.raises(ValueError, match=r"config.eval.enabled=False"):
-        search(study, ENV, mlp, silent, SPACE, rounds=1, runs_per_round=2, directory=tmp_path)
+        run_search(study, ENV, mlp, silent, SPACE, rounds=1, runs_per_round=2, directory=tmp_path)
     assert study.get_trials() == []
     assert not any(tmp_path.glob("round_*"))
 
@@ -127,7 +131,7 @@ def test_a_study_of_another_search_is_refused(tmp_path):
     search_of_4 = {"config": None, "space": {}, "seeds": [0], "runs_per_round": 4}
     study.set_user_attr("nnx_ppo.search", json.dumps(search_of_4))
     with pytest.raises(ValueError, match=r"another config, runs_per_round, space; continue"):
-        search(study, ENV, mlp, CONFIG, SPACE, rounds=1, runs_per_round=2, directory=tmp_path)
+        run_search(study, ENV, mlp, CONFIG, SPACE, rounds=1, runs_per_round=2, directory=tmp_path)
     assert study.get_trials() == []
 
 
@@ -146,7 +150,7 @@ def test_two_rounds_stopped_inside_the_second_resume_from_its_checkpoint(tmp_pat
 
     study = study_at(tmp_path)
     arguments = (study, ENV, mlp, CONFIG, SPACE)
-    first = search(
+    first = run_search(
         *arguments, rounds=2, runs_per_round=4, directory=tmp_path, stop=stop, progress=False
     )
     assert first == SearchResult(study, rounds_done=1, stopped=True)
@@ -156,7 +160,7 @@ def test_two_rounds_stopped_inside_the_second_resume_from_its_checkpoint(tmp_pat
     assert len({json.dumps(p, sort_keys=True) for p in asked.values()}) == 4  # 4 proposals
     assert (tmp_path / "round_0001" / "checkpoints" / "20").is_dir()
 
-    again = search(*arguments, rounds=2, runs_per_round=4, directory=tmp_path, progress=False)
+    again = run_search(*arguments, rounds=2, runs_per_round=4, directory=tmp_path, progress=False)
     assert again == SearchResult(study, rounds_done=2, stopped=False)
     assert len(study.get_trials()) == 8  # nothing asked again
     assert {t.number: t.params for t in by_round(study)[1]} == asked
@@ -169,7 +173,7 @@ def test_two_rounds_stopped_inside_the_second_resume_from_its_checkpoint(tmp_pat
     ]
     assert steps == [0, 40]
     # A finished search has nothing left to do: no trial asked, nothing trained.
-    done = search(*arguments, rounds=2, runs_per_round=4, directory=tmp_path, progress=False)
+    done = run_search(*arguments, rounds=2, runs_per_round=4, directory=tmp_path, progress=False)
     assert done.rounds_done == 2 and len(study.get_trials()) == 8
     assert done.best_params == study.best_params
 
@@ -183,7 +187,7 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 import test_search as t
 directory = Path({directory!r})
-t.search(
+t.run_search(
     t.study_at(directory), t.ENV, t.mlp, t.SLOW, t.SPACE, rounds=2, runs_per_round=4,
     directory=directory, save_every_steps=20, progress=False,
 )
@@ -200,15 +204,17 @@ def test_a_driver_killed_inside_a_round_resumes_it_when_started_again(tmp_path):
     script = DRIVER.format(tests=str(Path(__file__).parent), directory=str(tmp_path))
     command = [sys.executable, "-c", textwrap.dedent(script)]
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    driver = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-    checkpoints = tmp_path / "round_0001" / "checkpoints"
-    deadline = time.monotonic() + 300
-    while not (checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())):
-        assert driver.poll() is None, driver.stderr.read() if driver.stderr else ""
-        assert time.monotonic() < deadline, "round 1 wrote no checkpoint in 5 minutes"
-        time.sleep(0.05)
-    driver.send_signal(signal.SIGKILL)
-    driver.wait()
+    log = tmp_path / "driver.log"
+    with open(log, "w") as stderr:
+        driver = subprocess.Popen(command, env=env, stderr=stderr)
+        checkpoints = tmp_path / "round_0001" / "checkpoints"
+        deadline = time.monotonic() + 300
+        while not (checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())):
+            assert driver.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "round 1 wrote no checkpoint in 5 minutes"
+            time.sleep(0.05)
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
     study = study_at(tmp_path)
     rounds = by_round(study)
     assert [t.state for t in rounds[0]] == [optuna.trial.TrialState.COMPLETE] * 4

@@ -6,8 +6,9 @@
 
 **Train**: `train_ppo`, `train_distillation`, `train_many` (several seeds or settings in
 one program; `grid` builds their overrides) and what they return, `TrainResult`,
-`DistillationResult`, `SweepResult`; `check_env_network` and `check_distillation_pair`,
-the checks they run first, without compiling anything.
+`DistillationResult`, `SweepResult`; `run_search` (an Optuna study's trials, a round at a
+time as one `train_many` program) and its `SearchResult`; `check_env_network` and
+`check_distillation_pair`, the checks they run first, without compiling anything.
 **Configure**: `TrainConfig`, `PPOConfig`, `EvalConfig`, `VideoConfig`,
 `DistillationConfig`, `LogLevel`, `linear_decay` (a learning rate that decays over the
 run). **Save and load**: `Checkpointer`, `load_network`, `load_metadata`.
@@ -44,6 +45,8 @@ _NAMES = {
     "train_many": "sweeps",
     "SweepResult": "sweeps",
     "grid": "sweeps",
+    "run_search": "search",
+    "SearchResult": "search",
     "check_env_network": "checks",
     "check_distillation_pair": "pairing",
     # Configure
@@ -103,6 +106,7 @@ __all__ = [
     "PerRun",
     "Periodic",
     "PsychometricFit",
+    "SearchResult",
     "StopOnSignal",
     "StopRequest",
     "SweepResult",
@@ -130,6 +134,7 @@ __all__ = [
     "plot_psychometric",
     "progress_info",
     "record_activations_rollout",
+    "run_search",
     "summary_table",
     "train_distillation",
     "train_many",
@@ -177,6 +182,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     )
     from nnx_ppo.algorithms.psychometrics import PsychometricFit, fit_psychometric
     from nnx_ppo.algorithms.schedules import linear_decay
+    from nnx_ppo.algorithms.search import SearchResult, run_search
     from nnx_ppo.algorithms.sweeps import SweepResult, grid, train_many
     from nnx_ppo.algorithms.trials import TrialResults, evaluate_trials, evaluate_trials_many
 

@@ -1,6 +1,6 @@
 """Hyperparameter search with Optuna that trains each round of trials as one program.
 
-`search` is an ask/tell driver for an Optuna study: every round it asks the study for
+`run_search` is an ask/tell driver for an Optuna study: every round it asks the study for
 ``runs_per_round`` trials, trains them together as **one** `train_many` program (each
 trial's values as that program's per-run overrides), tells the study each trial's
 objective, and goes on to the next round, so the sampler learns from every finished
@@ -13,10 +13,10 @@ round::
         study_name="lstm-lr", storage="sqlite:///runs/search/study.db",
         direction="maximize", load_if_exists=True,
     )
-    search(study, env, make_network, config,
-           {"learning_rate": FloatDistribution(1e-4, 3e-2, log=True),
-            "clip_range": FloatDistribution(0.05, 0.4)},
-           rounds=4, runs_per_round=8, directory="runs/search")
+    run_search(study, env, make_network, config,
+               {"learning_rate": FloatDistribution(1e-4, 3e-2, log=True),
+                "clip_range": FloatDistribution(0.05, 0.4)},
+               rounds=4, runs_per_round=8, directory="runs/search")
     study.best_params
 
 **What can be searched.** The fields the config declares sweepable (`sweep_fields`:
@@ -49,7 +49,7 @@ loaded from the same storage, e.g. ``load_if_exists=True`` on a SQLite file) fin
 round whose trials were asked but not told, resumes that round's program from its last
 checkpoint (exactly, as `train_many` resumes), tells its trials and continues with the
 remaining rounds. ``rounds`` counts the study's rounds in total, not this call's. With
-``stop=StopOnSignal()`` a ``SIGTERM`` stops the round at a checkpoint and `search`
+``stop=StopOnSignal()`` a ``SIGTERM`` stops the round at a checkpoint and `run_search`
 returns with ``stopped=True``. The study remembers the search's config, space, seeds
 and ``runs_per_round`` (its user attribute ``"nnx_ppo.search"``) and refuses to be
 continued with other ones. One driver works on a study at a time.
@@ -84,7 +84,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.distributions import BaseDistribution
 
-__all__ = ["Objective", "SearchResult", "final_return", "search"]
+__all__ = ["Objective", "SearchResult", "final_return", "run_search"]
 
 Objective = Callable[[SweepResult, int], Any]
 """``objective(result, run) -> float`` (a sequence of floats for a multi-objective
@@ -124,13 +124,13 @@ def final_return(result: SweepResult, run: int) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class SearchResult:
-    """What `search` returns.
+    """What `run_search` returns.
 
     Attributes:
         study: The study (also holding the rounds of earlier calls).
         rounds_done: The study's rounds whose trials are all told.
         stopped: Whether the ``stop`` request ended this call inside a round (after a
-            checkpoint; call `search` again to continue).
+            checkpoint; call `run_search` again to continue).
     """
 
     study: optuna.Study
@@ -344,7 +344,7 @@ def _divergence(trials: list[Any], error: NonFiniteError, n_seeds: int) -> list[
 # --------------------------------------------------------------------------- the driver
 
 
-def search(
+def run_search(
     study: optuna.Study,
     env: Any,
     make_network: Callable[[nnx.Rngs], nnx.Module],
@@ -406,7 +406,7 @@ def search(
     owned = [name for name in _OWNED if name in options]
     if owned:
         raise TypeError(
-            f"search() sets {', '.join(owned)} itself (a Checkpointer and a log per round, "
+            f"run_search() sets {', '.join(owned)} itself (a Checkpointer and a log per round, "
             "in directory/round_<r>/); leave them out."
         )
     seed_list = list(seeds)
