@@ -7,14 +7,18 @@
 **Train**: `train_ppo`, `train_distillation`, `train_many` (several seeds or settings in
 one program; `grid` builds their overrides) and what they return, `TrainResult`,
 `DistillationResult`, `SweepResult`; `run_search` (an Optuna study's trials, a round at a
-time as one `train_many` program) and its `SearchResult`; `check_env_network` and
+time as one `train_many` program) and its `SearchResult`; past one machine,
+`train_shard` (a `Shard` of a sweep, e.g. a SLURM array task's) and `merge_shards` (the
+shards back as one `MergedSweep`; `SweepMismatchError` refuses another sweep's);
+`check_env_network` and
 `check_distillation_pair`, the checks they run first, without compiling anything.
 **Configure**: `TrainConfig`, `PPOConfig`, `EvalConfig`, `VideoConfig`,
 `DistillationConfig`, `LogLevel`, `linear_decay` (a learning rate that decays over the
 run). **Save and load**: `Checkpointer`, `load_network`, `load_metadata`.
 **Observe and analyse**: `evaluate`, `JSONLWriter`, `TensorBoardWriter`, `WandbWriter`,
 `combine` (several sinks as one ``log_fn``), `PerRun`, `curves_of`, `summary_table`,
-`plot_learning_curves`, `record_activations_rollout`, `NonFiniteError`, `Periodic`
+`plot_learning_curves`, `iqm`, `probability_of_improvement`, `interval_estimates`
+(rliable's statistics), `record_activations_rollout`, `NonFiniteError`, `Periodic`
 (your own task between device calls, ``tasks=[...]``); for cognitive tasks
 `evaluate_trials`, `evaluate_trials_many`, `TrialResults`, `fit_psychometric`,
 `PsychometricFit`, `plot_psychometric`, `plot_chronometric`.
@@ -47,6 +51,11 @@ _NAMES = {
     "grid": "sweeps",
     "run_search": "search",
     "SearchResult": "search",
+    "train_shard": "shards",
+    "Shard": "shards",
+    "SweepMismatchError": "shards",
+    "merge_shards": "merge",
+    "MergedSweep": "merge",
     "check_env_network": "checks",
     "check_distillation_pair": "pairing",
     # Configure
@@ -70,6 +79,9 @@ _NAMES = {
     "PerRun": "logging",
     "curves_of": "curves",
     "summary_table": "curves",
+    "iqm": "statistics",
+    "probability_of_improvement": "statistics",
+    "interval_estimates": "statistics",
     "plot_learning_curves": "plotting",
     "record_activations_rollout": "activations",
     "NonFiniteError": "faults",
@@ -101,14 +113,17 @@ __all__ = [
     "EvalConfig",
     "JSONLWriter",
     "LogLevel",
+    "MergedSweep",
     "NonFiniteError",
     "PPOConfig",
     "PerRun",
     "Periodic",
     "PsychometricFit",
     "SearchResult",
+    "Shard",
     "StopOnSignal",
     "StopRequest",
+    "SweepMismatchError",
     "SweepResult",
     "TensorBoardWriter",
     "TrainConfig",
@@ -126,12 +141,16 @@ __all__ = [
     "evaluate_trials_many",
     "fit_psychometric",
     "grid",
+    "interval_estimates",
+    "iqm",
     "linear_decay",
     "load_metadata",
     "load_network",
+    "merge_shards",
     "plot_chronometric",
     "plot_learning_curves",
     "plot_psychometric",
+    "probability_of_improvement",
     "progress_info",
     "record_activations_rollout",
     "run_search",
@@ -139,6 +158,7 @@ __all__ = [
     "train_distillation",
     "train_many",
     "train_ppo",
+    "train_shard",
 ]
 
 if TYPE_CHECKING:  # what a type checker and an IDE see
@@ -166,6 +186,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         WandbWriter,
         combine,
     )
+    from nnx_ppo.algorithms.merge import MergedSweep, merge_shards
     from nnx_ppo.algorithms.pairing import check_distillation_pair
     from nnx_ppo.algorithms.plotting import (
         plot_chronometric,
@@ -183,6 +204,8 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from nnx_ppo.algorithms.psychometrics import PsychometricFit, fit_psychometric
     from nnx_ppo.algorithms.schedules import linear_decay
     from nnx_ppo.algorithms.search import SearchResult, run_search
+    from nnx_ppo.algorithms.shards import Shard, SweepMismatchError, train_shard
+    from nnx_ppo.algorithms.statistics import interval_estimates, iqm, probability_of_improvement
     from nnx_ppo.algorithms.sweeps import SweepResult, grid, train_many
     from nnx_ppo.algorithms.trials import TrialResults, evaluate_trials, evaluate_trials_many
 
