@@ -64,6 +64,7 @@ _NAMES = {
     "EvalConfig": "config",
     "VideoConfig": "config",
     "LogLevel": "config",
+    "LoggingLevel": "config",
     "DistillationConfig": "config",
     "linear_decay": "schedules",
     # Save and load
@@ -113,6 +114,7 @@ __all__ = [
     "EvalConfig",
     "JSONLWriter",
     "LogLevel",
+    "LoggingLevel",
     "MergedSweep",
     "NonFiniteError",
     "PPOConfig",
@@ -168,6 +170,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from nnx_ppo.algorithms.config import (
         DistillationConfig,
         EvalConfig,
+        LoggingLevel,
         LogLevel,
         PPOConfig,
         TrainConfig,
