@@ -229,7 +229,7 @@ def emitted() -> list[dict[str, float]]:
     config = TrainConfig(
         ppo=PPOConfig(
             n_envs=4, rollout_length=5, n_minibatches=2, n_epochs=1, total_steps=40,
-            iterations_per_call=2, log_level=LogLevel.ALL,
+            iterations_per_call=2, log_level=LogLevel.ALL | LogLevel.DIAGNOSTICS,
         ),
         eval=EvalConfig(n_envs=2, max_episode_length=5),
     )  # fmt: skip
@@ -255,7 +255,7 @@ def test_every_documented_metric_is_emitted(emitted: list[dict[str, float]]) -> 
 
 _JIT_GROUPS = (
     "LOSSES", "ACTOR", "CRITIC", "ROLLOUT", "ENV_METRICS", "NETWORK_METRICS", "GRAD_NORM",
-    "WEIGHTS",
+    "WEIGHTS", "DIAGNOSTICS",
 )  # fmt: skip
 
 
