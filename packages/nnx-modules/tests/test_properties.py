@@ -35,6 +35,7 @@ from flax import nnx
 from nnx_ppo.networks import types as types_module
 from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Concat, Parallel, Sequential, Splitter
+from nnx_ppo.networks.conv import Conv, ConvEncoder
 from nnx_ppo.networks.delay import Delay
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp, make_mlp_actor_critic
 from nnx_ppo.networks.feedforward import MLP, Dense
@@ -81,6 +82,10 @@ def _tree(**shapes: tuple[int, ...]) -> Callable[[jax.Array], dict[str, jax.Arra
     return make
 
 
+def _image(*shape: int) -> Callable[[jax.Array], jax.Array]:
+    return lambda key: jax.random.normal(key, (B, *shape))
+
+
 def _rngs() -> nnx.Rngs:
     return nnx.Rngs(0)
 
@@ -108,6 +113,16 @@ _DICT_OBS = _tree(x=(2,), y=(2, 2), extra=(1,))
 CASES = [
     Case("Dense", lambda: Dense(4, 5, rngs=_rngs(), activation=nnx.tanh), _vec(4)),
     Case("MLP", lambda: MLP(4, (6,), 2, rngs=_rngs()), _vec(4)),
+    Case(
+        "Conv",
+        lambda: Conv(2, 3, 2, rngs=_rngs(), strides=2, activation=nnx.relu),
+        _image(5, 4, 2),
+    ),
+    Case(
+        "ConvEncoder",
+        lambda: ConvEncoder((5, 4, 2), _rngs(), channels=(3, 2), kernel_sizes=2, dense=(4,)),
+        _image(5, 4, 2),
+    ),
     Case("LSTM", lambda: LSTM(4, 5, rngs=_rngs()), _vec(4)),
     Case(
         "LSTM-trainable-init",
