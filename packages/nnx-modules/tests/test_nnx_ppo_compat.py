@@ -403,3 +403,63 @@ def test_output_record_scale_and_activation_key_in_nnx_ppo_form():
         Scale(2.0, factor=3.0)
     with pytest.raises(TypeError, match="exactly one of scale and factor"):
         Scale()
+
+
+# -- nnx-ppo 0.3.0's error types and names ------------------------------------------------
+
+
+@pytest.mark.parametrize("owner", [Parallel, "Map"])
+def test_both_construction_forms_raise_what_either_library_catches(owner):
+    from nnx_ppo.networks.utils import Map
+
+    cls = Map if owner == "Map" else owner
+    a, b = Dense(2, 2, nnx.Rngs(0)), Dense(2, 2, nnx.Rngs(1))
+    # nnx-ppo 0.3.0 raises ValueError here, Python (and nnx-modules 0.1) TypeError.
+    for error in (ValueError, TypeError):
+        with pytest.raises(error, match=r"not both .*keywords \['b'\]"):
+            cls({"a": a}, b=b)
+
+
+def test_flattener_keeps_tuple_and_list_levels():
+    x = (jnp.ones((2, 2, 3)), [jnp.zeros((2, 1)), {"q": jnp.ones((2, 2))}])
+    out = Flattener(preserve_levels=1)((), x).output
+    # level 1 kept: a tuple of two [B, N]; the list below it is flattened: 1 + 2 features
+    assert isinstance(out, tuple) and [o.shape for o in out] == [(2, 6), (2, 3)]
+    np.testing.assert_array_equal(out[1][0], [0.0, 1.0, 1.0])
+    two = Flattener(preserve_levels=2)((), x).output
+    assert isinstance(two[1], list) and two[1][1].shape == (2, 2) and two[0].shape == (2, 6)
+
+
+@pytest.mark.parametrize(
+    ("levels", "x", "depth"),
+    [
+        (1, jnp.ones((2, 3)), 0),
+        (2, {"a": jnp.ones((2, 3))}, 1),
+        (4, ({"a": (jnp.ones((2, 1)),)},), 3),
+    ],
+)
+def test_flattener_rejects_more_levels_than_the_input_has(levels, x, depth):
+    with pytest.raises(TypeError, match=rf"only {depth} level\(s\).*preserve_levels={depth}\)"):
+        Flattener(preserve_levels=levels)((), x)
+    # exactly as deep as the input: every level kept, no error
+    kept = Flattener(preserve_levels=depth)((), x).output
+    assert jax.tree.structure(kept) == jax.tree.structure(x)
+
+
+def test_variational_bottleneck_latent_size_is_latent_features():
+    plain = VariationalBottleneck(latent_size=8, rng=nnx.Rngs(0), kl_weight=0.01)
+    ours = AR1VariationalBottleneck(6, 3, rngs=nnx.Rngs(0))
+    assert (plain.latent_size, plain.latent_features, plain.kl_weight) == (8, 8, 0.01)
+    assert ours.latent_size == ours.latent_features == 3
+
+
+def test_recording_leaf_classification_has_nnx_ppo_name():
+    from nnx_ppo.networks.recording import _is_leaf, with_recording
+
+    rngs = nnx.Rngs(0)
+    net = Sequential([Dense(4, 8, rngs), Parallel(rnn=LSTM(8, 6, rngs), ff=Dense(8, 3, rngs))])
+    leaves = [net.layers[0], net.layers[1].components["rnn"], net.layers[1].components["ff"]]
+    assert all(_is_leaf(m) for m in leaves)
+    assert not _is_leaf(net) and not _is_leaf(net.layers[1]) and not _is_leaf(jnp.ones(3))
+    rec = with_recording(net)  # exactly the leaves are wrapped
+    assert type(rec.layers[0]).__name__ == "Recorder" and type(rec.layers[1]).__name__ == "Parallel"

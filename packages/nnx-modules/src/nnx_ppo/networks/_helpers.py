@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 __all__ = [
+    "BothFormsError",
     "check_features",
     "check_int",
     "describe",
@@ -115,6 +116,14 @@ def check_int(owner: str, argument: str, value: Any, *, minimum: int, example: s
     return int(number)
 
 
+class BothFormsError(TypeError, ValueError):
+    """A container given its entries both as a positional dict and as keywords.
+
+    A ``TypeError``, as Python raises for a call with conflicting arguments, and a
+    ``ValueError``, as nnx-ppo 0.3.0 raises for it: code catching either sees it.
+    """
+
+
 def named_arguments(
     owner: str,
     positional: Any,
@@ -140,11 +149,12 @@ def named_arguments(
         The dict of entries (``kwargs`` when no positional dict was given).
 
     Raises:
-        TypeError: If both forms are used or the positional argument is not a dict.
+        BothFormsError: If both forms are used (a ``TypeError`` and a ``ValueError``).
+        TypeError: If the positional argument is not a dict.
         ValueError: If there are no entries.
     """
     if positional is not None and kwargs:
-        raise TypeError(
+        raise BothFormsError(
             f"{owner} takes its {items} either as one positional dict or as keyword "
             f"arguments, not both (got a positional {type(positional).__name__} and "
             f"keywords {list(kwargs)}). Put every entry in the dict, e.g. {example}."

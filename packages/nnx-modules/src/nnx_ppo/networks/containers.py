@@ -213,7 +213,8 @@ class Parallel(NamedContainer):
         **kwargs: The children as ``name=module``.
 
     Raises:
-        TypeError: If both or neither forms are mixed, a name is not a string, or a
+        TypeError: If both forms are given (the error is also a ``ValueError``, as
+            in nnx-ppo 0.3.0), a name is not a string, or a
             child is not a ``StatefulModule`` (the message names the key).
         ValueError: If there are no children.
 
@@ -315,7 +316,8 @@ class Splitter(StatelessModule):
         **kwargs: The slices as ``name=size``; sizes are positive integers.
 
     Raises:
-        TypeError: If both or neither forms are mixed, a name is not a string or a
+        TypeError: If both forms are given (the error is also a ``ValueError``, as
+            in nnx-ppo 0.3.0), a name is not a string or a
             size is not an integer.
         ValueError: If there are no sizes or a size is not positive; at call time, if
             the sizes sum to more than the input's last axis.

@@ -258,9 +258,15 @@ def _routed_children(module: Any) -> list[tuple[Any, Callable[[Any], None]]] | N
     return None
 
 
+def _is_leaf(module: Any) -> bool:
+    """Whether `with_recording` wraps ``module`` in a `Recorder` as a whole: a
+    `StatefulModule` that is not a container it descends into (nnx-ppo 0.3.0's name)."""
+    return isinstance(module, StatefulModule) and _routed_children(module) is None
+
+
 def _wrap(module: StatefulModule) -> StatefulModule:
     children = _routed_children(module)
-    if children is None:
+    if children is None:  # a leaf: see _is_leaf
         if _records_populations(module):
             module.record_populations = True  # type: ignore[attr-defined]
         return Recorder(module)

@@ -232,7 +232,8 @@ class Map(NamedContainer):
         **kwargs: The children as ``key=module``.
 
     Raises:
-        TypeError: If both or neither forms are mixed, a key is not a string, or a
+        TypeError: If both forms are given (the error is also a ``ValueError``, as
+            in nnx-ppo 0.3.0), a key is not a string, or a
             child is not a ``StatefulModule`` (the message names the key); at call
             time, if the input is not a dict.
         ValueError: If there are no children.
@@ -267,7 +268,8 @@ class Merge(NamedContainer):
         **kwargs: The children as ``name=module``.
 
     Raises:
-        TypeError: If both or neither forms are mixed, a name is not a string, or a
+        TypeError: If both forms are given (the error is also a ``ValueError``, as
+            in nnx-ppo 0.3.0), a name is not a string, or a
             child is not a ``StatefulModule``; at call time, if a child's output is not
             a dict.
         ValueError: If there are no children; at call time, if two children emit the
@@ -311,9 +313,32 @@ class Merge(NamedContainer):
 # --------------------------------------------------------------------------------------
 
 
-def _flatten(tree: Any, levels: int) -> Any:
-    if levels > 0 and isinstance(tree, Mapping):
-        return {key: _flatten(value, levels - 1) for key, value in tree.items()}
+def _is_level(node: Any) -> bool:
+    """Whether ``node`` is a container level `Flattener` can keep: a dict, list or tuple
+    (a named tuple is a tuple too)."""
+    return isinstance(node, Mapping | list | tuple)
+
+
+def _depth(tree: Any, limit: int) -> int:
+    """How many levels of dicts / lists / tuples ``tree`` nests, counted up to ``limit``."""
+    if limit == 0 or not _is_level(tree):
+        return 0
+    children = tree.values() if isinstance(tree, Mapping) else tree
+    return 1 + max((_depth(child, limit - 1) for child in children), default=0)
+
+
+def _keep_levels(tree: Any, levels: int) -> Any:
+    if levels == 0 or not _is_level(tree):
+        return _flatten(tree)
+    if isinstance(tree, Mapping):
+        return {key: _keep_levels(value, levels - 1) for key, value in tree.items()}
+    kept = [_keep_levels(value, levels - 1) for value in tree]
+    if isinstance(tree, list):
+        return kept
+    return type(tree)(*kept) if hasattr(tree, "_fields") else tuple(kept)
+
+
+def _flatten(tree: Any) -> Any:
     leaves = jax.tree_util.tree_leaves_with_path(tree)
     if not leaves:
         raise ValueError(
@@ -349,8 +374,12 @@ class Flattener(StatelessModule):
     dicts are kept and everything below each kept entry is flattened:
     ``{"a": {"x": [B, 2], "y": [B, 3]}, "b": [B, 1]}`` becomes ``[B, 6]`` with
     ``preserve_levels=0`` and ``{"a": [B, 5], "b": [B, 1]}`` with
-    ``preserve_levels=1``. A non-dict node within the kept levels is flattened where it
-    stands.
+    ``preserve_levels=1``. Lists and tuples are levels too, as in nnx-ppo 0.3.0 (a
+    tuple observation ``(a, b)`` becomes ``(a_flat, b_flat)`` with
+    ``preserve_levels=1``). A branch that ends in an array above the kept depth is
+    flattened where it stands (``b`` above, with ``preserve_levels=2``), so the levels
+    of an observation may differ in depth; but the input must nest ``preserve_levels``
+    levels somewhere.
 
     Stateless: the carry and extras are ``()``.
 
@@ -358,7 +387,9 @@ class Flattener(StatelessModule):
         preserve_levels: How many top levels of dicts to keep, ``>= 0``.
 
     Raises:
-        TypeError: If ``preserve_levels`` is not an int.
+        TypeError: If ``preserve_levels`` is not an int; at call time, if no branch of
+            the input nests ``preserve_levels`` levels (e.g. an array, or
+            ``{"a": [B, 3]}`` with ``preserve_levels=2``), as nnx-ppo 0.3.0 does.
         ValueError: If ``preserve_levels`` is negative; at call time, if a subtree has
             no leaves, a leaf is a scalar, or the leaves disagree on ``B``.
 
@@ -385,7 +416,15 @@ class Flattener(StatelessModule):
 
     def forward(self, x: Any) -> Any:
         """Flatten ``x`` (leaves ``[B, ...]``) to ``[B, N]`` or a dict of those."""
-        return _flatten(x, self.preserve_levels)
+        depth = _depth(x, self.preserve_levels)
+        if depth < self.preserve_levels:
+            raise TypeError(
+                f"Flattener(preserve_levels={self.preserve_levels}) got {describe(x)}, "
+                f"which nests dicts / lists / tuples only {depth} level(s) deep: it has no "
+                f"level {depth + 1} to keep. Use Flattener(preserve_levels={depth}) (0 "
+                "flattens everything), or check the observation's structure."
+            )
+        return _keep_levels(x, self.preserve_levels)
 
 
 # --------------------------------------------------------------------------------------

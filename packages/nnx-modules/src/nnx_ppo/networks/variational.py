@@ -226,6 +226,11 @@ class _VariationalBase(StatefulModule):
         self.noise_key = LatentNoiseKey(_draw_base_key(rngs))
         self.deterministic = False
 
+    @property
+    def latent_size(self) -> int:
+        """nnx-ppo 0.3.0's name for ``latent_features``: the width of the latent."""
+        return self.latent_features
+
     # Hooks -----------------------------------------------------------------------------
 
     def _initial_prior_state(self, batch_size: int) -> dict[str, jax.Array]:
