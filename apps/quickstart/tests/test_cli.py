@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from nnx_ppo_apps_common.cli import arguments_record
 from nnx_ppo_apps_common.training import train_config
 from nnx_ppo_quickstart import cli as cli_module
 from nnx_ppo_quickstart import envs as envs_module
@@ -44,7 +45,8 @@ def test_tiny_run_writes_every_output(tmp_path, capsys, monkeypatch):
     rates = [r["train/learning_rate"] for r in records if "train/learning_rate" in r]
     expected = [1e-3 * 59 / 60, 1e-3 / 60]  # float32 in the trainer
     assert [rates[0], rates[-1]] == pytest.approx(expected, rel=1e-5)
-    assert "final eval return" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "final eval return" in printed
     # Staggered starts by default, with a fresh reset per episode.
     stored = json.loads((out / "config.json").read_text())
     assert stored["train_config"]["ppo"]["reset_mode"] == "fresh"
@@ -55,30 +57,27 @@ def test_tiny_run_writes_every_output(tmp_path, capsys, monkeypatch):
     for name in ("config.json", "summary.json", "metrics.jsonl"):
         assert (out / name).stat().st_mode & 0o777 == 0o644, name
 
-    # A resume that does not repeat the run's network fails in one line, before any
-    # environment is built, and leaves every file of the run as it was.
+    # The options used are printed at the start (those not at their defaults).
+    assert "Options: --steps=2400 --n-envs=8 " in printed and "--lr-schedule=linear" in printed
+
+    # A resume that changes the run's network fails in one line, before any environment
+    # is built, and leaves every file of the run as it was.
     files = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
     monkeypatch.setattr(envs_module, "make_envs", _no_envs)
     assert main([*TINY, "--network", "lstm", "--output-dir", str(out), "--resume"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert "--network mlp" in err and "--network lstm" in err
+    assert "--network mlp in the run, lstm (the command line)" in err
     assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == files
     monkeypatch.undo()
 
-    # The schedule is part of the run (its optimizer state counts the updates): a
-    # resume must repeat it, and is refused before anything is built if it does not.
-    monkeypatch.setattr(envs_module, "make_envs", _no_envs)
-    assert main([*TINY, "--output-dir", str(out), "--resume"]) == 2
-    assert "pass --lr-schedule linear" in capsys.readouterr().err
-    monkeypatch.undo()
-
-    # Resuming a finished run trains nothing more and keeps the step count and curve.
-    assert main([*TINY, "--lr-schedule", "linear", "--output-dir", str(out), "--resume"]) == 0
-    resumed = json.loads((out / "summary.json").read_text())
-    assert resumed["steps"] == summary["steps"]
-    assert resumed["eval_steps"] == summary["eval_steps"] == [0, 1200, 2400]
-    assert resumed["final_eval_reward"] == summary["final_eval_reward"]
+    # Resuming a finished run, with nothing but its folder, trains nothing more, says
+    # so, and keeps its summary (its own throughput, not 0 steps/s) and curve. The
+    # schedule comes from the run (its optimizer state counts the updates).
+    assert main(["--resume", "--output-dir", str(out)]) == 0
+    assert "Nothing to train: the run in" in capsys.readouterr().out
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == files
+    assert json.loads((out / "summary.json").read_text())["steps_per_second"] > 0
 
 
 @pytest.mark.extended
@@ -103,7 +102,11 @@ def _no_envs(*args, **kwargs):
     [
         (None, "holds no quickstart run"),
         ("[1, 2]", "is not a quickstart run's config.json"),
-        ('{"cli": {"network": "mlp", "no_stagger": "True"}}', "trained with --no-stagger"),
+        # A record written before config.json held typed values (strings).
+        ('{"cli": {"network": "mlp", "no_stagger": "False"}}', "--no-stagger off in the run, on"),
+        ('{"cli": {"network": "mlp", "learning_rate": "3e-4"}}', "--learning-rate 0.0003 in"),
+        ('{"cli": {"network": "mlp", "n_envs": "many"}}', "argument --n-envs: 'many' is not"),
+        ('{"cli": {"netwrok": "mlp"}}', "unknown option 'netwrok' (did you mean 'network'?)"),
     ],
 )
 def test_a_resume_that_cannot_continue_is_refused_before_anything(
@@ -114,9 +117,10 @@ def test_a_resume_that_cannot_continue_is_refused_before_anything(
     if config is not None:
         (out / "config.json").write_text(config)
     monkeypatch.setattr(envs_module, "make_envs", _no_envs)
-    assert main([*TINY, "--output-dir", str(out), "--resume"]) == 2
+    flags = ["--no-stagger"] if "no_stagger" in (config or "") else ["--learning-rate", "1e-3"]
+    assert main([*TINY, *flags, "--output-dir", str(out), "--resume"]) == 2
     err = capsys.readouterr().err.strip()
-    assert match in err and len(err.splitlines()) == 1
+    assert match in err and len(err.splitlines()) == 1, err
     if config is not None:
         assert (out / "config.json").read_text() == config
 
@@ -322,3 +326,127 @@ def _training_log(out):
     """The run's log without its wall-clock metrics."""
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     return [{k: v for k, v in r.items() if not k.startswith("throughput/")} for r in records]
+
+
+def _recorded_run(out, *options):
+    """A run folder as a quickstart run with ``options`` leaves it, without training:
+    its ``config.json`` (the ``cli`` record) and a ``checkpoints/`` folder."""
+    args = parse_args([*options, "--output-dir", str(out)])
+    (out / "checkpoints").mkdir(parents=True)
+    record = {"cli": arguments_record(args), "train_config": {}, "provenance": {}}
+    (out / "config.json").write_text(json.dumps(record))
+    return record["cli"]
+
+
+RECORDED = [
+    "--env", "CartpoleBalance", "--network", "lstm", "--n-envs", "16", "--learning-rate",
+    "3e-4", "--lr-schedule", "constant", "--no-stagger", "--obs-lag", "1:3", "--seed", "7",
+    "--no-progress", "--steps", "4800", "--checkpoint-every", "1200",
+]  # fmt: skip
+
+
+def test_resume_takes_every_option_from_the_runs_config_json(tmp_path):
+    out = tmp_path / "runs" / "a"
+    recorded = _recorded_run(out, *RECORDED)
+    args = parse_args(["--resume", "--output-dir", str(out)])
+    resumed = arguments_record(args)
+    # Every option of the run, but those about this command only: the progress bar is
+    # this command's, and so are the folder and --resume.
+    per_command = {"no_progress": False, "resume": True}
+    assert resumed == {**recorded, **per_command}
+    # Options given again that agree, a raised --steps, another --checkpoint-every and
+    # this command's own flags are accepted; the rest is the run's.
+    args = parse_args(
+        ["--resume", "--output-dir", str(out), "--env", "CartpoleBalance", "--seed", "7",
+         "--learning-rate", "0.0003", "--steps", "9600", "--checkpoint-every", "500",
+         "--no-compile-cache"]
+    )  # fmt: skip
+    assert (args.steps, args.checkpoint_every, args.no_compile_cache) == (9600, 500, True)
+    assert (args.network, args.n_envs, args.obs_lag, args.lr_schedule) == (
+        "lstm",
+        16,
+        "1:3",
+        "constant",
+    )
+
+
+def test_a_resume_refuses_changed_options_naming_each_with_both_values(
+    tmp_path, capsys, monkeypatch
+):
+    out = tmp_path / "run"
+    _recorded_run(out, *RECORDED)
+    files = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    monkeypatch.setattr(envs_module, "make_envs", _no_envs)
+    changed = ["--learning-rate", "1e-3", "--env", "inverted_pendulum", "--steps", "2400"]
+    assert main(["--resume", "--output-dir", str(out), *changed]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "--learning-rate 0.0003 in the run, 0.001 (the command line)" in err
+    assert "--env CartpoleBalance in the run, inverted_pendulum (the command line)" in err
+    assert "--steps 2400 (the command line) is below the run's budget 4800" in err
+    assert "leave these options out to continue the run" in err
+    assert "another --output-dir" in err and "--seed" not in err
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == files
+
+
+def test_config_file_options_with_the_command_line_overriding(tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text(
+        'env = "CartpoleBalance"\nlearning-rate = 3e-4\nn_envs = 16\nno_stagger = true\n'
+        'obs_lag = "0:2"\nsteps = 4_800\n'
+    )
+    args = parse_args(["--config", str(toml), "--n-envs", "32"])
+    assert (args.env, args.learning_rate, args.n_envs) == ("CartpoleBalance", 3e-4, 32)
+    assert (args.no_stagger, args.obs_lag, args.steps) == (True, "0:2", 4800)
+    assert args.lr_schedule == "constant" and args.config == toml
+
+    # A JSON file, and a run's own config.json: a new run with the run's options, but
+    # not its folder, --resume or progress bar.
+    (tmp_path / "run.json").write_text('{"network": "graph", "seed": 3}')
+    args = parse_args(["--config", str(tmp_path / "run.json")])
+    assert (args.network, args.seed, args.lr_schedule) == ("graph", 3, "linear")
+    recorded = _recorded_run(tmp_path / "a", *RECORDED)
+    args = parse_args(["--config", str(tmp_path / "a" / "config.json"), "--seed", "8"])
+    again = arguments_record(args)
+    assert again["output_dir"] is None and again["no_progress"] is False and again["seed"] == 8
+    same = {"output_dir", "no_progress", "seed", "config"}
+    assert {k: v for k, v in again.items() if k not in same} == {
+        k: v for k, v in recorded.items() if k not in same
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "message"),
+    [
+        ("learnig_rate = 1e-3\n", "run.toml",
+         "unknown option 'learnig_rate' (did you mean 'learning_rate'?); valid options: "),
+        ("learning_rate = 1e-3\nlearning-rate = 2e-3\n", "run.toml",
+         "sets 'learning_rate' twice, as 'learning_rate' and as 'learning-rate'; keep one"),
+        ("no_stagger = 3\n", "run.toml", "'no_stagger' is a flag (--no-stagger); its value"),
+        ("steps = -5\n", "run.toml", "argument --steps: -5 must be positive"),
+        ('network = "rnn"\n', "run.toml", "argument --network: invalid choice: 'rnn'"),
+        ("resume = true\n", "run.toml", "'resume' is a command-line option only"),
+        ("[steps]\nn = 5\n", "run.toml", "'steps' is a table; give --steps's value"),
+        ("steps = [\n", "run.toml", "is not valid TOML"),
+        ("[1, 2]", "run.json", "holds a list, not a table of options"),
+    ],
+)  # fmt: skip
+def test_a_bad_config_file_is_a_one_line_error_naming_it(
+    text, name, message, tmp_path, capsys, monkeypatch
+):
+    path = tmp_path / name
+    path.write_text(text)
+    monkeypatch.setattr(envs_module, "make_envs", _no_envs)
+    assert main(["--config", str(path), "--output-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"--config {path}" in err and message in err, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_resume_names_the_config_file_an_option_came_from(tmp_path, capsys):
+    out = tmp_path / "run"
+    _recorded_run(out, *RECORDED)
+    (tmp_path / "run.toml").write_text("seed = 8\n")
+    assert main(["--config", str(tmp_path / "run.toml"), "--resume", "--output-dir", str(out)]) == 2
+    assert f"--seed 7 in the run, 8 (--config {tmp_path / 'run.toml'})" in capsys.readouterr().err

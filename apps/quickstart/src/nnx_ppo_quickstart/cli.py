@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from nnx_ppo_apps_common.cli import arguments_record, fail, positive_int
+from nnx_ppo_apps_common.options import given_options, option_defaults, options_argv
 from nnx_ppo_apps_common.plotting import plot_learning_curve
 from nnx_ppo_apps_common.results import done_message, throughput, write_json
 from nnx_ppo_apps_common.runs import (
@@ -28,7 +30,15 @@ from nnx_ppo_apps_common.runs import (
 )
 from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
 
-__all__ = ["eval_history", "main", "parse_args", "with_learning_rate_schedule"]
+from nnx_ppo_quickstart.run_options import config_argv, resume_argv
+
+__all__ = [
+    "eval_history",
+    "main",
+    "options_text",
+    "parse_args",
+    "with_learning_rate_schedule",
+]
 
 PROG = "nnx-ppo-quickstart"
 
@@ -59,14 +69,26 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action) or text
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse the command line (``--help`` lists every option with its default)."""
+def _parser() -> argparse.ArgumentParser:
+    """The quickstart's parser (``--help`` lists every option with its default)."""
     from nnx_ppo_quickstart.networks import PRESETS
 
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Train a stateful PPO policy on a brax or MuJoCo Playground env.",
         formatter_class=_HelpFormatter,
+        epilog="Options may also come from a file (--config run.toml, or a run's "
+        "config.json); the command line overrides the file. --resume --output-dir DIR "
+        "alone continues the run in DIR with the options it recorded.",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="take options from a TOML (*.toml) or JSON file whose keys are the option "
+        "names (learning_rate or learning-rate), or from a run's config.json (a new run "
+        "with the same options); options on the command line override the file's "
+        "(default: none)",
     )
     parser.add_argument(
         "--env", default="inverted_pendulum", help="env name from the brax or Playground registry"
@@ -84,7 +106,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--lr-schedule",
-        default=argparse.SUPPRESS,  # the preset's, set below
+        default=None,  # the preset's, set by parse_args
         choices=LR_SCHEDULES,
         help="the learning rate over the run: 'linear' decays --learning-rate to 0 at "
         "--steps, so that a policy that has learnt the task settles instead of drifting "
@@ -112,7 +134,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="where results go (default: a new folder outputs/quickstart/<env>-<network>-<time>)",
     )
     parser.add_argument(
-        "--resume", action="store_true", help="continue from the latest checkpoint in --output-dir"
+        "--resume",
+        action="store_true",
+        help="continue the run in --output-dir from its latest checkpoint, with the options "
+        "its config.json records; options given again must agree with them, except "
+        "--steps (may be raised to train on), --checkpoint-every, --no-progress and "
+        "--no-compile-cache",
     )
     parser.add_argument(
         "--no-stagger",
@@ -143,8 +170,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_run_arguments(parser)
-    args = parser.parse_args(argv)
-    if "lr_schedule" not in args:
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line, with the options of a ``--config`` file and, with
+    ``--resume``, those the run recorded (see `nnx_ppo_quickstart.run_options`).
+
+    Raises:
+        ValueError: For a ``--config`` file that cannot be used, or a ``--resume`` that
+            cannot continue its run (no run there, or options that differ from the
+            run's); checked before anything is built or written. ``main`` prints it as a
+            one-line error.
+        SystemExit: For a usage error or ``--help``, as argparse does.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser()
+    given = given_options(parser, argv)
+    file_words = config_argv(given["config"], parser) if "config" in given else []
+    explicit = {**given_options(parser, file_words), **given}
+    origins = {
+        name: "the command line" if name in given else f"--config {given['config']}"
+        for name in explicit
+    }
+    run_words: list[str] = []
+    if explicit.get("resume"):
+        if explicit.get("output_dir") is None:
+            raise ValueError("--resume needs the --output-dir of the run to continue")
+        run_words = resume_argv(explicit["output_dir"], explicit, origins, parser)
+    args = parser.parse_args([*run_words, *file_words, *argv])
+    if args.lr_schedule is None:
         args.lr_schedule = PRESET_LR_SCHEDULE[args.network]
     return args
 
@@ -159,54 +214,6 @@ def eval_history(jsonl_path: Path) -> list[tuple[int, dict[str, float]]]:
             metrics = {k: v for k, v in record.items() if k != "step" and v is not None}
             history.append((int(record["step"]), metrics))
     return history
-
-
-RUN_DEFINING = (
-    "env", "brax_backend", "network", "n_envs", "episode_length", "no_stagger",
-    "action_lag", "obs_lag", "lag_hold_prob", "lr_schedule",
-)  # fmt: skip
-"""The options that decide a run's environments, network and training state: a resume
-must repeat them (`resume_problem`). ``lr_schedule`` among them: a schedule's optimizer
-state has a step count that a constant rate's lacks."""
-
-
-def resume_problem(args: argparse.Namespace) -> str | None:
-    """Why ``--resume`` cannot continue the run in ``args.output_dir``, or ``None``.
-
-    Checked before anything is built or written: the run's ``config.json`` must exist
-    and record the same `RUN_DEFINING` options as this command line.
-    """
-    path = args.output_dir / "config.json"
-    try:
-        stored = json.loads(path.read_text())["cli"]
-        if not isinstance(stored, dict):
-            raise TypeError(stored)
-    except FileNotFoundError:
-        return (
-            f"--resume: {args.output_dir} holds no quickstart run (no config.json); "
-            "train one there without --resume first"
-        )
-    except (ValueError, KeyError, TypeError):  # not JSON, or not a quickstart record
-        return f"--resume: {path} is not a quickstart run's config.json (no 'cli' record)"
-    current = arguments_record(args)
-    for name in RUN_DEFINING:
-        # str(): runs written before config.json held typed values stored strings.
-        if name not in stored or str(stored[name]) == str(current[name]):
-            continue
-        option = "--" + name.replace("_", "-")
-        if name == "no_stagger":  # a flag
-            had = str(stored[name]) == "True"
-            was = option if had else f"no {option}"
-            now = f"no {option}" if had else option
-            fix = f"{'add' if had else 'leave out'} {option}"
-        else:
-            was, now = f"{option} {stored[name]}", f"{option} {current[name]}"
-            fix = f"pass {option} {stored[name]}"
-        return (
-            f"--resume: the run in {args.output_dir} was trained with {was}, this command "
-            f"has {now}; {fix} to continue it"
-        )
-    return None
 
 
 def with_learning_rate_schedule(config: Any, schedule: str) -> Any:
@@ -253,15 +260,60 @@ def _reset_mode(args: argparse.Namespace) -> str:
     return "cached" if args.no_stagger else "fresh"
 
 
+def options_text(args: argparse.Namespace) -> str:
+    """The options of ``args`` that are not at their defaults, as command-line words
+    (``--output-dir``, ``--resume`` and ``--config`` left out), or ``"the defaults"``.
+
+    Examples:
+        >>> options_text(parse_args(["--env", "CartpoleBalance", "--learning-rate", "3e-4"]))
+        '--env=CartpoleBalance --learning-rate=0.0003'
+        >>> options_text(parse_args(["--network", "lstm", "--lr-schedule", "linear"]))
+        '--network=lstm'
+    """
+    parser = _parser()
+    defaults = {**option_defaults(parser), "lr_schedule": PRESET_LR_SCHEDULE[args.network]}
+    changed = {
+        name: value
+        for name, value in arguments_record(args).items()
+        if name not in ("output_dir", "resume", "config") and value != defaults.get(name)
+    }
+    words = options_argv(changed, parser, source="options")
+    return " ".join(shlex.quote(word) for word in words) or "the defaults"
+
+
+def _nothing_trained(args: argparse.Namespace, step: int) -> int:
+    """A resumed run that was already at its budget: its ``summary.json`` (its own
+    throughput) is kept; written only if missing, without a throughput."""
+    out = args.output_dir
+    print(
+        f"Nothing to train: the run in {out} is at step {step:,}, its --steps budget is "
+        f"{args.steps:,}; pass a larger --steps to train on. Results in {out}/"
+    )
+    path = out / "summary.json"
+    try:
+        json.loads(path.read_text())
+    except (OSError, ValueError):  # none, or a damaged one: written anew
+        history = eval_history(out / "metrics.jsonl")
+        final = history[-1][1]["eval/episode_reward/mean"] if history else float("nan")
+        summary = {
+            "env": args.env,
+            "network": args.network,
+            "steps": step,
+            "steps_per_second": None,  # nothing trained, nothing measured
+            "final_eval_reward": final,
+            "eval_steps": [eval_step for eval_step, _ in history],
+            "finished": True,
+        }
+        write_json(path, summary)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
-    args = parse_args(argv)
-    if args.resume:  # before anything is built, and before anything is written
-        if args.output_dir is None:
-            return fail(PROG, "--resume needs the --output-dir of the run to continue")
-        problem = resume_problem(args)
-        if problem is not None:
-            return fail(PROG, problem)
+    try:  # a --config or --resume problem: before anything is built or written
+        args = parse_args(argv)
+    except ValueError as error:
+        return fail(PROG, str(error))
     # Heavy imports after argument parsing, so `--help` is instant.
     from nnx_ppo.algorithms import Checkpointer, StopOnSignal, train_ppo
     from nnx_ppo_quickstart.envs import make_envs, parse_lag
@@ -318,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Training {args.network} on {args.env} [{envs.source}] for {args.steps:,} steps "
         f"with {args.n_envs} envs; outputs in {out}/"
     )
+    print(f"Options: {options_text(args)} (all of them in config.json)")
     start = time.perf_counter()
     # The with-block closes the checkpointer (waiting for its last save) even if
     # training fails. SIGTERM or Ctrl-C stops after the current call, with a checkpoint.
@@ -341,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
             stop=stop,
         )
     wall = time.perf_counter() - start
+    restored = checkpointer.restored_step
+    if restored is not None and result.total_steps == restored and not result.stopped:
+        return _nothing_trained(args, restored)
     if args.resume:
         write_json(out / "config.json", record)
 
