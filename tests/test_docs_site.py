@@ -1,4 +1,5 @@
-"""The documentation site is self-contained: it renders offline, with its interactive parts.
+"""The documentation site is self-contained: it renders offline, with its interactive
+parts, and can be browsed from disk (``file://``): its links name files, not folders.
 
 mkdocs-material draws ```` ```mermaid ```` fences with a global ``mermaid`` object and,
 when none exists, fetches mermaid from a CDN at page load. ``docs/javascripts/`` vendors
@@ -10,7 +11,10 @@ rendering itself was checked with headless Chromium (see ``docs/javascripts/READ
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +116,42 @@ def test_search_and_code_copy_are_enabled() -> None:
     assert "search" in _plugins(config)
     features = set(config["theme"]["features"])
     assert {"search.suggest", "search.highlight", "content.code.copy"} <= features
+
+
+def test_long_code_lines_wrap_inside_their_block() -> None:
+    # At 1280 px the text column is ~740 px and code is formatted to 100 columns (~860
+    # px): without wrapping, half the blocks scrolled sideways (docs/stylesheets/extra.css).
+    config = _config()
+    assert "stylesheets/extra.css" in config.get("extra_css", [])
+    css = re.sub(r"/\*.*?\*/", "", (DOCS / "stylesheets" / "extra.css").read_text(), flags=re.S)
+    rules = dict(re.findall(r"([^{}]+)\{([^}]*)\}", css))
+    code = {k.strip(): v for k, v in rules.items()}[".md-typeset pre > code"]
+    assert re.search(r"white-space:\s*pre-wrap", code), code
+
+
+_LINK = re.compile(r'(?:href|src)="([^"#?]*)[^"]*"')
+
+
+def test_built_site_links_name_files(tmp_path: Path) -> None:
+    # With directory URLs a link reads `how-to/deploy/`, which a browser shows from disk
+    # as a folder listing; `use_directory_urls: false` makes it `how-to/deploy.html`.
+    # The one essential check of that: build the site (~10 s) and follow every link.
+    assert _config()["use_directory_urls"] is False
+    site = tmp_path / "site"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]
+    built = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    index = (site / "index.html").read_text()
+    assert 'href="how-to/deploy.html"' in index  # the home page's nav, to a how-to page
+    assert (site / "how-to" / "deploy.html").is_file()
+    broken = []
+    for page in site.rglob("*.html"):
+        if page.name == "404.html":  # served only by a web server, with root-relative links
+            continue
+        for url in set(_LINK.findall(page.read_text())):
+            if "://" in url or url.startswith(("mailto:", "data:")) or not url:
+                continue
+            if not (page.parent / url).is_file():  # a folder would show as a listing
+                broken.append(f"{page.relative_to(site)} -> {url}")
+    assert not broken, broken[:20]
