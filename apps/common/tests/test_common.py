@@ -6,11 +6,13 @@ import argparse
 import doctest
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
-from nnx_ppo_apps_common import cli, plotting, results, training
+from nnx_ppo_apps_common import cli, options, plotting, results, training
 from nnx_ppo_apps_common.cli import arguments_record, fail, non_negative_int, positive_int
+from nnx_ppo_apps_common.options import given_options, options_argv, read_options_file
 from nnx_ppo_apps_common.plotting import plot_learning_curve
 from nnx_ppo_apps_common.results import done_message, throughput, write_json
 from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
@@ -117,7 +119,7 @@ def test_learning_curve_needs_the_mean(tmp_path):
 
 
 def test_docstring_examples_run():
-    for module in (cli, plotting, results, training):
+    for module in (cli, options, plotting, results, training):
         outcome = doctest.testmod(module)
         assert outcome.failed == 0, module.__name__
 
@@ -166,3 +168,73 @@ def test_training_options_reject_bad_numbers_and_sizes(capsys):
     with pytest.raises(ValueError, match="100") as info:
         train_config(args, seed=0)
     assert "8" in str(info.value)
+
+
+def _options_parser():
+    parser = argparse.ArgumentParser(prog="demo")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--rate", type=float, default=1e-3)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--fast", action="store_true")
+    parser.add_argument("--n-envs", type=int, default=4)
+    return parser
+
+
+def test_given_options_tells_a_default_given_again_from_one_left_out():
+    parser = _options_parser()
+    assert given_options(parser, []) == {}
+    assert given_options(parser, ["--rate", "1e-3", "--seeds", "0"]) == {
+        "rate": 1e-3, "seeds": [0],
+    }  # fmt: skip
+    assert parser.parse_args([]).rate == 1e-3  # the parser is unchanged
+
+
+def test_options_argv_round_trips_a_record_through_the_parser():
+    parser = _options_parser()
+    record = arguments_record(parser.parse_args(["--seeds", "-1", "2", "--rate", "-0.1", "--fast"]))
+    record["out"] = "a/b"
+    words = options_argv(json.loads(json.dumps(record)), parser, source="x")
+    assert vars(parser.parse_args(words)) == {
+        "seeds": [-1, 2], "rate": -0.1, "out": Path("a/b"), "fast": True, "n_envs": 4,
+    }  # fmt: skip
+    # None leaves the default; false leaves a flag off; "True" (an untyped record) is on.
+    assert options_argv({"out": None, "fast": False}, parser, source="x") == []
+    assert options_argv({"fast": "True"}, parser, source="x") == ["--fast"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"rat": 1}, "f.toml: unknown option 'rat' (did you mean 'rate'?); valid options: "
+         "fast, n_envs, out, rate, seeds"),
+        ({"zzz": 1}, "f.toml: unknown option 'zzz'; valid options: "),
+        ({"fast": "yes"},
+         "f.toml: 'fast' is a flag (--fast); its value must be true or false, not 'yes'"),
+        ({"rate": {"value": 1}}, "f.toml: 'rate' is a table; give --rate's value"),
+        ({"rate": "fast"}, "f.toml: argument --rate: invalid float value: 'fast'"),
+    ],
+)  # fmt: skip
+def test_options_argv_refuses_what_the_parser_would_not_take(options, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        options_argv(options, _options_parser(), source="f.toml")
+
+
+def test_options_argv_takes_either_spelling_but_not_both():
+    parser = _options_parser()
+    assert options_argv({"n-envs": 8}, parser, source="f") == ["--n-envs=8"]
+    assert options_argv({"n_envs": 8}, parser, source="f") == ["--n-envs=8"]
+    message = "f sets 'n_envs' twice, as 'n_envs' and as 'n-envs'; keep one"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        options_argv({"n_envs": 8, "n-envs": 16}, parser, source="f")
+
+
+def test_read_options_file_reads_toml_and_json(tmp_path):
+    (tmp_path / "a.toml").write_text('rate = 3e-4\nseeds = [1, 2]\nout = "x"\n')
+    (tmp_path / "a.json").write_text('{"rate": 0.0003}')
+    assert read_options_file(tmp_path / "a.toml") == {"rate": 3e-4, "seeds": [1, 2], "out": "x"}
+    assert read_options_file(tmp_path / "a.json") == {"rate": 3e-4}
+    with pytest.raises(ValueError, match=r"a\.yaml is not valid JSON"):
+        (tmp_path / "a.yaml").write_text("rate: 1")
+        read_options_file(tmp_path / "a.yaml")
+    with pytest.raises(ValueError, match="cannot read it"):
+        read_options_file(tmp_path / "none.toml")
