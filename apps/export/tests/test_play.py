@@ -1,5 +1,6 @@
 """``nnx-ppo-play`` on the tiny quickstart run: returns equal `evaluate`'s, activations,
-and the refusals (``--randomized`` on a nominal run, ``--video`` without OpenGL)."""
+a video without progress bars in the output, and the refusals (``--randomized`` on a
+nominal run, ``--video`` without OpenGL)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
-from nnx_ppo_export.play import main
+import tqdm
+import tqdm.auto
+from nnx_ppo_export import rebuild as rebuild_module
+from nnx_ppo_export.play import _no_progress_bars, main
 from nnx_ppo_export.rebuild import rebuild
 
 from nnx_ppo.algorithms import evaluate
@@ -47,9 +51,41 @@ def test_play_saves_activations(run_dir: Path, tmp_path: Path, capsys: Any) -> N
         assert lstm and all(data[k].shape[:2] == (40, 2) for k in lstm), data.files
 
 
-def test_randomized_needs_a_randomized_run(run_dir: Path, capsys: Any) -> None:
+def _no_rebuild(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("the run was rebuilt before --randomized was refused")
+
+
+def test_randomized_is_refused_naming_the_run_before_anything_is_built(
+    run_dir: Path, capsys: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(rebuild_module, "rebuild", _no_rebuild)
     assert main([str(run_dir), "--randomized"]) == 2
-    assert "nominal model" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith(f"nnx-ppo-play: error: --randomized: run {run_dir} was trained")
+    assert "inverted_pendulum's nominal model" in err  # the run's env, from its config.json
+    assert "Leave out --randomized" in err and "EvalConfig(randomized=True)" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_randomized_on_a_folder_that_is_no_run(
+    tmp_path: Path, capsys: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(rebuild_module, "rebuild", _no_rebuild)
+    assert main([str(tmp_path), "--randomized"]) == 2
+    err = capsys.readouterr().err
+    assert f"--randomized: {tmp_path} holds no config.json of an nnx-ppo-quickstart run" in err
+
+
+def test_no_progress_bars_silences_tqdm_inside_the_block_only(capsys: Any) -> None:
+    # Playground's render loops over `tqdm.tqdm(frames)`; tqdm.auto is another entry point.
+    with _no_progress_bars():
+        assert sum(tqdm.tqdm(range(3))) == 3 and sum(tqdm.auto.tqdm(range(4))) == 6
+        with tqdm.tqdm(total=2, disable=False) as bar:  # even a bar asked for explicitly
+            bar.update(2)
+    assert capsys.readouterr().err == ""
+    for _ in tqdm.tqdm(range(3)):  # restored: bars draw again after the block
+        pass
+    assert "3/3" in capsys.readouterr().err
 
 
 def test_video_without_an_opengl_backend_fails_at_once(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import argparse
 import importlib.util
 from pathlib import Path
 
-from nnx_ppo_apps_common.cli import fail, positive_int
+from nnx_ppo_apps_common.cli import HelpFormatter, fail, positive_int
 
 __all__ = ["main", "parse_args"]
 
@@ -30,25 +30,37 @@ PROG = "nnx-ppo-export"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse the command line (``--help`` lists every option)."""
+    """Parse the command line (``--help`` lists every option with its default)."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Export a trained policy to StableHLO or ONNX (carry as named tensors).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
-    parser.add_argument("checkpoint_dir", type=Path, metavar="CHECKPOINT_DIR")
-    parser.add_argument("--format", required=True, choices=("onnx", "stablehlo"))
+    parser.add_argument(
+        "checkpoint_dir",
+        type=Path,
+        metavar="CHECKPOINT_DIR",
+        help="the --output-dir of an nnx-ppo-quickstart run, or its checkpoints/ folder",
+    )
+    parser.add_argument(
+        "--format",
+        required=True,
+        choices=("onnx", "stablehlo"),
+        help="artefact format: 'onnx' (runs with onnxruntime, no JAX) or 'stablehlo' "
+        "(serialized jax.export programs)",
+    )
     parser.add_argument("--out", required=True, type=Path, help="artefact folder to create")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     parser.add_argument(
         "--include-value", action="store_true", help="also output the value estimates"
     )
     parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: latest)")
-    parser.add_argument("--opset", type=int, default=17, help="ONNX opset (>= 17)")
+    parser.add_argument("--opset", type=int, default=17, help="ONNX opset version (>= 17)")
     parser.add_argument(
         "--platforms",
         default=None,
-        help="StableHLO: comma-separated platforms to lower for, e.g. cpu,cuda",
+        help="StableHLO: comma-separated platforms to lower for, e.g. cpu,cuda (default: "
+        "this machine's JAX backend)",
     )
     parser.add_argument(
         "--record-obs",
@@ -56,7 +68,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         metavar="N",
         help="record N steps of the policy on the run's environment into DIR/obs.npz "
-        "(observations, reset flags, JAX actions) for parity checks where it is deployed",
+        "(observations, reset flags, JAX actions) for parity checks where it is deployed "
+        "(default: no recording)",
     )
     parser.add_argument(
         "--record-envs",
@@ -69,7 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--factory",
         default=None,
         help="module:function rebuilding (network, observation_spec) from the checkpoint "
-        "metadata, for runs that are not nnx-ppo-quickstart runs",
+        "metadata, for runs that are not nnx-ppo-quickstart runs (default: rebuild from "
+        "the run's config.json)",
     )
     return parser.parse_args(argv)
 

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from nnx_ppo_apps_common.cli import HelpFormatter, non_negative_int, positive_int
 
-__all__ = ["main", "measure"]
+__all__ = ["main", "measure", "parse_args"]
 
 OBS_SIZE, ACTION_SIZE = 4, 1
 
@@ -130,14 +131,31 @@ def measure(steps: int = 2000, warmup: int = 200, onnx: bool = True) -> list[dic
     return rows
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line (``--help`` lists every option with its default)."""
+    parser = argparse.ArgumentParser(
+        prog="nnx-ppo-export-latency",
+        description="Per-step latency at batch size 1 of the quickstart's MLP and LSTM "
+        "policies: jitted JAX, the StableHLO artefact and the ONNX artefact in onnxruntime "
+        "(median, 10th and 90th percentile of one call).",
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument(
+        "--steps", type=positive_int, default=2000, help="timed calls per network and runtime"
+    )
+    parser.add_argument(
+        "--warmup", type=non_negative_int, default=200, help="untimed calls before them"
+    )
+    parser.add_argument("--no-onnx", action="store_true", help="skip the ONNX rows")
+    parser.add_argument(
+        "--json", type=Path, default=None, help="also write the rows here (default: print only)"
+    )
+    return parser.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: print a table (and write JSON with ``--json``)."""
-    parser = argparse.ArgumentParser(prog="nnx-ppo-export-latency", description=__doc__)
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--warmup", type=int, default=200)
-    parser.add_argument("--no-onnx", action="store_true", help="skip the ONNX rows")
-    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     rows = measure(args.steps, args.warmup, onnx=not args.no_onnx)
     print(f"{'network':8} {'runtime':12} {'median us':>10} {'p10 us':>8} {'p90 us':>8}")
     for r in rows:

@@ -16,21 +16,27 @@ model, whole episodes of the run's ``--episode-length``), reset from
 ``eval/episode_reward/mean``. ``--video`` renders one episode (reset from
 ``split(PRNGKey(seed), 1)``) to MP4 (MuJoCo's
 OpenGL backend is chosen with `choose_mujoco_gl` before brax or Playground is imported;
-without one it fails at once and names the backends it tried). ``--activations`` saves
-every module's activations over the episodes
-(`nnx_ppo.algorithms.activations.record_activations_rollout`).
+without one it fails at once and names the backends it tried; Playground's per-frame
+progress bar is switched off, so the output is this command's lines only).
+``--activations`` saves every module's activations over the episodes
+(`nnx_ppo.algorithms.activations.record_activations_rollout`). ``--randomized`` is
+refused, naming the run, before anything is built: a quickstart run trains and
+evaluates on its environment's nominal model, so it has no randomization to play with.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from nnx_ppo_apps_common.cli import fail, positive_int
+from nnx_ppo_apps_common.cli import HelpFormatter, fail, non_negative_int, positive_int
 
 __all__ = ["main", "parse_args", "play_episodes"]
 
@@ -39,25 +45,40 @@ GL_CANDIDATES = ("egl", "osmesa")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse the command line (``--help`` lists every option)."""
+    """Parse the command line (``--help`` lists every option with its default)."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Play a trained policy of an nnx-ppo-quickstart run: returns, video, "
         "activations.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument(
+        "run_dir",
+        type=Path,
+        metavar="RUN_DIR",
+        help="the --output-dir of an nnx-ppo-quickstart run, or its checkpoints/ folder",
+    )
     parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: latest)")
-    parser.add_argument("--episodes", type=positive_int, default=5, help="episodes to play")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the episodes' resets")
+    parser.add_argument(
+        "--episodes", type=positive_int, default=5, help="episodes to play, in parallel"
+    )
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the episodes' resets"
+    )
     parser.add_argument(
         "--randomized",
         action="store_true",
-        help="play on randomized models (only for runs trained with domain randomization)",
+        help="play on randomized physics models: only for runs trained with domain "
+        "randomization, which nnx-ppo-quickstart runs are not (refused for them)",
     )
-    parser.add_argument("--video", type=Path, default=None, help="write one episode as MP4")
     parser.add_argument(
-        "--activations", type=Path, default=None, help="save every module's activations (.npz)"
+        "--video", type=Path, default=None, help="write one episode as MP4 (default: no video)"
+    )
+    parser.add_argument(
+        "--activations",
+        type=Path,
+        default=None,
+        help="save every module's activations over the episodes as .npz (default: not saved)",
     )
     return parser.parse_args(argv)
 
@@ -98,13 +119,8 @@ def _choose_gl() -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = parse_args(argv)
-    if args.randomized:
-        return fail(
-            PROG,
-            "--randomized: nnx-ppo-quickstart runs train and evaluate on the environment's "
-            "nominal model (the quickstart has no domain-randomization option), so there "
-            "are no randomized models to play on; leave out --randomized",
-        )
+    if args.randomized:  # before anything is built: only the run's config.json is read
+        return fail(PROG, _randomized_refusal(args.run_dir))
     if args.video is not None:  # first: MuJoCo fixes its GL backend when imported
         try:
             backend = _choose_gl()
@@ -160,6 +176,64 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _randomized_refusal(run_dir: Path) -> str:
+    """Why ``--randomized`` cannot apply to ``run_dir``, naming the run and the fix.
+
+    Only the run's ``config.json`` is read. A quickstart run has no domain-randomization
+    option: it trained and evaluates on the environment's nominal model, and its
+    checkpoint holds no randomization function to draw models from.
+    """
+    from nnx_ppo_export.rebuild import find_checkpoints
+
+    try:
+        _, run = find_checkpoints(run_dir)
+    except FileNotFoundError as error:
+        return f"--randomized: {error}"
+    if run is None:
+        return (
+            f"--randomized: {run_dir} holds no config.json of an nnx-ppo-quickstart run, the "
+            "only runs nnx-ppo-play plays; pass a quickstart run folder, without --randomized"
+        )
+    cli = json.loads((run / "config.json").read_text()).get("cli", {})
+    env = cli.get("env", "its environment") if isinstance(cli, dict) else "its environment"
+    return (
+        f"--randomized: run {run_dir} was trained and is evaluated on {env}'s nominal model "
+        "(nnx-ppo-quickstart has no domain-randomization option), so it has no randomized "
+        "models to play on. Leave out --randomized to play it on the nominal model; to "
+        "measure a policy on randomized models, train it with train_ppo(..., "
+        "randomization_fn=...) and evaluate with EvalConfig(randomized=True) (see the "
+        "'Domain randomization' how-to)"
+    )
+
+
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """Switch off tqdm progress bars inside the block (Playground's ``render`` draws one
+    per video, on stderr, between this command's lines).
+
+    Every tqdm bar (``tqdm.tqdm``, ``tqdm.auto``, ...) is built by
+    ``tqdm.std.tqdm.__init__``; inside the block it is called with ``disable=True``, the
+    switch tqdm itself offers, whatever the caller imported. Restored on exit.
+    """
+    try:
+        from tqdm import std
+    except ImportError:  # no tqdm installed: nothing can draw a bar
+        yield
+        return
+    saved = vars(std.tqdm)["__init__"]  # restored as it was defined
+    init = std.tqdm.__init__
+
+    def quiet_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["disable"] = True
+        init(self, *args, **kwargs)
+
+    setattr(std.tqdm, "__init__", quiet_init)  # noqa: B010 (mypy: no method assignment)
+    try:
+        yield
+    finally:
+        setattr(std.tqdm, "__init__", saved)  # noqa: B010
+
+
 def _write_video(env: Any, network: Any, key: Any, video: Any, path: Path) -> None:
     from nnx_ppo.algorithms.rollout import eval_copy, split_network
     from nnx_ppo.algorithms.video import make_video_recorder
@@ -168,7 +242,8 @@ def _write_video(env: Any, network: Any, key: Any, video: Any, path: Path) -> No
     record = make_video_recorder(env, graphdef, video)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as folder:
-        written = record(params, network_state, key, 0, directory=folder)
+        with _no_progress_bars():
+            written = record(params, network_state, key, 0, directory=folder)
         shutil.move(written, path)
 
 
