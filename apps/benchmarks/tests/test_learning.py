@@ -351,3 +351,24 @@ def test_a_resumed_cell_runs_its_remaining_seeds_in_one_child(tmp_path):
     argv = record["argv"]
     assert json.loads(argv[argv.index("--cell") + 1])["seeds"] == [1, 2, 3, 4]
     assert "--one-at-a-time" in argv
+
+
+def test_report_gives_rliable_iqm_and_probability_of_improvement(tmp_path):
+    results = _fake_results()
+    ours = results["cells"][0]  # finals 10, 20, 30
+    other = {**ours, "implementation": "nnx-ppo-0.3.0"}
+    other["runs"] = [
+        {**r, "final": f} for r, f in zip(ours["runs"], (5.0, 20.0, 25.0), strict=True)
+    ]
+    # IQM of 3 seeds: floor(3 / 4) = 0 trimmed, the mean: 20 and 16.67.
+    assert summarize(ours)["iqm"][1] == 20.0
+    assert summarize(other)["iqm"][1] == pytest.approx(50 / 3)
+    # P(ours > other) over the 9 seed pairs: 10 beats 5 (1); 20 beats 5, ties 20 (1.5);
+    # 30 beats all three (3): 5.5 / 9 = 0.61, so P(other > ours) = 3.5 / 9 = 0.39.
+    text = write_report({**results, "cells": [ours, other]}, tmp_path).read_text()
+    assert "| final return, IQM [95% CI] | P(final > first row's) |" in text
+    assert "| 10, 20, 30 | 20.0 [" in text and "| reference |" in text
+    assert "| 5, 20, 25 | 16.7 [" in text and "| 0.39 |" in text
+    assert "### Probability of improvement across tasks" in text
+    assert "| lstm | nnx-ppo-0.3.0 | staggered | 0.61 [" in text
+    assert "| `memory_d2` 0.61 |" in text
