@@ -81,16 +81,31 @@ def test_tiny_run_writes_every_output(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.extended
-def test_an_extended_run_plots_its_whole_history(tmp_path):
+def test_an_extended_run_trains_on_as_if_its_budget_had_been_the_larger_one(tmp_path):
     # 80 env steps per call, an evaluation every 1200: at 0, 1200 (the end of the first
-    # run) and 2400. The resumed run evaluates on that schedule, and its learning curve
-    # and summary cover both runs (not only the evaluations after the resume).
-    out = tmp_path / "run"
+    # run) and 2400. `--resume --output-dir DIR --steps 2400` alone trains the run on
+    # (every other option from its config.json) to the parameters and log of a run given
+    # 2400 steps from the start; its learning curve and summary cover both attempts.
+    import jax
+
+    from nnx_ppo.algorithms import load_network
+
+    out, full = tmp_path / "run", tmp_path / "full"
     short = [*TINY[:1], "1200", *TINY[2:]]
     assert main([*short, "--output-dir", str(out)]) == 0
     assert json.loads((out / "summary.json").read_text())["eval_steps"] == [0, 1200]
-    assert main([*TINY, "--output-dir", str(out), "--resume"]) == 0
-    assert json.loads((out / "summary.json").read_text())["eval_steps"] == [0, 1200, 2400]
+    assert main(["--resume", "--output-dir", str(out), "--steps", "2400"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["eval_steps"] == [0, 1200, 2400] and summary["resumed_from_step"] == 1200
+    assert json.loads((out / "config.json").read_text())["cli"]["steps"] == 2400
+
+    assert main([*TINY, "--output-dir", str(full)]) == 0
+    template = make_network("mlp", obs_size=4, action_size=1, seed=5)
+    ours = nnx_state(load_network(out / "checkpoints", template))
+    theirs = nnx_state(load_network(full / "checkpoints", template))
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+        assert (a == b).all()
+    assert _training_log(out) == _training_log(full)
 
 
 def _no_envs(*args, **kwargs):
