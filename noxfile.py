@@ -432,3 +432,22 @@ def export(session: nox.Session) -> None:
             "apps/export/tests",
             env={**_test_env(), "NNX_PPO_NO_JAX_PYTHON": python},
         )
+
+
+@nox.session
+def upstream(session: nox.Session) -> None:
+    """nnx-ppo 0.3.0's own network tests against this project's modules: downloads its
+    sdist with pip and prints passed / failed per file and the share that passes (the
+    figure on docs/getting-started/coming-from-nnx-ppo.md). Not a default session: it
+    needs the package index. Extra arguments go to tools/upstream_network_tests.py."""
+    _install(
+        session,
+        *[
+            a
+            for p in ("nnx-modules", "nnx-graph", "nnx-ppo-train")
+            for a in ("-e", f"packages/{p}")
+        ],
+        "absl-py",
+        "pip",
+    )
+    session.run("python", "tools/upstream_network_tests.py", *session.posargs, env=_test_env())
