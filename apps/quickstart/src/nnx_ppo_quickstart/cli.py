@@ -5,6 +5,10 @@ reaches the maximum return of 1000 in well under the default step budget on 2 CP
 cores. Outputs (in ``--output-dir``, by default a new folder under
 ``outputs/quickstart/``): ``metrics.jsonl``, ``learning_curve.png``, ``config.json``,
 ``summary.json`` and ``checkpoints/``.
+
+Options may come from a file (``--config run.toml``, or a run's ``config.json``), and
+``--resume --output-dir DIR`` alone continues the run in ``DIR`` with the options it
+recorded (`nnx_ppo_quickstart.run_options` says which a resume may change).
 """
 
 from __future__ import annotations
