@@ -76,16 +76,18 @@ def final_evaluations(folder: Path, n_runs: int) -> list[float]:
     return last
 
 
-def check_finished(study: optuna.Study, directory: Path) -> None:
-    """2 rounds of 4 trials, all told the final evaluation their round's log holds."""
+def check_finished(study: optuna.Study, directory: Path, k: int, n_seeds: int) -> None:
+    """2 rounds of ``k`` trials, each told the mean over its ``n_seeds`` runs (trial
+    ``i``'s are runs ``i * n_seeds ...``) of the final evaluations its round's log holds."""
     rounds = by_round(study)
     assert sorted(rounds) == [0, 1]
     for r, trials in rounds.items():
-        assert len(trials) == 4
+        assert len(trials) == k
         assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
         trials.sort(key=lambda t: t.user_attrs["nnx_ppo.slot"])
-        logged = final_evaluations(directory / f"round_{r:04d}", 4)
-        np.testing.assert_allclose([t.value for t in trials], logged, rtol=1e-6)
+        logged = final_evaluations(directory / f"round_{r:04d}", k * n_seeds)
+        means = np.reshape(logged, (k, n_seeds)).mean(axis=1)
+        np.testing.assert_allclose([t.value for t in trials], means, rtol=1e-6)
         results = json.loads((directory / f"round_{r:04d}" / "results.json").read_text())
         assert [row["trial"] for row in results["trials"]] == [t.number for t in trials]
         assert [row["params"] for row in results["trials"]] == [t.params for t in trials]
@@ -140,31 +142,31 @@ def test_a_study_of_another_search_is_refused(tmp_path):
 
 def test_two_rounds_stopped_inside_the_second_resume_from_its_checkpoint(tmp_path):
     """Round 0 trains and is told; the stop request ends round 1 after its first call
-    (a checkpoint at step 20, its 4 trials asked but not told). The same call again
-    resumes round 1 from that checkpoint with the same trials and tells them."""
+    (a checkpoint at step 20, its 2 trials asked but not told). The same call again
+    resumes round 1 from that checkpoint with the same trials and tells them. Two seeds
+    per trial: 4 runs a round, each trial told the mean of its two."""
     calls = []
 
-    def stop():  # asked after every device call but a program's last: round 0's first, then
-        calls.append(None)  # round 1's first
-        return len(calls) == 2
+    def stop():  # asked before each new round and after every device call but a
+        calls.append(None)  # program's last: before round 0, its first call, before
+        return len(calls) == 4  # round 1, then round 1's first call
 
     study = study_at(tmp_path)
     arguments = (study, ENV, mlp, CONFIG, SPACE)
-    first = run_search(
-        *arguments, rounds=2, runs_per_round=4, directory=tmp_path, stop=stop, progress=False
-    )
+    options = dict(rounds=2, runs_per_round=2, seeds=(0, 1), directory=tmp_path, progress=False)
+    first = run_search(*arguments, stop=stop, **options)
     assert first == SearchResult(study, rounds_done=1, stopped=True)
     rounds = by_round(study)
-    assert [t.state for t in rounds[1]] == [optuna.trial.TrialState.RUNNING] * 4
+    assert [t.state for t in rounds[1]] == [optuna.trial.TrialState.RUNNING] * 2
     asked = {t.number: t.params for t in rounds[1]}
-    assert len({json.dumps(p, sort_keys=True) for p in asked.values()}) == 4  # 4 proposals
+    assert len({json.dumps(p, sort_keys=True) for p in asked.values()}) == 2  # 2 proposals
     assert (tmp_path / "round_0001" / "checkpoints" / "20").is_dir()
 
-    again = run_search(*arguments, rounds=2, runs_per_round=4, directory=tmp_path, progress=False)
+    again = run_search(*arguments, **options)
     assert again == SearchResult(study, rounds_done=2, stopped=False)
-    assert len(study.get_trials()) == 8  # nothing asked again
+    assert len(study.get_trials()) == 4  # nothing asked again
     assert {t.number: t.params for t in by_round(study)[1]} == asked
-    check_finished(study, tmp_path)
+    check_finished(study, tmp_path, k=2, n_seeds=2)
     # The resumed round's log: the attempt's evaluation at step 0 and the final one.
     steps = [
         json.loads(line)["step"]
@@ -173,8 +175,8 @@ def test_two_rounds_stopped_inside_the_second_resume_from_its_checkpoint(tmp_pat
     ]
     assert steps == [0, 40]
     # A finished search has nothing left to do: no trial asked, nothing trained.
-    done = run_search(*arguments, rounds=2, runs_per_round=4, directory=tmp_path, progress=False)
-    assert done.rounds_done == 2 and len(study.get_trials()) == 8
+    done = run_search(*arguments, **options)
+    assert done.rounds_done == 2 and len(study.get_trials()) == 4
     assert done.best_params == study.best_params
 
 
@@ -226,4 +228,4 @@ def test_a_driver_killed_inside_a_round_resumes_it_when_started_again(tmp_path):
     study = study_at(tmp_path)
     assert len(study.get_trials()) == 8
     assert {t.number: t.params for t in by_round(study)[1]} == asked
-    check_finished(study, tmp_path)
+    check_finished(study, tmp_path, k=4, n_seeds=1)

@@ -50,7 +50,8 @@ round whose trials were asked but not told, resumes that round's program from it
 checkpoint (exactly, as `train_many` resumes), tells its trials and continues with the
 remaining rounds. ``rounds`` counts the study's rounds in total, not this call's. With
 ``stop=StopOnSignal()`` a ``SIGTERM`` stops the round at a checkpoint and `run_search`
-returns with ``stopped=True``. The study remembers the search's config, space, seeds
+returns with ``stopped=True`` (the request is also asked before a new round
+starts). The study remembers the search's config, space, seeds
 and ``runs_per_round`` (its user attribute ``"nnx_ppo.search"``) and refuses to be
 continued with other ones. One driver works on a study at a time.
 
@@ -78,6 +79,7 @@ from nnx_ppo.algorithms.faults import NonFiniteError
 from nnx_ppo.algorithms.logging import RunLogFn
 from nnx_ppo.algorithms.options import RunOptions
 from nnx_ppo.algorithms.ppo import as_train_config
+from nnx_ppo.algorithms.preemption import agreed_stop
 from nnx_ppo.algorithms.sweeps import SweepConfig, SweepResult, plan_runs, train_many
 
 if TYPE_CHECKING:
@@ -437,6 +439,9 @@ def run_search(
         r, trials = _open_round(study, runs_per_round, optuna)
         if r >= rounds:
             return SearchResult(study, len(_rounds(study)))
+        stop = options.get("stop")
+        if not trials and stop is not None and agreed_stop(stop):
+            return SearchResult(study, r, stopped=True)  # asked to stop between rounds
         trials = _fill(study, r, trials, runs_per_round, space)
         folder = root / f"round_{r:04d}"
         _record_trials(folder, trials, seed_list)
