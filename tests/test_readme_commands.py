@@ -81,8 +81,9 @@ PLAN: dict[str, Run | str] = {
     "uv run nnx-ppo-quickstart --env CartpoleBalance --output-dir runs/cartpole": Run(
         SMALL, ("runs/cartpole/summary.json", "runs/cartpole/learning_curve.png")
     ),
-    "uv run nnx-ppo-quickstart --env CartpoleBalance --output-dir runs/cartpole --resume "
-    "--steps 300000": Run(SMALL + " --steps 4096", ("runs/cartpole/summary.json",)),
+    "uv run nnx-ppo-quickstart --resume --output-dir runs/cartpole --steps 300000": Run(
+        SMALL + " --steps 4096", ("runs/cartpole/summary.json",)
+    ),
     "uv run nnx-ppo-export runs/cartpole --format stablehlo --out runs/cartpole-policy": Run(
         expect=("runs/cartpole-policy/policy.json", "runs/cartpole-policy/step.stablehlo")
     ),
