@@ -119,15 +119,15 @@ def _across_tasks(by_task: dict[str, list[dict[str, Any]]]) -> list[str]:
         if not tasks:
             continue
         per_task = [probability_of_improvement(ours[t], theirs[t]) for t in tasks]
-        cell = f"{sum(per_task) / len(per_task):.2f}"
+        estimate = f"{sum(per_task) / len(per_task):.2f}"
         if len({len(ours[t]) for t in tasks}) == 1 and len({len(theirs[t]) for t in tasks}) == 1:
             x = [list(col) for col in zip(*(ours[t] for t in tasks), strict=True)]
             y = [list(col) for col in zip(*(theirs[t] for t in tasks), strict=True)]
             low, high = stratified_bootstrap(probability_of_improvement, x, y, n_resamples=2000)
-            cell += f" [{low:.2f}, {high:.2f}]"
+            estimate += f" [{low:.2f}, {high:.2f}]"
         each = ", ".join(f"`{t}` {p:.2f}" for t, p in zip(tasks, per_task, strict=True))
         starts = "staggered" if stagger else "at step 0"
-        rows.append(f"| {family} | {implementation} | {starts} | {cell} | {each} |")
+        rows.append(f"| {family} | {implementation} | {starts} | {estimate} | {each} |")
     if not rows:
         return []
     return [

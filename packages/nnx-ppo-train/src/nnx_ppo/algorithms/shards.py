@@ -315,7 +315,7 @@ class SweepIdentity:
 
 def _env_name(env: Any) -> str:
     """``Outer(Inner(...))`` along the wrappers' ``.env`` attributes."""
-    names = []
+    names: list[str] = []
     while env is not None and len(names) < 32:
         names.append(type(env).__name__)
         env = getattr(env, "env", None)

@@ -256,7 +256,7 @@ def save_scores(path: str | os.PathLike[str], scores: Mapping[str, Any]) -> None
     """Write a score dict ``{name: [runs, tasks]}`` to ``path`` (``.npz``);
     ``dict(np.load(path))`` (or `load_scores`) is rliable's ``score_dict`` again."""
     arrays = {name: _scores(v, name, finite=False) for name, v in scores.items()}
-    np.savez(os.fspath(path), **arrays)
+    np.savez(os.fspath(path), **arrays)  # type: ignore[arg-type]  # numpy stubs: allow_pickle
 
 
 def load_scores(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
