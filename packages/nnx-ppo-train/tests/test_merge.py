@@ -129,3 +129,18 @@ def test_a_run_without_a_finite_evaluation_is_reported_not_averaged(tmp_path):
     assert math.isnan(merged.runs[1].final["eval/episode_reward/mean"])
     assert np.isnan(merged.scores()["learning_rate=0.0003"][0, 0])
     assert "| learning_rate=0.0003 | 2 | n/a" in merged.summary(n_resamples=10)
+
+
+def test_the_command_line_merges_or_says_why_not(tmp_path, capsys):
+    from nnx_ppo.algorithms.merge import _main
+
+    folders = [str(_write_shard(tmp_path / "sweep", i)) for i in range(2)]
+    out = tmp_path / "merged"
+    assert _main([*folders, "--output-dir", str(out), "--no-plots"]) == 0
+    printed = capsys.readouterr().out
+    assert (
+        "| 3 | 3 | 0.0003 | 1 | 32 |" in printed and "| learning_rate=0.001 | 3 | 22 [" in printed
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["runs.json", "runs.md", "scores.npz"]
+    assert _main(folders[:1]) == 2
+    assert "shards [1] of 2 are missing" in capsys.readouterr().err

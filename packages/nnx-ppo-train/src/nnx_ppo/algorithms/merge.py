@@ -10,6 +10,10 @@ another sweep (`SweepMismatchError`, naming the folder and what differs), unfini
 duplicate and missing shards. `MergedSweep.scores` exports the final scores in the
 layout rliable reads, and `MergedSweep.summary` reports each setting's interquartile
 mean with its bootstrap interval (`nnx_ppo.algorithms.statistics`).
+
+From a shell: ``python -m nnx_ppo.algorithms.merge runs/sweep/shard-* --output-dir
+runs/sweep/merged`` prints the table and the summary and writes `MergedSweep.write`'s
+files (exit status 2, with the reason, when the folders are refused).
 """
 
 from __future__ import annotations
@@ -334,3 +338,36 @@ def merge_shards(folders: Iterable[str | os.PathLike[str]]) -> MergedSweep:
     return MergedSweep(
         identity, tuple(r for r in runs if r is not None), tuple(by_index[i] for i in range(count))
     )
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    """``python -m nnx_ppo.algorithms.merge FOLDER... [--output-dir DIR]``: merge the
+    shard folders, print the table and the per-setting IQM, and write the files of
+    `MergedSweep.write`. Exit status 2 (and the reason) when the folders are refused."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="python -m nnx_ppo.algorithms.merge",
+        description="Merge the shard folders of one sweep (train_shard) into one table.",
+    )
+    parser.add_argument("folders", nargs="+", type=Path, help="every shard folder of the sweep")
+    parser.add_argument("--output-dir", type=Path, help="also write runs.md, runs.json, ...")
+    parser.add_argument("--metric", help="the final evaluation metric to report")
+    parser.add_argument("--no-plots", action="store_true", help="write no curves.png")
+    args = parser.parse_args(argv)
+    try:
+        merged = merge_shards(args.folders)
+    except ValueError as error:
+        print(f"{parser.prog}: {error}", file=sys.stderr)
+        return 2
+    metrics = None if args.metric is None else [args.metric]
+    print(merged.table(metrics), merged.summary(args.metric), sep="\n\n")
+    if args.output_dir is not None:
+        for path in merged.write(args.output_dir, plots=not args.no_plots):
+            print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
