@@ -78,6 +78,13 @@ def test_tiny_run_writes_every_output(tmp_path, capsys, monkeypatch):
     assert "Nothing to train: the run in" in capsys.readouterr().out
     assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == files
     assert json.loads((out / "summary.json").read_text())["steps_per_second"] > 0
+    # Without a summary to keep (lost), one is written that claims no throughput.
+    (out / "summary.json").unlink()
+    assert main(["--resume", "--output-dir", str(out), "--no-progress"]) == 0
+    rewritten = json.loads((out / "summary.json").read_text())
+    assert rewritten["steps_per_second"] is None and rewritten["steps"] == summary["steps"]
+    assert rewritten["eval_steps"] == summary["eval_steps"]
+    assert rewritten["final_eval_reward"] == summary["final_eval_reward"]
 
 
 @pytest.mark.extended
