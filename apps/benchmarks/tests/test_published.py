@@ -133,3 +133,21 @@ def test_command_trains_reports_and_keeps_finished_cells(tmp_path, capsys):
     assert "finished earlier, kept" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="--steps=0"):
         main([*args[:-4], "--steps", "0", "--output-dir", str(tmp_path)])
+
+
+def test_report_gives_rliable_iqm_and_probability_of_improvement(tmp_path):
+    from nnx_ppo_benchmarks.published.report import write_report
+
+    (tmp_path / "cells").mkdir()
+    for family, finals in (("lstm", [500.0, 480.0, 490.0, 100.0, 495.0]), ("mlp", [90.0, 490.0])):
+        runs = [{"final": f, "total_steps": 100, "curve": [[0, 0.0], [100, f]]} for f in finals]
+        cell = {"benchmark": "cartpole_novel", "family": family, "runs": runs, "wall_s": 1.0}
+        (tmp_path / "cells" / f"cartpole_novel__{family}.json").write_text(json.dumps(cell))
+    report = write_report(tmp_path).read_text()
+    # lstm: 5 seeds, floor(5 / 4) = 1 trimmed at each end (100 and 500): mean(480, 490,
+    # 495) = 488.33. mlp: 2 seeds, none trimmed: 290.
+    assert "| 1 s | 488.33 [" in report and "| reference |" in report
+    assert "| 1 s | 290.00 [" in report
+    # P(mlp > lstm) over the 10 seed pairs: 90 beats none; 490 beats 480 and 100 and ties
+    # 490 (2.5): 2.5 / 10.
+    assert "| 0.25 |" in report

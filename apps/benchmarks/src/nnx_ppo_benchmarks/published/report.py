@@ -36,6 +36,15 @@ def _ci(values: list[float]) -> str:
     return f"{mid:.2f} [{low:.2f}, {high:.2f}]"
 
 
+def _iqm(values: list[float]) -> str:
+    """The interquartile mean over seeds with its 95% stratified-bootstrap interval
+    (rliable's, `nnx_ppo.algorithms.statistics`; one task, so the seeds)."""
+    from nnx_ppo.algorithms.statistics import iqm, stratified_bootstrap
+
+    low, high = stratified_bootstrap(iqm, values, n_resamples=2000)
+    return f"{iqm(values):.2f} [{low:.2f}, {high:.2f}]"
+
+
 def _table(bench: Benchmark, cells: dict[str, dict[str, Any]]) -> list[str]:
     lines = [
         f"### {bench.title} (`{bench.name}`)",
@@ -43,15 +52,23 @@ def _table(bench: Benchmark, cells: dict[str, dict[str, Any]]) -> list[str]:
         *(f"- Published: {_published(p)}" for p in bench.references),
         "",
         "| ours | seeds | steps | final return, median [95% CI] | min | max | "
-        "per-seed final | wall time |",
-        "|---|---|---|---|---|---|---|---|",
+        "per-seed final | wall time | final return, IQM [95% CI] | P(final > first row's) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    from nnx_ppo.algorithms.statistics import probability_of_improvement
+
+    first: list[float] | None = None  # the first row's finals: the reference
     for family, cell in cells.items():
         finals = [r["final"] for r in cell["runs"]]
+        better = (
+            "reference" if first is None else f"{probability_of_improvement(finals, first):.2f}"
+        )
+        first = finals if first is None else first
         per_seed = ", ".join(f"{v:.1f}" for v in finals)
         lines.append(
             f"| {family} | {len(finals)} | {cell['runs'][0]['total_steps']:,} | {_ci(finals)} "
-            f"| {min(finals):.2f} | {max(finals):.2f} | {per_seed} | {cell['wall_s']:.0f} s |"
+            f"| {min(finals):.2f} | {max(finals):.2f} | {per_seed} | {cell['wall_s']:.0f} s "
+            f"| {_iqm(finals)} | {better} |"
         )
     return [*lines, ""]
 
