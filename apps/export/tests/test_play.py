@@ -88,6 +88,41 @@ def test_no_progress_bars_silences_tqdm_inside_the_block_only(capsys: Any) -> No
     assert "3/3" in capsys.readouterr().err
 
 
+_RENDER_TWICE = """
+import sys
+from nnx_ppo.algorithms.video import choose_mujoco_gl
+if choose_mujoco_gl(("egl", "osmesa")) is None:  # before MuJoCo is imported
+    print("no OpenGL backend")
+    raise SystemExit(0)
+import jax
+from mujoco_playground import registry
+from nnx_ppo_export.play import _no_progress_bars
+env = registry.load("CartpoleBalance")
+state = jax.jit(env.reset)(jax.random.key(0))
+env.render([state] * 3, height=24, width=32)  # Playground's own call draws a bar
+print("--- silenced ---", file=sys.stderr, flush=True)
+with _no_progress_bars():
+    frames = env.render([state] * 3, height=24, width=32)
+print("frames", len(frames), frames[0].shape)
+"""
+
+
+@pytest.mark.extended  # loads a Playground env and renders in a subprocess (~20 s)
+def test_playground_render_draws_no_progress_bar_when_silenced() -> None:
+    # The render `nnx-ppo-play --video` makes (and its frame check): Playground's
+    # render_array loops over tqdm(frames); the same call inside _no_progress_bars
+    # renders the frames and prints nothing.
+    cmd = [sys.executable, "-c", _RENDER_TWICE]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    if "no OpenGL backend" in result.stdout:
+        pytest.skip("no OpenGL backend for MuJoCo's renderer on this machine")
+    assert "frames 3 (24, 32, 3)" in result.stdout
+    drawn, silenced = result.stderr.split("--- silenced ---\n")
+    assert "3/3" in drawn  # the bar this test would see without the switch
+    assert "it/s" not in silenced and "%|" not in silenced, silenced
+
+
 def test_video_without_an_opengl_backend_fails_at_once(tmp_path: Path) -> None:
     # A `mujoco` that cannot be imported makes every backend probe fail, as on a machine
     # with neither EGL nor OSMesa. The command fails before it loads the run.

@@ -157,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             enabled=True, episode_length=max_steps, directory=str(args.video.parent)
         )
         try:
-            check_video_env(env, env_name=str(rebuilt.source["env"]), video=video_config)
+            with _no_progress_bars():  # it renders a frame, with Playground's bar
+                check_video_env(env, env_name=str(rebuilt.source["env"]), video=video_config)
         except ValueError as error:
             return fail(PROG, f"--video: {error}")
 
@@ -209,7 +210,8 @@ def _randomized_refusal(run_dir: Path) -> str:
 @contextlib.contextmanager
 def _no_progress_bars() -> Iterator[None]:
     """Switch off tqdm progress bars inside the block (Playground's ``render`` draws one
-    per video, on stderr, between this command's lines).
+    per call, on stderr, between this command's lines: for the check frame and for the
+    video).
 
     Every tqdm bar (``tqdm.tqdm``, ``tqdm.auto``, ...) is built by
     ``tqdm.std.tqdm.__init__``; inside the block it is called with ``disable=True``, the
