@@ -306,6 +306,7 @@ class ConvEncoder(StatelessModule):
 
     Attributes:
         input_shape: ``(H, W, C)``.
+        in_features: ``H * W * C``, the size of a flattened image.
         out_features: The size of the output's last axis (the last dense size, or the
             number of flattened conv features).
         conv_output_shape: ``(H', W', C')`` of the last conv layer's output.
