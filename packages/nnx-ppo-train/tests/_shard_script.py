@@ -47,6 +47,9 @@ def main(argv: list[str]) -> int:
     kill_at = os.environ.get("SIGTERM_AT_STEP")
 
     def log_fn(metrics, step, run):
+        # 4 runs in 4 shards: run j is shard j's only run; log_fn gets the sweep's index.
+        if run != shard.index:
+            raise AssertionError(f"log_fn got run {run} in shard {shard}")
         if kill_at is not None and step == int(kill_at):
             os.kill(os.getpid(), signal.SIGTERM)
 

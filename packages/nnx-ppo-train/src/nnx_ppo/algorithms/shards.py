@@ -28,7 +28,8 @@ environment's name, the full run list (each run's seed and swept values, in orde
 the library version. A folder that already holds another sweep's shard is refused before
 training, and so is, in `merge_shards`, a shard whose identity differs from the others'
 (`SweepMismatchError`, naming the folder and the part that differs): runs trained with
-another config or code are not silently pooled.
+another config or code are not silently pooled. The network factory is not part of it
+(code cannot be compared): a sweep folder per network is the rule.
 
 `merge_shards` (`nnx_ppo.algorithms.merge`) reads the finished shard folders back into
 one sweep's results.
@@ -419,6 +420,16 @@ def _check_folder(folder: Path, identity: SweepIdentity, shard: Shard) -> None:
         )
 
 
+class _SweepRuns:
+    """A sweep's ``log_fn`` called with each run's index in the whole sweep."""
+
+    def __init__(self, log_fn: Callable[..., Any], runs: Sequence[int]) -> None:
+        self.log_fn, self.runs = log_fn, list(runs)
+
+    def __call__(self, metrics: Mapping[str, float], step: int, run: int) -> None:
+        self.log_fn(metrics, step, self.runs[run])
+
+
 def train_shard(
     env: Any,
     make_network: Callable[[Any], Any],
@@ -456,7 +467,10 @@ def train_shard(
             on a stop).
         **options: The other run options of `train_many` (``stop``, ``progress``,
             ``log_fn``, ``devices``, ...); not ``checkpoint`` nor ``jsonl_path``, which
-            the shard folder provides.
+            the shard folder provides. ``log_fn(metrics, step, run)`` is given the
+            run's index in the whole sweep (so `PerRun` sinks of different shards do
+            not collide); ``metrics.jsonl`` numbers the shard's runs from 0, and
+            ``sweep.json`` maps them to the sweep's (`merge_shards` reads them so).
 
     Returns:
         The `SweepResult` of this shard's runs (``result.stopped`` after a stop). With
@@ -503,6 +517,9 @@ def train_shard(
         _write_json(folder / RESULT_FILE, {"format": _FORMAT, "finished": True, "steps": 0})
         return None
     columns = {name: list(values) for name, values in (overrides or {}).items()}
+    log_fn = options.pop("log_fn", None)
+    if log_fn is not None:
+        options["log_fn"] = _SweepRuns(log_fn, mine)
     with Checkpointer(
         folder / CHECKPOINTS, config=config, save_every_steps=save_every_steps
     ) as checkpointer:
