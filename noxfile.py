@@ -449,5 +449,6 @@ def upstream(session: nox.Session) -> None:
         ],
         "absl-py",
         "pip",
+        "pytest",
     )
     session.run("python", "tools/upstream_network_tests.py", *session.posargs, env=_test_env())
