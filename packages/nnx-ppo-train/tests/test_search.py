@@ -4,6 +4,7 @@ is asked."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -120,6 +121,10 @@ def test_a_field_that_cannot_be_searched_is_refused_before_a_trial_is_asked(tmp_
         run_search(
             minimizing, ENV, mlp, CONFIG, SPACE, rounds=1, runs_per_round=2, directory=tmp_path
         )
+    with pytest.raises(ValueError, match=r"runs_per_round=0 must be >= 1"):
+        run_search(study, ENV, mlp, CONFIG, SPACE, rounds=1, runs_per_round=0, directory=tmp_path)
+    with pytest.raises(TypeError, match=r"rounds='2' must be an int"):
+        run_search(study, ENV, mlp, CONFIG, SPACE, rounds="2", runs_per_round=2, directory=tmp_path)
     silent = TrainConfig(ppo=CONFIG.ppo, eval=EvalConfig(enabled=False))
     with pytest.raises(ValueError, match=r"config.eval.enabled=False"):
         run_search(study, ENV, mlp, silent, SPACE, rounds=1, runs_per_round=2, directory=tmp_path)
@@ -178,6 +183,29 @@ def test_two_rounds_stopped_inside_the_second_resume_from_its_checkpoint(tmp_pat
     done = run_search(*arguments, **options)
     assert done.rounds_done == 2 and len(study.get_trials()) == 4
     assert done.best_params == study.best_params
+
+
+@pytest.mark.extended
+def test_a_diverging_trial_fails_its_round_and_the_search_goes_on(tmp_path):
+    """Trial 0's learning rate (1e30, enqueued) drives its parameters to inf: the round's
+    program stops with a NonFiniteError, both of its trials fail (the culprit named as
+    diverged), and round 1 trains and is told."""
+    study = study_at(tmp_path)
+    for rate in (1e30, 1e-3, 1e-3, 2e-3):  # the values the next four asks return
+        study.enqueue_trial({"learning_rate": rate})
+    space = {"learning_rate": FloatDistribution(1e-4, 1e30, log=True)}
+    adam = TrainConfig(ppo=dataclasses.replace(CONFIG.ppo, max_grad_norm=None), eval=CONFIG.eval)
+    result = run_search(
+        study, ENV, mlp, adam, space, rounds=2, runs_per_round=2, directory=tmp_path,
+        progress=False,
+    )  # fmt: skip
+    assert result.rounds_done == 2
+    rounds = by_round(study)
+    assert [t.state for t in rounds[0]] == [optuna.trial.TrialState.FAIL] * 2
+    assert [t.state for t in rounds[1]] == [optuna.trial.TrialState.COMPLETE] * 2
+    failures = json.loads((tmp_path / "round_0000" / "results.json").read_text())["trials"]
+    assert failures[0]["failure"].startswith("diverged: ")
+    assert failures[1]["failure"].startswith("aborted: ")
 
 
 # --------------------------------------------------------------------------- killed

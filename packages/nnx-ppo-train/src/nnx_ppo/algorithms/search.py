@@ -37,7 +37,8 @@ mean over its seeds. Each round's ``results.json`` lists its trials with their
 parameters and per-seed values (or why they failed). A value that is not finite fails
 its trial; a run that diverges (`NonFiniteError`) fails its trial and ends its round:
 the round's other trials are failed too (their program stopped), and the search goes on
-with the next round.
+with the next round. There is no pruning: a round's trials are one program, trained to
+its end together.
 
 **Resuming.** Everything the driver needs lives in the study's storage and in
 ``directory``: each trial records its round and its place in it (user attributes
@@ -267,6 +268,8 @@ def _record_trials(folder: Path, trials: list[Any], seeds: list[int]) -> None:
 def _from_log(result: SweepResult, path: Path) -> SweepResult:
     """``result`` with the evaluation histories and latest metrics of the whole round,
     read from its JSONL log (a resumed program's result holds only its own call's)."""
+    if not path.exists():  # nothing was logged (no evaluation, no log due)
+        return result
     histories: list[list[tuple[int, dict[str, float]]]] = [[] for _ in range(result.n_runs)]
     latest: list[dict[str, float]] = [{} for _ in range(result.n_runs)]
     with open(path, encoding="utf-8") as lines:
@@ -403,8 +406,10 @@ def run_search(
     if not isinstance(study, optuna.Study):
         raise TypeError(f"study={study!r} must be an optuna.Study (optuna.create_study(...)).")
     for name, count in (("rounds", rounds), ("runs_per_round", runs_per_round)):
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValueError(f"{name}={count!r} must be an int >= 1.")
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise TypeError(f"{name}={count!r} must be an int >= 1.")
+        if count < 1:
+            raise ValueError(f"{name}={count} must be >= 1.")
     owned = [name for name in _OWNED if name in options]
     if owned:
         raise TypeError(
