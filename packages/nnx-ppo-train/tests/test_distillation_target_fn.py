@@ -118,3 +118,24 @@ def test_a_student_with_one_concatenated_action_learns_a_two_actuator_teacher():
             nnx.state(_teacher(), nnx.Param),
         )
     )
+
+
+@pytest.mark.extended
+def test_a_distillation_sweep_takes_target_fn_and_initial_eval():
+    # Two students (seeds 1 and 2) distilled in one program: each run's loss falls, and
+    # initial_eval=True evaluates every run at step 0 although the config says not to.
+    config = DistillationConfig(
+        n_envs=8, rollout_length=8, n_minibatches=2, learning_rate=1e-2, total_steps=512,
+        eval=EvalConfig(n_envs=4, max_episode_length=8, at_start=False),
+    )  # fmt: skip
+    logged: dict[int, list[float]] = {0: [], 1: []}
+    result = train_many(
+        ENV, lambda rngs: make_mlp_actor_critic(2, 2, (16,), (8,), rngs=rngs), config,
+        seeds=[1, 2], teacher=_teacher(), target_fn=target_fn, progress=False,
+        initial_eval=True,
+        log_fn=lambda metrics, step, run: logged[run].append(metrics.get("loss/action_nll")),
+    )  # fmt: skip
+    for run in (0, 1):
+        logged[run] = [x for x in logged[run] if x is not None]  # the step-0 evaluation
+        assert [step for step, _ in result.eval_histories[run]] == [0, 512]
+        assert logged[run][-1] < logged[run][0], logged[run]
