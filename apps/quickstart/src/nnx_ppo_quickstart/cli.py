@@ -370,8 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not args.resume:  # a resume rewrites it once it has succeeded
         write_json(out / "config.json", record)
+    verb = "Resuming" if args.resume else "Training"
     print(
-        f"Training {args.network} on {args.env} [{envs.source}] for {args.steps:,} steps "
+        f"{verb} {args.network} on {args.env} [{envs.source}] for {args.steps:,} steps "
         f"with {args.n_envs} envs; outputs in {out}/"
     )
     print(f"Options: {options_text(args)} (all of them in config.json)")
