@@ -40,7 +40,7 @@ def test_stop_fn_is_an_alias_of_stop_and_both_at_once_is_an_error():
     assert run.stop is _never
     with pytest.raises(TypeError, match=r"train_ppo\(\) got both stop=.* and stop_fn=.*only one"):
         resolve_options("train_ppo", {"stop": _never, "stop_fn": _never}, env="env")
-    with pytest.raises(TypeError, match=r"stop=1 is not callable"):  # checked as stop is
+    with pytest.raises(TypeError, match=r"stop_fn=1 is not callable; .* StopOnSignal\(\)"):
         resolve_options("train_ppo", {"stop_fn": 1}, env="env")
 
 

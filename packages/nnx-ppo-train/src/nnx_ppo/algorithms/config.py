@@ -242,7 +242,10 @@ class EvalConfig:
         max_episode_length: Steps per evaluation rollout; an episode that has not ended
             by then is cut there.
         deterministic: Run the network in ``eval()`` mode (samplers return their mean).
-        at_start: Also evaluate the untrained network before the first iteration.
+        at_start: Also evaluate the untrained network before the first iteration (of
+            a fresh run; a resumed run does not evaluate at step 0 again). The run
+            option ``initial_eval=`` (nnx-ppo's name, `RunOptions`) overrides it for
+            one call.
         randomized: With domain randomization (the trainer's ``randomization_fn``),
             evaluate on ``n_envs`` randomized models drawn afresh from each evaluation's
             key instead of on the environment's nominal model (the default); see

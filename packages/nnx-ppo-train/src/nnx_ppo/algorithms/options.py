@@ -240,6 +240,12 @@ def resolve_options(function: str, options: Mapping[str, Any], *, env: Any) -> R
     values = dict(options)
     if "stop_fn" in values:  # nnx-ppo's name of ``stop``
         stop_fn = values.pop("stop_fn")
+        if stop_fn is not None and not callable(stop_fn):
+            raise TypeError(
+                f"stop_fn={stop_fn!r} is not callable; pass a stop request asked as "
+                "stop_fn() after every device call, e.g. StopOnSignal() (stop_fn is "
+                "nnx-ppo's name of the stop option)."
+            )
         if "stop" in values:
             raise TypeError(
                 f"{function}() got both stop={values['stop']!r} and stop_fn={stop_fn!r}; "
