@@ -13,8 +13,8 @@ shards back as one `MergedSweep`; `SweepMismatchError` refuses another sweep's);
 `check_env_network` and
 `check_distillation_pair`, the checks they run first, without compiling anything.
 **Configure**: `TrainConfig`, `PPOConfig`, `EvalConfig`, `VideoConfig`,
-`DistillationConfig`, `LogLevel`, `linear_decay` (a learning rate that decays over the
-run). **Save and load**: `Checkpointer`, `load_network`, `load_metadata`.
+`DistillationConfig`, `LogLevel` (`LoggingLevel`, nnx-ppo's name of it), `linear_decay`
+(a learning rate that decays over the run). **Save and load**: `Checkpointer`, `load_network`, `load_metadata`.
 **Observe and analyse**: `evaluate`, `JSONLWriter`, `TensorBoardWriter`, `WandbWriter`,
 `combine` (several sinks as one ``log_fn``), `PerRun`, `curves_of`, `summary_table`,
 `plot_learning_curves`, `iqm`, `probability_of_improvement`, `interval_estimates`

@@ -19,6 +19,7 @@ files (exit status 2, with the reason, when the folders are refused).
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -28,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from nnx_ppo.algorithms.curves import EVAL_REWARD, curves_of
+from nnx_ppo.algorithms.plotting import plot_learning_curves
 from nnx_ppo.algorithms.shards import (
     METRICS_FILE,
     RESULT_FILE,
@@ -37,6 +40,7 @@ from nnx_ppo.algorithms.shards import (
     SweepMismatchError,
     _read_json,
 )
+from nnx_ppo.algorithms.statistics import iqm, save_scores, stratified_bootstrap
 
 __all__ = ["MergedSweep", "ShardRun", "merge_shards"]
 
@@ -154,7 +158,6 @@ class MergedSweep:
         Args:
             metric: The final evaluation metric (default: the evaluation return).
         """
-        from nnx_ppo.algorithms.curves import EVAL_REWARD
 
         metric = EVAL_REWARD if metric is None else metric
         out = {}
@@ -166,7 +169,6 @@ class MergedSweep:
     def table(self, metrics: Sequence[str] | None = None) -> str:
         """The runs as a Markdown table (`rows`), the final evaluation return by
         default."""
-        from nnx_ppo.algorithms.curves import EVAL_REWARD
 
         rows = self.rows([EVAL_REWARD] if metrics is None else metrics)
         names = list(rows[0])
@@ -179,7 +181,6 @@ class MergedSweep:
     def summary(self, metric: str | None = None, *, n_resamples: int = 2000) -> str:
         """Per setting, the interquartile mean of the final scores with its 95%
         stratified-bootstrap interval (`nnx_ppo.algorithms.statistics`), as Markdown."""
-        from nnx_ppo.algorithms.statistics import iqm, stratified_bootstrap
 
         lines = ["| setting | runs | IQM [95% CI] |", "|---|---|---|"]
         for label, scores in self.scores(metric).items():
@@ -203,7 +204,6 @@ class MergedSweep:
         Returns:
             The files written.
         """
-        from nnx_ppo.algorithms.statistics import save_scores
 
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
@@ -225,12 +225,8 @@ class MergedSweep:
     def _plot(self, path: Path) -> bool:
         """Draw the learning curves to ``path``; ``False`` without matplotlib or a
         curve to draw."""
-        import importlib.util
-
         if importlib.util.find_spec("matplotlib") is None:
             return False
-        from nnx_ppo.algorithms.curves import curves_of
-        from nnx_ppo.algorithms.plotting import plot_learning_curves
 
         groups = {}
         for label, members in self.groups().items():

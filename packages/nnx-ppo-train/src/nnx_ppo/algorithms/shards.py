@@ -42,10 +42,16 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib.metadata import version as _version
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+
+from nnx_ppo.algorithms.checkpointing import Checkpointer
+from nnx_ppo.algorithms.config import DistillationConfig, config_to_dict
+from nnx_ppo.algorithms.ppo import as_train_config
+from nnx_ppo.algorithms.sweeps import plan_runs, train_many
 
 __all__ = [
     "Shard",
@@ -353,11 +359,6 @@ def sweep_identity(
         >>> a.digest == b.digest, a.difference(b)
         (False, 'runs')
     """
-    from nnx_ppo.algorithms import __version__
-    from nnx_ppo.algorithms.config import DistillationConfig, config_to_dict
-    from nnx_ppo.algorithms.ppo import as_train_config
-    from nnx_ppo.algorithms.sweeps import plan_runs
-
     if not isinstance(config, DistillationConfig):
         config = as_train_config(config)
     seed_list = [run.seed for run in plan_runs(config, seeds, overrides)]
@@ -367,7 +368,7 @@ def sweep_identity(
         for i, seed in enumerate(seed_list)
     )
     name = env if isinstance(env, str) else _env_name(env)
-    return SweepIdentity(config_to_dict(config), name, runs, __version__)
+    return SweepIdentity(config_to_dict(config), name, runs, _version("nnx-ppo-train"))
 
 
 # --------------------------------------------------------------------------- training
@@ -484,9 +485,6 @@ def train_shard(
             is given.
         TypeError, ValueError: As `train_many`.
     """
-    from nnx_ppo.algorithms.checkpointing import Checkpointer
-    from nnx_ppo.algorithms.sweeps import train_many
-
     if not isinstance(shard, Shard):
         raise TypeError(
             f"shard={shard!r} must be a Shard, e.g. Shard.resolve(args.shard) or Shard(0, 4)."
