@@ -212,17 +212,27 @@ def test_a_diverging_trial_fails_its_round_and_the_search_goes_on(tmp_path):
 
 
 DRIVER = """
-import sys
+import sys, time
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 import test_search as t
 directory = Path({directory!r})
+
+
+def hold(metrics, step, run):
+    # With "hold": inside round 1, past its checkpoints at steps 20 and 40, say so and
+    # wait to be killed (the driver is then certainly inside the round).
+    if sys.argv[1:] == ["hold"] and (directory / "round_0001").exists() and step >= 60:
+        (directory / "killable").touch()
+        time.sleep(600)
+
+
 t.run_search(
     t.study_at(directory), t.ENV, t.mlp, t.SLOW, t.SPACE, rounds=2, runs_per_round=4,
-    directory=directory, save_every_steps=20, progress=False,
+    directory=directory, save_every_steps=20, progress=False, log_fn=hold,
 )
 """
-# 10 iterations per round, a checkpoint after each: time to be killed inside round 1.
+# 10 iterations per round, a checkpoint after each.
 SLOW = TrainConfig(
     ppo=PPOConfig(n_envs=4, rollout_length=5, n_minibatches=2, n_epochs=1, total_steps=200),
     eval=EvalConfig(n_envs=2, max_episode_length=6),
@@ -236,20 +246,21 @@ def test_a_driver_killed_inside_a_round_resumes_it_when_started_again(tmp_path):
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     log = tmp_path / "driver.log"
     with open(log, "w") as stderr:
-        driver = subprocess.Popen(command, env=env, stderr=stderr)
-        checkpoints = tmp_path / "round_0001" / "checkpoints"
+        driver = subprocess.Popen([*command, "hold"], env=env, stderr=stderr)
         deadline = time.monotonic() + 300
-        while not (checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())):
+        while not (tmp_path / "killable").exists():
             assert driver.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "round 1 wrote no checkpoint in 5 minutes"
+            assert time.monotonic() < deadline, "the driver did not reach round 1 in 5 minutes"
             time.sleep(0.05)
         driver.send_signal(signal.SIGKILL)
         driver.wait()
     study = study_at(tmp_path)
     rounds = by_round(study)
     assert [t.state for t in rounds[0]] == [optuna.trial.TrialState.COMPLETE] * 4
-    assert optuna.trial.TrialState.RUNNING in [t.state for t in rounds[1]]
+    assert [t.state for t in rounds[1]] == [optuna.trial.TrialState.RUNNING] * 4
     asked = {t.number: t.params for t in rounds[1]}
+    checkpoints = tmp_path / "round_0001" / "checkpoints"
+    assert {"20", "40"} <= {p.name for p in checkpoints.iterdir()}
 
     rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr
@@ -257,3 +268,11 @@ def test_a_driver_killed_inside_a_round_resumes_it_when_started_again(tmp_path):
     assert len(study.get_trials()) == 8
     assert {t.number: t.params for t in by_round(study)[1]} == asked
     check_finished(study, tmp_path, k=4, n_seeds=1)
+    # Resumed from a checkpoint, not retrained: the log holds one evaluation at step 0
+    # (a fresh start would have appended a second) and the final one.
+    evaluations = [
+        json.loads(line)["step"]
+        for line in (tmp_path / "round_0001" / "log.jsonl").read_text().splitlines()
+        if "eval/episode_reward/mean" in line and json.loads(line)["run"] == 0
+    ]
+    assert evaluations == [0, 200]
