@@ -27,7 +27,12 @@ from optuna.distributions import (  # noqa: E402
 )
 
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig  # noqa: E402
-from nnx_ppo.algorithms.search import SearchResult, run_search  # noqa: E402
+from nnx_ppo.algorithms.search import (  # noqa: E402
+    SearchResult,
+    _fingerprint,
+    final_return,
+    run_search,
+)
 from nnx_ppo.envs import PointMass  # noqa: E402
 from nnx_ppo.networks.factories import make_mlp_actor_critic  # noqa: E402
 from nnx_ppo.wrappers import EpisodeWrapper  # noqa: E402
@@ -134,11 +139,16 @@ def test_a_field_that_cannot_be_searched_is_refused_before_a_trial_is_asked(tmp_
 
 def test_a_study_of_another_search_is_refused(tmp_path):
     study = study_at(tmp_path)
-    # What a search with runs_per_round=4 leaves in its study before asking anything.
-    search_of_4 = {"config": None, "space": {}, "seeds": [0], "runs_per_round": 4}
-    study.set_user_attr("nnx_ppo.search", json.dumps(search_of_4))
-    with pytest.raises(ValueError, match=r"another config, runs_per_round, space; continue"):
-        run_search(study, ENV, mlp, CONFIG, SPACE, rounds=1, runs_per_round=2, directory=tmp_path)
+    # What a search of 4 trials a round with the default objective records before asking.
+    study.set_user_attr("nnx_ppo.search", _fingerprint(CONFIG, SPACE, [0], 4, final_return))
+    arguments = (study, ENV, mlp, CONFIG, SPACE)
+    with pytest.raises(ValueError, match=r"another runs_per_round; continue it with the same"):
+        run_search(*arguments, rounds=1, runs_per_round=2, directory=tmp_path)
+    with pytest.raises(ValueError, match=r"another objective; continue it with the same"):
+        run_search(
+            *arguments, rounds=1, runs_per_round=4, directory=tmp_path,
+            objective=lambda result, run: 0.0,
+        )  # fmt: skip
     assert study.get_trials() == []
 
 

@@ -52,9 +52,9 @@ checkpoint (exactly, as `train_many` resumes), tells its trials and continues wi
 remaining rounds. ``rounds`` counts the study's rounds in total, not this call's. With
 ``stop=StopOnSignal()`` a ``SIGTERM`` stops the round at a checkpoint and `run_search`
 returns with ``stopped=True`` (the request is also asked before a new round
-starts). The study remembers the search's config, space, seeds
-and ``runs_per_round`` (its user attribute ``"nnx_ppo.search"``) and refuses to be
-continued with other ones. One driver works on a study at a time.
+starts). The study remembers the search's config, space, seeds,
+``runs_per_round`` and objective (by name; its user attribute ``"nnx_ppo.search"``) and
+refuses to be continued with other ones. One driver works on a study at a time.
 
 Optuna is an optional dependency: ``pip install "nnx-ppo-train[search]"``.
 """
@@ -180,13 +180,19 @@ def _check_space(
     return dict(space)
 
 
-def _fingerprint(config: Any, space: Mapping[str, Any], seeds: list[int], k: int) -> str:
+def _fingerprint(
+    config: Any, space: Mapping[str, Any], seeds: list[int], k: int, objective: Any
+) -> str:
+    """The search's identity: what its trials' values depend on (the objective by its
+    qualified name)."""
     optuna = _optuna()
+    name = getattr(objective, "__qualname__", type(objective).__qualname__)
     data = {
         "config": config_to_dict(config),
         "space": {n: optuna.distributions.distribution_to_json(d) for n, d in space.items()},
         "seeds": seeds,
         "runs_per_round": k,
+        "objective": f"{getattr(objective, '__module__', '?')}.{name}",
     }
     return json.dumps(data, sort_keys=True)
 
@@ -202,8 +208,9 @@ def _claim(study: Any, fingerprint: str) -> None:
         differ = [key for key in ours if ours[key] != theirs.get(key)]
         raise ValueError(
             f"study {study.study_name!r} belongs to a search with another "
-            f"{', '.join(differ)}; continue it with the same config, space, seeds and "
-            "runs_per_round, or create a new study (and directory) for this search."
+            f"{', '.join(differ)}; continue it with the same config, space, seeds, "
+            "runs_per_round and objective, or create a new study (and directory) for this "
+            "search."
         )
 
 
@@ -398,7 +405,8 @@ def run_search(
             sets.
         ValueError: Before a trial is asked: a field of ``space`` that is not
             sweepable (naming the valid ones) or bounds the config refuses, a study of
-            another search (other config, space, seeds or ``runs_per_round``), a
+            another search (other config, space, seeds, ``runs_per_round`` or
+            objective), a
             default objective without evaluation or with a study that minimizes; later,
             a round folder holding another study's trials.
     """
@@ -436,7 +444,7 @@ def run_search(
         objective = final_return
     elif not callable(objective):
         raise TypeError(f"objective={objective!r} must be a function (result, run) -> float.")
-    _claim(study, _fingerprint(train_config, space, seed_list, runs_per_round))
+    _claim(study, _fingerprint(train_config, space, seed_list, runs_per_round, objective))
     root = Path(directory).expanduser().absolute()
     n_seeds = len(seed_list)
 
