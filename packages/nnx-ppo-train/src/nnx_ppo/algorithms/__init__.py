@@ -10,11 +10,12 @@ one program; `grid` builds their overrides) and what they return, `TrainResult`,
 time as one `train_many` program) and its `SearchResult`; past one machine,
 `train_shard` (a `Shard` of a sweep, e.g. a SLURM array task's) and `merge_shards` (the
 shards back as one `MergedSweep`; `SweepMismatchError` refuses another sweep's);
-`check_env_network` and
-`check_distillation_pair`, the checks they run first, without compiling anything.
+`check_env_network` and `check_distillation_pair`, the checks they run first, without
+compiling anything.
 **Configure**: `TrainConfig`, `PPOConfig`, `EvalConfig`, `VideoConfig`,
 `DistillationConfig`, `LogLevel` (`LoggingLevel`, nnx-ppo's name of it), `linear_decay`
-(a learning rate that decays over the run). **Save and load**: `Checkpointer`, `load_network`, `load_metadata`.
+(a learning rate that decays over the run).
+**Save and load**: `Checkpointer`, `load_network`, `load_metadata`.
 **Observe and analyse**: `evaluate`, `JSONLWriter`, `TensorBoardWriter`, `WandbWriter`,
 `combine` (several sinks as one ``log_fn``), `PerRun`, `curves_of`, `summary_table`,
 `plot_learning_curves`, `iqm`, `probability_of_improvement`, `interval_estimates`
