@@ -22,6 +22,7 @@ own gets the same checks and layout in a few lines.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -174,6 +175,47 @@ def _layers(port: Layers) -> list[StatefulModule]:
     return [port] if isinstance(port, StatefulModule) else list(port)
 
 
+def _port_keys(fn: str, name: str, value: Any, obs_size: Mapping[str, Any]) -> tuple[str, ...]:
+    """The top-level keys of ``obs_size`` a port reads (``None``: all of them)."""
+    available = sorted(obs_size)
+    if value is None:
+        return tuple(available)
+    keys = (value,) if isinstance(value, str) else value
+    if not isinstance(keys, Sequence) or not all(isinstance(k, str) for k in keys):
+        raise TypeError(
+            f"{fn}: {name}={value!r} must be a key of the dict observation or a sequence "
+            f"of keys, e.g. {name}={available[0]!r}; the observation has the keys {available}."
+        )
+    keys = tuple(keys)
+    missing = [k for k in keys if k not in obs_size]
+    if not keys or missing or len(set(keys)) != len(keys):
+        raise ValueError(
+            f"{fn}: {name}={value!r} must name distinct keys of the observation, at least "
+            f"one; not in the observation: {missing}; the observation has the keys "
+            f"{available}."
+        )
+    return tuple(sorted(keys))
+
+
+def _port_input(
+    fn: str, obs_size: Mapping[str, Any], keys: Sequence[str]
+) -> tuple[list[StatefulModule], int]:
+    """The layers that select ``keys`` of the (normalized) observation and flatten them."""
+    leaves = _obs_leaves(fn, {k: obs_size[k] for k in keys})
+    features = sum(math.prod(shape) for _, shape in leaves)
+    return [Filter(_SelectPaths(tuple(path for path, _ in leaves))), Flattener()], features
+
+
+def _takes_value_features(ports: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(ports).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable: let the call decide
+        return True
+    return any(
+        p.name == "value_features" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params
+    )
+
+
 # -- the assembly -------------------------------------------------------------------------
 
 
@@ -189,6 +231,8 @@ def assemble_actor_critic(
     min_std: float = 1e-3,
     std_scale: float = 1.0,
     caller: str = "assemble_actor_critic",
+    actor_obs: str | Sequence[str] | None = None,
+    critic_obs: str | Sequence[str] | None = None,
 ) -> Sequential:
     """An actor-critic from the layers of its ports, with the factories' checks.
 
@@ -208,6 +252,25 @@ def assemble_actor_critic(
     the action port must output: ``2 * action_size`` (mean and std) for the Gaussian
     samplers, ``action_size`` (logits) for ``"categorical"``.
 
+    **Separate actor and critic observations** (an asymmetric, "privileged" critic).
+    With ``actor_obs`` or ``critic_obs`` set, ``obs_size`` must be a dict and each port
+    reads only its own top-level keys::
+
+        Sequential([
+            Normalizer({keys either port reads}),      # if normalize_obs
+            PPOAdapter(
+                action=Sequential([select actor_obs, Flattener(), *ports.action, sampler]),
+                value=Sequential([select critic_obs, Flattener(), *ports.value]),
+            ),
+        ])
+
+    ``ports`` is then called as ``ports(features, action_params,
+    value_features=critic_features)``, ``features`` being the width of the actor's
+    flattened keys; it must accept that keyword and return no trunk (a shared trunk
+    would feed the critic's keys to the actor). The actions never depend on a key only
+    the critic reads, so `nnx_ppo.networks.export.DeterministicPolicy` (and every
+    exported artefact) leaves such a key out of the policy's inputs.
+
     Args:
         ports: ``ports(features, action_params) -> ActorCriticPorts``, called once.
         obs_size: Observation size: an int (``[B, obs_size]``), a tuple shape, or a
@@ -222,6 +285,10 @@ def assemble_actor_critic(
         min_std: The Gaussian samplers' std floor (ignored for categorical).
         std_scale: Multiplies the Gaussian samplers' std (ignored for categorical).
         caller: The name error messages start with (a factory passes its own).
+        actor_obs: The top-level key(s) of a dict observation the actor reads, e.g.
+            ``"state"``; ``None`` (default): every key of ``obs_size``.
+        critic_obs: The key(s) the critic reads, e.g. ``("state",
+            "privileged_state")``; ``None`` (default): every key of ``obs_size``.
 
     Returns:
         The network; called as ``network(state, obs)`` it returns a
@@ -231,7 +298,10 @@ def assemble_actor_critic(
     Raises:
         TypeError: If ``obs_size``, ``rngs`` or ``normalize_obs`` has the wrong type,
             or ``ports`` does not return an `ActorCriticPorts`.
-        ValueError: If a size is not positive or ``action_distribution`` is unknown.
+        ValueError: If a size is not positive, ``action_distribution`` is unknown,
+            ``actor_obs`` / ``critic_obs`` names a key ``obs_size`` does not have (the
+            message lists the keys it has) or is given for a non-dict ``obs_size``, or
+            ``ports`` returns a trunk for separate actor and critic observations.
 
     Examples:
         A one-layer actor and critic behind a normalizer:
@@ -255,6 +325,21 @@ def assemble_actor_critic(
         ((5, 2), (5,))
     """
     _check_common(caller, rngs, action_distribution, normalize_obs)
+    if actor_obs is not None or critic_obs is not None:
+        return _assemble_split(
+            ports,
+            obs_size,
+            action_size,
+            rngs=rngs,
+            normalize_obs=normalize_obs,
+            action_distribution=action_distribution,
+            entropy_weight=entropy_weight,
+            min_std=min_std,
+            std_scale=std_scale,
+            caller=caller,
+            actor_obs=actor_obs,
+            critic_obs=critic_obs,
+        )
     layers, features = _obs_layers(caller, obs_size, normalize_obs)
     action_size = _check_size(caller, "action_size", action_size)
     sampler, params_per_action = _sampler(
@@ -272,3 +357,64 @@ def assemble_actor_critic(
         value=value if isinstance(value, StatefulModule) else Sequential(list(value)),
     )
     return Sequential([*layers, *built.trunk, adapter])
+
+
+def _assemble_split(
+    ports: Callable[..., ActorCriticPorts],
+    obs_size: ObsSize,
+    action_size: int,
+    *,
+    rngs: nnx.Rngs,
+    normalize_obs: bool,
+    action_distribution: ActionDistribution,
+    entropy_weight: float,
+    min_std: float,
+    std_scale: float,
+    caller: str,
+    actor_obs: str | Sequence[str] | None,
+    critic_obs: str | Sequence[str] | None,
+) -> Sequential:
+    """`assemble_actor_critic` with each port reading its own keys of a dict observation."""
+    if not isinstance(obs_size, Mapping):
+        raise ValueError(
+            f"{caller}: actor_obs={actor_obs!r} / critic_obs={critic_obs!r} select keys of "
+            f"a dict observation, but obs_size={obs_size!r} is not a dict; pass the env's "
+            'dict observation_size (e.g. {"state": 8, "privileged_state": 12}) or leave '
+            "actor_obs and critic_obs unset."
+        )
+    _obs_leaves(caller, obs_size)  # the sizes' own checks first
+    actor_keys = _port_keys(caller, "actor_obs", actor_obs, obs_size)
+    critic_keys = _port_keys(caller, "critic_obs", critic_obs, obs_size)
+    read = {k: obs_size[k] for k in sorted({*actor_keys, *critic_keys})}
+    layers: list[StatefulModule] = [Normalizer(read)] if normalize_obs else []
+    actor_in, actor_features = _port_input(caller, obs_size, actor_keys)
+    critic_in, critic_features = _port_input(caller, obs_size, critic_keys)
+    action_size = _check_size(caller, "action_size", action_size)
+    sampler, params_per_action = _sampler(
+        action_distribution, rngs, entropy_weight, min_std, std_scale
+    )
+    if not _takes_value_features(ports):
+        raise TypeError(
+            f"{caller}: with actor_obs / critic_obs the ports function is called as "
+            "ports(features, action_params, value_features=...), the critic's input "
+            "width; add the keyword value_features to it."
+        )
+    built = ports(actor_features, params_per_action * action_size, value_features=critic_features)
+    if not isinstance(built, ActorCriticPorts):
+        raise TypeError(
+            f"{caller}: ports(features, action_params, value_features=...) must return an "
+            f"ActorCriticPorts, got {type(built).__name__}; return "
+            "ActorCriticPorts(action=..., value=...)."
+        )
+    if built.trunk:
+        raise ValueError(
+            f"{caller}: ports returned a trunk, but with actor_obs={actor_obs!r} / "
+            f"critic_obs={critic_obs!r} the actor and the critic read different keys, and a "
+            "shared trunk would feed the critic's keys to the actor; put the layers in "
+            "each port instead (e.g. shared_lstm=False)."
+        )
+    adapter = PPOAdapter(
+        action=Sequential([*actor_in, *_layers(built.action), sampler]),
+        value=Sequential([*critic_in, *_layers(built.value)]),
+    )
+    return Sequential([*layers, adapter])

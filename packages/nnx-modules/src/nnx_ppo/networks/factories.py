@@ -130,6 +130,8 @@ def make_mlp_actor_critic(
     std_scale: float = 1.0,
     *,
     action_distribution: ActionDistribution = "normal_tanh",
+    actor_obs: str | Sequence[str] | None = None,
+    critic_obs: str | Sequence[str] | None = None,
 ) -> Sequential:
     """An MLP actor and an MLP critic behind an observation normalizer.
 
@@ -147,6 +149,11 @@ def make_mlp_actor_critic(
     A tuple or dict ``obs_size`` adds the selection / flattening layers described in
     the module docstring after the normalizer; ``normalize_obs=False`` drops the
     normalizer.
+
+    For a dict observation, ``actor_obs`` and ``critic_obs`` give each port its own
+    keys: a privileged critic reads ``critic_obs=("state", "privileged_state")`` while
+    the actor reads ``actor_obs="state"``, and the exported policy then takes the
+    actor's keys only (see `assemble_actor_critic` for the layout).
 
     Args:
         obs_size: Observation size: an int (``[B, obs_size]``), a tuple shape, or a
@@ -168,6 +175,8 @@ def make_mlp_actor_critic(
         min_std: The Gaussian samplers' std floor (ignored for categorical).
         std_scale: Multiplies the Gaussian samplers' std (ignored for categorical).
         action_distribution: ``"normal_tanh"``, ``"normal"`` or ``"categorical"``.
+        actor_obs: The key(s) of a dict observation the actor reads (``None``: all).
+        critic_obs: The key(s) of a dict observation the critic reads (``None``: all).
 
     Returns:
         The network; called as ``network(state, obs)`` it returns a
@@ -176,7 +185,8 @@ def make_mlp_actor_critic(
 
     Raises:
         TypeError: If ``obs_size`` or ``rngs`` has the wrong type.
-        ValueError: If a size is not positive or ``action_distribution`` is unknown.
+        ValueError: If a size is not positive, ``action_distribution`` is unknown, or
+            ``actor_obs`` / ``critic_obs`` names a key the observation does not have.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -186,6 +196,16 @@ def make_mlp_actor_critic(
         >>> out = net(net.initialize_state(4), obs).output
         >>> out.actions.shape, out.loglikelihoods.shape, out.value_estimates.shape
         ((4, 2), (4,), (4,))
+
+        A privileged critic: the actor reads ``"state"``, the critic both keys.
+
+        >>> sizes = {"state": 3, "privileged_state": 5}
+        >>> net = make_mlp_actor_critic(sizes, 2, (16,), (16,), rngs=nnx.Rngs(0),
+        ...                             actor_obs="state",
+        ...                             critic_obs=("state", "privileged_state"))
+        >>> adapter = net.layers[-1]
+        >>> adapter.action.layers[2].in_features, adapter.value.layers[2].in_features
+        (3, 8)
     """
     fn = "make_mlp_actor_critic"
     activation = _activation(fn, activation)
@@ -194,9 +214,12 @@ def make_mlp_actor_critic(
     critic_hidden = _check_sizes(fn, "critic_hidden_sizes", critic_hidden_sizes)
     rngs = cast(nnx.Rngs, rngs)  # checked by assemble_actor_critic before ports runs
 
-    def ports(features: int, action_params: int) -> ActorCriticPorts:
+    def ports(
+        features: int, action_params: int, value_features: int | None = None
+    ) -> ActorCriticPorts:
+        value_in = features if value_features is None else value_features
         actor = MLP(features, actor_hidden, action_params, rngs=rngs, activation=activation, **init)
-        critic = MLP(features, critic_hidden, 1, rngs=rngs, activation=activation, **init)
+        critic = MLP(value_in, critic_hidden, 1, rngs=rngs, activation=activation, **init)
         return ActorCriticPorts(action=actor, value=critic)
 
     return assemble_actor_critic(
@@ -210,6 +233,8 @@ def make_mlp_actor_critic(
         min_std=min_std,
         std_scale=std_scale,
         caller=fn,
+        actor_obs=actor_obs,
+        critic_obs=critic_obs,
     )
 
 
@@ -228,6 +253,8 @@ def make_lstm_actor_critic(
     min_std: float = 1e-3,
     action_distribution: ActionDistribution = "normal_tanh",
     trainable_initial_state: bool = False,
+    actor_obs: str | Sequence[str] | None = None,
+    critic_obs: str | Sequence[str] | None = None,
 ) -> Sequential:
     """A recurrent actor-critic: LSTM memory followed by MLP heads.
 
@@ -265,6 +292,9 @@ def make_lstm_actor_critic(
         min_std: The Gaussian samplers' std floor.
         action_distribution: ``"normal_tanh"``, ``"normal"`` or ``"categorical"``.
         trainable_initial_state: Learn the LSTMs' initial carry.
+        actor_obs: The key(s) of a dict observation the actor reads (``None``: all),
+            as in `make_mlp_actor_critic`; needs ``shared_lstm=False``.
+        critic_obs: The key(s) of a dict observation the critic reads (``None``: all).
 
     Returns:
         The network (see `make_mlp_actor_critic` for the output).
@@ -290,19 +320,22 @@ def make_lstm_actor_critic(
     actor_hidden = _check_sizes(fn, "actor_hidden_sizes", actor_hidden_sizes)
     critic_hidden = _check_sizes(fn, "critic_hidden_sizes", critic_hidden_sizes)
 
-    def ports(features: int, action_params: int) -> ActorCriticPorts:
+    def ports(
+        features: int, action_params: int, value_features: int | None = None
+    ) -> ActorCriticPorts:
         # Drawn in this order: the heads, then the LSTM(s) (the trunk, or action's, value's).
         actor = MLP(lstm_size, actor_hidden, action_params, rngs=rngs, activation=activation)
         critic = MLP(lstm_size, critic_hidden, 1, rngs=rngs, activation=activation)
 
-        def lstm() -> LSTM:
+        def lstm(width: int) -> LSTM:
             return LSTM(
-                features, lstm_size, rngs=rngs, trainable_initial_state=trainable_initial_state
+                width, lstm_size, rngs=rngs, trainable_initial_state=trainable_initial_state
             )
 
         if shared_lstm:
-            return ActorCriticPorts(action=actor, value=critic, trunk=[lstm()])
-        return ActorCriticPorts(action=[lstm(), actor], value=[lstm(), critic])
+            return ActorCriticPorts(action=actor, value=critic, trunk=[lstm(features)])
+        value_in = features if value_features is None else value_features
+        return ActorCriticPorts(action=[lstm(features), actor], value=[lstm(value_in), critic])
 
     return assemble_actor_critic(
         ports,
@@ -314,6 +347,8 @@ def make_lstm_actor_critic(
         entropy_weight=entropy_weight,
         min_std=min_std,
         caller=fn,
+        actor_obs=actor_obs,
+        critic_obs=critic_obs,
     )
 
 
