@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nnx_ppo_apps_common.cli import arguments_record, fail, positive_int
+from nnx_ppo_apps_common.cli import HelpFormatter, arguments_record, fail, positive_int
 from nnx_ppo_apps_common.options import given_options, option_defaults, options_argv
 from nnx_ppo_apps_common.plotting import plot_learning_curve
 from nnx_ppo_apps_common.results import done_message, throughput, write_json
@@ -34,9 +34,12 @@ from nnx_ppo_apps_common.runs import (
 )
 from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
 
+from nnx_ppo_quickstart.presets import QUICKSTART, preset_options, resolve_preset
 from nnx_ppo_quickstart.run_options import config_argv, resume_argv
 
 __all__ = [
+    "LOGGERS",
+    "RANDOMIZATIONS",
     "eval_history",
     "main",
     "options_text",
@@ -45,6 +48,19 @@ __all__ = [
 ]
 
 PROG = "nnx-ppo-quickstart"
+
+LOGGERS = ("jsonl", "tensorboard", "wandb")
+"""The choices of ``--logger``: ``metrics.jsonl`` is always written (the summary, the
+learning curve and ``--resume`` read it); the others are added sinks."""
+
+_LOGGER_PACKAGES = {
+    "tensorboard": ("tensorboardX", "nnx-ppo-train[logging]"),
+    "wandb": ("wandb", "nnx-ppo-train[wandb]"),
+}
+
+RANDOMIZATIONS = ("none", "playground")
+"""The choices of ``--randomization``: ``playground`` trains on the domain randomizer
+Playground's registry provides for the task (``registry.get_domain_randomizer``)."""
 
 LR_SCHEDULES = ("linear", "constant")
 """The choices of ``--lr-schedule`` (`with_learning_rate_schedule`)."""
@@ -59,20 +75,6 @@ return, where at a constant rate it fell back late in training. The MLP's docume
 curves are measured at a constant rate."""
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """``--help`` with every option's default once: ``(default: ...)`` is appended
-    unless the help text states the default itself (``--output-dir``, whose default is
-    made at run time), and a flag's default is "off"."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if "(default" in text:
-            return text
-        if action.nargs == 0 and action.default is False:  # a store_true flag
-            return f"{text} (default: off)"
-        return super()._get_help_string(action) or text
-
-
 def _parser() -> argparse.ArgumentParser:
     """The quickstart's parser (``--help`` lists every option with its default)."""
     from nnx_ppo_quickstart.networks import PRESETS
@@ -80,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Train a stateful PPO policy on a brax or MuJoCo Playground env.",
-        formatter_class=_HelpFormatter,
+        formatter_class=HelpFormatter,
         epilog="Options may also come from a file (--config run.toml, or a run's "
         "config.json); the command line overrides the file. --resume --output-dir DIR "
         "alone continues the run in DIR with the options it recorded.",
@@ -100,6 +102,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--brax-backend", default="generalized", help="physics backend for brax envs"
     )
+    parser.add_argument(
+        "--preset",
+        default="auto",
+        metavar="NAME|auto",
+        help="training settings to start from: a DeepMind Control Suite task's tuned "
+        "brax-PPO settings from MuJoCo Playground (e.g. CheetahRun), or 'quickstart' (the "
+        "defaults shown here); 'auto' takes the one named like --env, else 'quickstart'. "
+        "Options given explicitly override the preset's",
+    )
     parser.add_argument("--network", default="mlp", choices=PRESETS, help="network preset")
     parser.add_argument(
         "--reward-scaling", type=float, default=10.0, help="training rewards are multiplied by it"
@@ -107,6 +118,21 @@ def _parser() -> argparse.ArgumentParser:
     add_training_arguments(
         parser,
         TrainingDefaults(steps=150_000, n_envs=256, discount=0.995, eval_every=10_000),
+    )
+    parser.add_argument(
+        "--entropy-cost",
+        type=float,
+        default=1e-2,
+        help="weight of the policy's entropy bonus (the action sampler's entropy weight)",
+    )
+    parser.add_argument(
+        "--clip-range", type=float, default=0.2, help="PPO's ratio clipping epsilon"
+    )
+    parser.add_argument(
+        "--action-repeat",
+        type=positive_int,
+        default=1,
+        help="times each action is applied (an env step of the budget is one policy step)",
     )
     parser.add_argument(
         "--lr-schedule",
@@ -172,6 +198,28 @@ def _parser() -> argparse.ArgumentParser:
         help="probability that a step keeps its lags (1: one draw per episode, 0: a new "
         "draw every step)",
     )
+    parser.add_argument(
+        "--logger",
+        nargs="+",
+        default=["jsonl"],
+        choices=LOGGERS,
+        help="where metrics go, one or several: metrics.jsonl is always written; "
+        "'tensorboard' adds event files in <output-dir>/tensorboard (extra "
+        "nnx-ppo-train[logging]), 'wandb' a Weights & Biases run (extra nnx-ppo-train[wandb])",
+    )
+    parser.add_argument(
+        "--video",
+        action="store_true",
+        help="record a deterministic evaluation episode as MP4 into <output-dir>/videos at "
+        "every evaluation (envs that render: brax and Playground, with MuJoCo's OpenGL)",
+    )
+    parser.add_argument(
+        "--randomization",
+        default="none",
+        choices=RANDOMIZATIONS,
+        help="domain randomization while training: 'playground' uses the randomizer "
+        "Playground's registry provides for --env",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_run_arguments(parser)
     return parser
@@ -181,11 +229,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the command line, with the options of a ``--config`` file and, with
     ``--resume``, those the run recorded (see `nnx_ppo_quickstart.run_options`).
 
+    ``--preset`` is resolved (``auto`` becomes the name of the preset it picks) and its
+    values are the defaults of the options it sets (`nnx_ppo_quickstart.presets`).
+
     Raises:
-        ValueError: For a ``--config`` file that cannot be used, or a ``--resume`` that
-            cannot continue its run (no run there, or options that differ from the
-            run's); checked before anything is built or written. ``main`` prints it as a
-            one-line error.
+        ValueError: For an unknown ``--preset``, a ``--config`` file that cannot be used,
+            or a ``--resume`` that cannot continue its run (no run there, or options
+            that differ from the run's); checked before anything is built or
+            written. ``main`` prints it as a one-line error.
         SystemExit: For a usage error or ``--help``, as argparse does.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -202,7 +253,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if explicit.get("output_dir") is None:
             raise ValueError("--resume needs the --output-dir of the run to continue")
         run_words = resume_argv(explicit["output_dir"], explicit, origins, parser)
-    args = parser.parse_args([*run_words, *file_words, *argv])
+    words = [*run_words, *file_words, *argv]
+    args = parser.parse_args(words)
+    if explicit.get("resume") and not any(w.startswith("--preset") for w in run_words):
+        args.preset = QUICKSTART  # a run from before presets: trained on these defaults
+    if args.video and "mujoco" not in sys.modules:
+        # MuJoCo fixes its OpenGL backend when imported, which the presets do next.
+        from nnx_ppo.algorithms.video import choose_mujoco_gl
+
+        choose_mujoco_gl()
+    # The preset's values become the defaults; every option given explicitly wins.
+    args.preset = resolve_preset(args.preset, args.env)
+    parser.set_defaults(**preset_options(args.preset), preset=args.preset)
+    args = parser.parse_args(words)
     if args.lr_schedule is None:
         args.lr_schedule = PRESET_LR_SCHEDULE[args.network]
     return args
@@ -265,17 +328,24 @@ def _reset_mode(args: argparse.Namespace) -> str:
 
 
 def options_text(args: argparse.Namespace) -> str:
-    """The options of ``args`` that are not at their defaults, as command-line words
+    """The options of ``args`` that are not at the quickstart's defaults (a preset's
+    values among them), as command-line words
     (``--output-dir``, ``--resume`` and ``--config`` left out), or ``"the defaults"``.
 
     Examples:
-        >>> options_text(parse_args(["--env", "CartpoleBalance", "--learning-rate", "3e-4"]))
-        '--env=CartpoleBalance --learning-rate=0.0003'
+        >>> options_text(parse_args(["--learning-rate", "3e-4"]))
+        '--learning-rate=0.0003'
+        >>> options_text(parse_args(["--env", "CartpoleBalance", "--n-envs", "256"]))
+        '--env=CartpoleBalance --rollout-length=30 --n-minibatches=2 --n-epochs=16 --clip-range=0.3'
         >>> options_text(parse_args(["--network", "lstm", "--lr-schedule", "linear"]))
         '--network=lstm'
     """
     parser = _parser()
-    defaults = {**option_defaults(parser), "lr_schedule": PRESET_LR_SCHEDULE[args.network]}
+    defaults = {
+        **option_defaults(parser),
+        "lr_schedule": PRESET_LR_SCHEDULE[args.network],
+        "preset": resolve_preset("auto", args.env),
+    }
     changed = {
         name: value
         for name, value in arguments_record(args).items()
@@ -283,6 +353,84 @@ def options_text(args: argparse.Namespace) -> str:
     }
     words = options_argv(changed, parser, source="options")
     return " ".join(shlex.quote(word) for word in words) or "the defaults"
+
+
+def _check_loggers(loggers: list[str]) -> None:
+    """Refuse a ``--logger`` whose package is not installed, with the install command."""
+    import importlib.util
+
+    for logger in dict.fromkeys(loggers):
+        if logger in _LOGGER_PACKAGES:
+            module, extra = _LOGGER_PACKAGES[logger]
+            if importlib.util.find_spec(module) is None:
+                raise ValueError(
+                    f"--logger {logger} needs the {module} package, which is not installed; "
+                    f"install it with: uv pip install '{extra}' (or leave --logger {logger} out)"
+                )
+
+
+def _log_sinks(loggers: list[str], out: Path, record: dict[str, Any]) -> list[Any]:
+    """The ``log_fn`` sinks of ``--logger`` besides ``metrics.jsonl`` (always written)."""
+    from nnx_ppo.algorithms import TensorBoardWriter, WandbWriter
+
+    sinks: list[Any] = []
+    for logger in dict.fromkeys(loggers):
+        if logger == "tensorboard":
+            sinks.append(TensorBoardWriter(out / "tensorboard"))
+        elif logger == "wandb":
+            sinks.append(
+                WandbWriter(project=PROG, name=out.name, dir=str(out), config=record["cli"])
+            )
+    return sinks
+
+
+def _randomizer(name: str, env: str) -> Any:
+    """The ``randomization_fn`` of ``--randomization name`` for ``--env env``
+    (``None`` for ``none``).
+
+    Raises:
+        ValueError: If Playground provides no domain randomizer for ``env``.
+    """
+    if name == "none":
+        return None
+    try:
+        from mujoco_playground import registry
+    except ImportError:
+        registry = None
+    known = registry is not None and env in registry.ALL_ENVS
+    randomizer = registry.get_domain_randomizer(env) if known else None
+    if randomizer is None:
+        where = "a Playground env" if known else "not a Playground env"
+        raise ValueError(
+            f"--randomization {name}: MuJoCo Playground provides no domain randomizer for "
+            f"--env {env} ({where}; its registry has them for some locomotion and "
+            "manipulation tasks); leave --randomization out"
+        )
+    return randomizer
+
+
+def _with_video(config: Any, args: argparse.Namespace, eval_env: Any) -> Any:
+    """``config`` recording an evaluation video at every evaluation into
+    ``<output-dir>/videos`` (``--video``).
+
+    Raises:
+        ValueError: If ``--env`` cannot render a video here (no ``render``, no OpenGL
+            context, no MP4 writer), naming it and the fix.
+    """
+    from nnx_ppo.algorithms import VideoConfig
+    from nnx_ppo.algorithms.video import check_video_env
+
+    video = VideoConfig(
+        enabled=True,
+        every_steps=args.eval_every,
+        episode_length=args.episode_length,
+        directory=str(args.output_dir / "videos"),
+    )
+    try:
+        check_video_env(eval_env, env_name=f"--env {args.env}", video=video)
+    except ValueError as error:
+        raise ValueError(f"--video: {error}") from None
+    return dataclasses.replace(config, video=video)
 
 
 def _nothing_trained(args: argparse.Namespace, step: int) -> int:
@@ -319,16 +467,20 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         return fail(PROG, str(error))
     # Heavy imports after argument parsing, so `--help` is instant.
-    from nnx_ppo.algorithms import Checkpointer, StopOnSignal, train_ppo
+    from nnx_ppo.algorithms import Checkpointer, StopOnSignal, combine, train_ppo
     from nnx_ppo_quickstart.envs import make_envs, parse_lag
     from nnx_ppo_quickstart.networks import make_network
 
     try:  # every option before any environment is built
         # Staggered starts need a freshly drawn reset per episode (wrap_for_training).
-        config = train_config(args, seed=args.seed, reset_mode=_reset_mode(args))
+        config = train_config(
+            args, seed=args.seed, reset_mode=_reset_mode(args), clip_range=args.clip_range
+        )
         config = with_learning_rate_schedule(config, args.lr_schedule)
         parse_lag("--action-lag", args.action_lag)
         parse_lag("--obs-lag", args.obs_lag)
+        _check_loggers(args.logger)
+        randomization_fn = _randomizer(args.randomization, args.env)
         if not 0.0 <= args.lag_hold_prob <= 1.0:
             raise ValueError(
                 f"--lag-hold-prob {args.lag_hold_prob} must be in [0, 1]: the probability "
@@ -357,8 +509,17 @@ def main(argv: list[str] | None = None) -> int:
             action_lag=args.action_lag,
             obs_lag=args.obs_lag,
             lag_hold_prob=args.lag_hold_prob,
+            action_repeat=args.action_repeat,
         )
-        network = make_network(args.network, envs.observation_size, envs.action_size, args.seed)
+        network = make_network(
+            args.network,
+            envs.observation_size,
+            envs.action_size,
+            args.seed,
+            entropy_weight=args.entropy_cost,
+        )
+        if args.video:
+            config = _with_video(config, args, envs.eval)
     except (ValueError, TypeError) as error:
         return fail(PROG, str(error))
 
@@ -375,7 +536,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{verb} {args.network} on {args.env} [{envs.source}] for {args.steps:,} steps "
         f"with {args.n_envs} envs; outputs in {out}/"
     )
-    print(f"Options: {options_text(args)} (all of them in config.json)")
+    print(f"Options: {options_text(args)} (preset {args.preset}; all of them in config.json)")
+    sinks = _log_sinks(args.logger, out, record)
     start = time.perf_counter()
     # The with-block closes the checkpointer (waiting for its last save) even if
     # training fails. SIGTERM or Ctrl-C stops after the current call, with a checkpoint.
@@ -397,7 +559,11 @@ def main(argv: list[str] | None = None) -> int:
             jsonl_path=out / "metrics.jsonl",
             checkpoint=checkpointer,
             stop=stop,
+            log_fn=combine(*sinks) if sinks else None,
+            randomization_fn=randomization_fn,
         )
+    for sink in sinks:
+        sink.close()
     wall = time.perf_counter() - start
     restored = checkpointer.restored_step
     if restored is not None and result.total_steps == restored and not result.stopped:

@@ -98,6 +98,7 @@ def make_envs(
     action_lag: str = "0",
     obs_lag: str = "0",
     lag_hold_prob: float = 1.0,
+    action_repeat: int = 1,
 ) -> EnvPair:
     """Load ``name`` from brax (first) or Playground and wrap it for training
     (`wrap_for_training`: staggered starts unless ``stagger=False``); the evaluation
@@ -138,7 +139,11 @@ def make_envs(
                 f"{lag_hold_prob}: {error}"
             ) from None
         source += f", action lag {action_lag}, observation lag {obs_lag} steps"
-    episodes = wrap_for_training(base, episode_length=episode_length, stagger=stagger)
+    episodes = wrap_for_training(
+        base, episode_length=episode_length, action_repeat=action_repeat, stagger=stagger
+    )
     train = RewardScalingWrapper(episodes, reward_scaling)
-    evaluation = wrap_for_training(base, episode_length=episode_length, stagger=False)
+    evaluation = wrap_for_training(
+        base, episode_length=episode_length, action_repeat=action_repeat, stagger=False
+    )
     return EnvPair(train, evaluation, source, base.observation_size, base.action_size)
