@@ -397,6 +397,7 @@ def test_package_exports():
         "EpisodeWrapper",
         "Latency",
         "MaskObservation",
+        "ObservationHistory",
         "RewardScalingWrapper",
         "Wrapper",
         "reset_done",
