@@ -19,7 +19,10 @@ carry, e.g. ``carry/1/c`` for the cell state of an LSTM that is layer 1 of a
 (``obs/proprio``, ``action/arm``). Carry entries the requested outputs never depend on
 (the carry of a value head's own LSTM when no value is asked for, the noise keys of a
 variational layer, whose ``eval()`` output is its mean) are left out: they are found
-by dependency analysis of the traced step, not by module type.
+by dependency analysis of the traced step, not by module type. Observation entries
+they never depend on are left out the same way: with a privileged critic (the critic
+reads ``obs/privileged_state``, the actor only ``obs/state``) the exported step takes
+``obs/state`` alone, unless ``include_value=True`` asks for the critic too.
 
 The flat forms ``flat_step`` / ``flat_reset`` (positional arrays in the order of
 ``signature``) are what the exporters in `nnx_ppo.networks.export` serialize.
@@ -178,6 +181,11 @@ class DeterministicPolicy:
     Attributes:
         observation_spec: The parsed observation spec (`jax.ShapeDtypeStruct` leaves).
         include_value: Whether ``step`` returns values.
+        observation_names: The names of the observation tensors the step takes, in
+            signature order: the entries of ``observation_spec`` that the requested
+            outputs depend on (all of them if they depend on none).
+        unused_observation_names: The entries of ``observation_spec`` left out of the
+            step's inputs (e.g. a key only the critic reads).
         carry_names: The names of the exported carry tensors, in signature order.
 
     The policy's initial carry for ``B`` environments is ``reset(c, done=all true)`` for
@@ -219,7 +227,10 @@ class DeterministicPolicy:
 
         obs_leaves, self._obs_def = jax.tree.flatten(self.observation_spec)
         self._obs_leaves = obs_leaves
-        self.observation_names = tuple(_names("obs", self.observation_spec))
+        self._obs_paths = [
+            p for p, _ in jax.tree_util.tree_flatten_with_path(self.observation_spec)[0]
+        ]
+        all_obs_names = _names("obs", self.observation_spec)
         full0 = self._network.initialize_state(1)
         full_leaves, self._carry_def = jax.tree.flatten(full0)
         self._full_specs = [jax.ShapeDtypeStruct(tuple(x.shape[1:]), x.dtype) for x in full_leaves]
@@ -230,7 +241,13 @@ class DeterministicPolicy:
         self.action_names = tuple(_names("action", out.actions))
         self._value_def = jax.tree.structure(out.value_estimates)
         self.value_names = tuple(_names("value", out.value_estimates)) if include_value else ()
-        self._keep = self._kept_carry()
+        self._keep_obs, self._keep = self._kept_inputs()
+        self.observation_names = tuple(
+            n for n, k in zip(all_obs_names, self._keep_obs, strict=True) if k
+        )
+        self.unused_observation_names = tuple(
+            n for n, k in zip(all_obs_names, self._keep_obs, strict=True) if not k
+        )
         self.carry_names = tuple(n for n, k in zip(self._full_names, self._keep, strict=True) if k)
         self._check_initial_carry()
 
@@ -275,8 +292,10 @@ class DeterministicPolicy:
             )
         return output
 
-    def _kept_carry(self) -> list[bool]:
-        """The carry leaves the requested outputs depend on, over any number of steps."""
+    def _kept_inputs(self) -> tuple[list[bool], list[bool]]:
+        """The observation and carry leaves the requested outputs depend on, over any
+        number of steps (all observation leaves if they depend on none: the batch size
+        of a step comes from its observations)."""
         n_obs, n_carry = len(self._obs_leaves), len(self._full_specs)
         n_act = self._action_def.num_leaves
         closed = jax.make_jaxpr(self._full_step)(*self._example_inputs(2))
@@ -291,10 +310,20 @@ class DeterministicPolicy:
                 *keep,
                 *wanted_direct[n_act + n_carry :],
             ]
-            needed = _jaxpr.needed_inputs(closed, used)[n_obs:]
+            needed_all = _jaxpr.needed_inputs(closed, used)
+            needed = needed_all[n_obs:]
             if needed == keep:
-                return keep
+                obs = list(needed_all[:n_obs])
+                return (obs if any(obs) else [True] * n_obs), keep
             keep = [a or b for a, b in zip(keep, needed, strict=True)]
+
+    def _fill_obs(self, kept: Sequence[Any], batch: Any) -> list[Any]:
+        """All observation leaves: the kept ones, zeros for those no output reads."""
+        it = iter(kept)
+        return [
+            next(it) if k else jnp.zeros((batch, *s.shape), s.dtype)
+            for k, s in zip(self._keep_obs, self._obs_leaves, strict=True)
+        ]
 
     def _fill_carry(self, kept: Sequence[Any], batch: Any) -> list[Any]:
         """All carry leaves: the kept ones, zeros for those no output depends on."""
@@ -319,12 +348,38 @@ class DeterministicPolicy:
         ``rewrite_rem=True`` computes integer remainders with ``div``, ``mul`` and ``sub``
         (for the ONNX converter, whose ``rem`` fails on a symbolic batch dimension).
         """
-        n_obs = len(self._obs_leaves)
+        n_obs = len(self.observation_names)
         batch = flat[0].shape[0]
-        full = [*flat[:n_obs], *self._fill_carry(flat[n_obs:], batch)]
+        full = [*self._fill_obs(flat[:n_obs], batch), *self._fill_carry(flat[n_obs:], batch)]
         n_act, n_value = self._action_def.num_leaves, self._value_def.num_leaves
         used = [True] * n_act + list(self._keep) + [self.include_value] * n_value
         return _jaxpr.pruned(self._full_step, used, rewrite_rem=rewrite_rem)(*full)
+
+    def _obs_list(self, obs: Any) -> list[Any]:
+        """The leaves of ``obs`` the step takes: from the full observation tree or, for
+        a dict, from one holding only the entries in `observation_names`."""
+        try:
+            leaves = self._obs_def.flatten_up_to(obs)
+            return [x for x, k in zip(leaves, self._keep_obs, strict=True) if k]
+        except (ValueError, TypeError):
+            if not isinstance(obs, Mapping):
+                raise
+        kept = [p for p, k in zip(self._obs_paths, self._keep_obs, strict=True) if k]
+        out = []
+        for path, name in zip(kept, self.observation_names, strict=True):
+            node = obs
+            for key in path:
+                index = getattr(key, "key", getattr(key, "idx", key))
+                try:
+                    node = node[index]
+                except (KeyError, IndexError, TypeError):
+                    raise ValueError(
+                        f"DeterministicPolicy.step: the observation has no {name!r}; it "
+                        f"needs the entries {list(self.observation_names)} (or the whole "
+                        f"observation of observation_spec), got keys {sorted(obs)}."
+                    ) from None
+            out.append(node)
+        return out
 
     def _full_reset(self, *flat: Any) -> list[Any]:
         carry = jax.tree.unflatten(self._carry_def, flat[:-1])
@@ -390,14 +445,15 @@ class DeterministicPolicy:
         Args:
             carry: ``{name: [B, ...]}`` from `initial_carry`, a previous ``step`` or
                 ``reset``.
-            obs: The observation tree with leaves ``[B, *shape]`` (as the env emits).
+            obs: The observation tree with leaves ``[B, *shape]`` (as the env emits),
+                or a dict holding only the entries of `observation_names`.
 
         Returns:
             ``(next_carry, action)`` (and ``value`` with ``include_value``): the carry
             dict with the same keys, the action tree with leaves ``[B, ...]``, the value
             tree with leaves ``[B]``.
         """
-        obs_leaves = self._obs_def.flatten_up_to(obs)
+        obs_leaves = self._obs_list(obs)
         outs = self.flat_step(*(jnp.asarray(x) for x in obs_leaves), *self._carry_list(carry))
         n_act, n_carry = self._action_def.num_leaves, len(self.carry_names)
         action = jax.tree.unflatten(self._action_def, outs[:n_act])
@@ -451,13 +507,14 @@ class DeterministicPolicy:
 
     def step_avals(self, batch: Any) -> list[jax.ShapeDtypeStruct]:
         """Input shapes of `flat_step` for batch size (or symbolic dimension) ``batch``."""
+        obs = [s for s, k in zip(self._obs_leaves, self._keep_obs, strict=True) if k]
         carry = [s for s, k in zip(self._full_specs, self._keep, strict=True) if k]
-        return [_batched(s, batch) for s in (*self._obs_leaves, *carry)]
+        return [_batched(s, batch) for s in (*obs, *carry)]
 
     def reset_avals(self, batch: Any) -> list[jax.ShapeDtypeStruct]:
         """Input shapes of `flat_reset` for batch size (or symbolic dimension) ``batch``."""
         return [
-            *self.step_avals(batch)[len(self._obs_leaves) :],
+            *self.step_avals(batch)[len(self.observation_names) :],
             jax.ShapeDtypeStruct((batch,), bool),
         ]
 
