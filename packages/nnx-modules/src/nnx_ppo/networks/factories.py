@@ -316,6 +316,12 @@ def make_lstm_actor_critic(
     fn = "make_lstm_actor_critic"
     if not isinstance(shared_lstm, bool):
         raise TypeError(f"{fn}: shared_lstm must be True or False, got {shared_lstm!r}.")
+    if shared_lstm and (actor_obs is not None or critic_obs is not None):
+        raise ValueError(
+            f"{fn}: shared_lstm=True feeds one LSTM to both ports, so the actor cannot read "
+            f"other keys than the critic (actor_obs={actor_obs!r}, critic_obs="
+            f"{critic_obs!r}); use shared_lstm=False for separate actor and critic inputs."
+        )
     lstm_size = _check_size(fn, "lstm_size", lstm_size)
     actor_hidden = _check_sizes(fn, "actor_hidden_sizes", actor_hidden_sizes)
     critic_hidden = _check_sizes(fn, "critic_hidden_sizes", critic_hidden_sizes)
