@@ -78,3 +78,34 @@ def test_smoke_run_writes_a_cell_and_the_report(tmp_path, capsys):
     assert len(_table((tmp_path / "report.md").read_text())) == 1
     assert (tmp_path / "curves.png").exists()
     assert "median" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--n-envs", "3", "--rollout-length", "5"], "multiple of 8"),
+        (["--iterations", "0"], "--iterations=0"),
+    ],
+)
+def test_speed_arguments_are_checked_before_any_work(argv, message):
+    from nnx_ppo_benchmarks.published import minatar_speed
+
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        minatar_speed.main(argv)
+
+
+@pytest.mark.extended
+def test_speed_baseline_updates_its_parameters_with_finite_losses():
+    import jax
+    import numpy as np
+    from nnx_ppo_benchmarks.published.minatar_speed import make_baseline
+
+    init, iteration = make_baseline("Breakout-MinAtar", 8, 16, n_minibatches=8, n_epochs=2)
+    state = init(jax.random.PRNGKey(0))
+    before = jax.tree.leaves(state["net"])
+    for _ in range(2):
+        state, metrics = iteration(state)
+    after = jax.tree.leaves(state["net"])
+    assert np.isfinite(float(metrics["loss"])) and float(metrics["reward"]) >= 0
+    assert all(a.shape == b.shape for a, b in zip(after, before, strict=True))
+    assert any(not np.allclose(a, b) for a, b in zip(after, before, strict=True))
