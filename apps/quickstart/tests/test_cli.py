@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import doctest
+import importlib.util
+import inspect
 import json
 import os
 import re
@@ -12,12 +14,15 @@ import sys
 import time
 
 import pytest
+from mujoco_playground.config import dm_control_suite_params
 from nnx_ppo_apps_common.cli import arguments_record
 from nnx_ppo_apps_common.training import train_config
 from nnx_ppo_quickstart import cli as cli_module
 from nnx_ppo_quickstart import envs as envs_module
-from nnx_ppo_quickstart.cli import main, parse_args, with_learning_rate_schedule
+from nnx_ppo_quickstart.cli import main, options_text, parse_args, with_learning_rate_schedule
+from nnx_ppo_quickstart.envs import EnvPair, make_envs
 from nnx_ppo_quickstart.networks import make_network
+from nnx_ppo_quickstart.presets import NETWORK_SIZES, preset_names, preset_options
 
 TINY = [
     "--steps", "2400", "--n-envs", "8", "--rollout-length", "10", "--n-minibatches", "2",
@@ -472,3 +477,225 @@ def test_a_resume_names_the_config_file_an_option_came_from(tmp_path, capsys):
     (tmp_path / "run.toml").write_text("seed = 8\n")
     assert main(["--config", str(tmp_path / "run.toml"), "--resume", "--output-dir", str(out)]) == 2
     assert f"--seed 7 in the run, 8 (--config {tmp_path / 'run.toml'})" in capsys.readouterr().err
+
+
+# --preset and the run flags (--logger, --video, --randomization, --obs-history)
+
+
+def _brax_ppo_default(name):
+    from brax.training.agents.ppo import train as brax_ppo
+
+    return inspect.signature(brax_ppo.train).parameters[name].default
+
+
+@pytest.mark.parametrize("env", ["CheetahRun", "PendulumSwingup", "BallInCup"])
+def test_a_tasks_preset_is_playgrounds_brax_ppo_config_field_by_field(env):
+    tuned = dm_control_suite_params.brax_ppo_config(env)
+    args = parse_args(["--env", env])
+    assert args.preset == env
+    assert args.n_envs == tuned.num_envs
+    assert args.rollout_length == tuned.unroll_length
+    assert args.n_epochs == tuned.num_updates_per_batch
+    assert args.learning_rate == tuned.learning_rate
+    assert args.entropy_cost == tuned.entropy_cost
+    assert args.discount == tuned.discounting
+    assert args.reward_scaling == tuned.reward_scaling
+    assert args.episode_length == tuned.episode_length
+    assert args.action_repeat == tuned.action_repeat
+    assert args.clip_range == tuned.get("clipping_epsilon", _brax_ppo_default("clipping_epsilon"))
+    assert tuned.normalize_observations  # the presets' networks always normalise
+    # Minibatches of batch_size whole sequences, and brax's gradient steps per env step.
+    assert args.n_envs // args.n_minibatches == tuned.batch_size
+    ours = args.n_epochs * args.n_minibatches / (args.n_envs * args.rollout_length)
+    batch = tuned.batch_size * tuned.num_minibatches * tuned.unroll_length
+    assert ours == pytest.approx(tuned.num_updates_per_batch * tuned.num_minibatches / batch)
+    # The values reach the training config.
+    config = train_config(args, seed=0, clip_range=args.clip_range)
+    assert (config.ppo.n_envs, config.ppo.n_epochs) == (tuned.num_envs, tuned.num_updates_per_batch)
+    assert config.ppo.discounting_factor == tuned.discounting
+    assert config.ppo.clip_range == args.clip_range
+
+
+def test_the_mlp_preset_has_brax_ppo_networks_default_sizes():
+    from brax.training.agents.ppo import networks as brax_networks
+
+    defaults = inspect.signature(brax_networks.make_ppo_networks).parameters
+    assert NETWORK_SIZES["policy"] == defaults["policy_hidden_layer_sizes"].default
+    assert NETWORK_SIZES["value"] == defaults["value_hidden_layer_sizes"].default
+
+
+def test_explicit_options_override_the_preset_and_are_recorded(tmp_path):
+    tuned = dm_control_suite_params.brax_ppo_config("CheetahRun")
+    args = parse_args(["--env", "CheetahRun", "--n-envs", "64", "--learning-rate", "3e-4"])
+    assert (args.n_envs, args.learning_rate) == (64, 3e-4)
+    assert args.n_epochs == tuned.num_updates_per_batch  # the rest is the preset's
+    # A --config file's option wins over the preset too, the command line over both.
+    (tmp_path / "run.toml").write_text('env = "CheetahRun"\nn_epochs = 3\ndiscount = 0.9\n')
+    args = parse_args(["--config", str(tmp_path / "run.toml"), "--discount", "0.8"])
+    assert (args.n_epochs, args.discount, args.n_envs) == (3, 0.8, tuned.num_envs)
+    # The Options line names the preset's values; the record holds the preset's name.
+    text = options_text(args)
+    assert f"--n-envs={tuned.num_envs}" in text and "--n-epochs=3" in text
+    assert arguments_record(args)["preset"] == "CheetahRun"
+    # --preset quickstart: the quickstart's own defaults on a task that has a preset.
+    args = parse_args(["--env", "CheetahRun", "--preset", "quickstart"])
+    assert (args.n_envs, args.n_epochs, args.clip_range) == (256, 4, 0.2)
+    # Another task's preset by name; a brax env's auto preset is the quickstart's.
+    args = parse_args(["--preset", "CheetahRun"])
+    assert (args.env, args.n_envs) == ("inverted_pendulum", tuned.num_envs)
+    assert parse_args([]).preset == "quickstart" and preset_options("quickstart") == {}
+    assert {"quickstart", "CheetahRun", "CartpoleBalance"} <= set(preset_names())
+
+
+def test_a_resumed_run_keeps_its_preset_and_one_from_before_presets_the_defaults(tmp_path):
+    recorded = _recorded_run(tmp_path / "a", "--env", "CheetahRun", "--n-epochs", "2")
+    assert recorded["preset"] == "CheetahRun" and recorded["clip_range"] == 0.3
+    args = parse_args(["--resume", "--output-dir", str(tmp_path / "a")])
+    assert (args.preset, args.n_epochs, args.clip_range) == ("CheetahRun", 2, 0.3)
+    # A run recorded before the presets (and their options) existed trained on the
+    # quickstart's defaults: its resume must not pick up the task's preset.
+    old = tmp_path / "b"
+    _recorded_run(old, "--env", "CheetahRun", "--preset", "quickstart")
+    record = json.loads((old / "config.json").read_text())
+    for name in ("preset", "clip_range", "entropy_cost", "action_repeat"):
+        del record["cli"][name]
+    (old / "config.json").write_text(json.dumps(record))
+    args = parse_args(["--resume", "--output-dir", str(old)])
+    assert (args.preset, args.n_envs, args.clip_range) == ("quickstart", 256, 0.2)
+
+
+def _one_line_error(capsys):
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--preset", "cheetah"], ("unknown --preset 'cheetah'", "auto, quickstart, ")),
+        (["--randomization", "playground"], ("--randomization playground", "--env inverted_pen")),
+        (
+            ["--env", "CartpoleBalance", "--randomization", "playground"],
+            ("no domain randomizer for --env CartpoleBalance (a Playground env", "leave"),
+        ),
+    ],
+)
+def test_unusable_presets_and_flags_are_refused_before_any_env(
+    options, named, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(envs_module, "make_envs", _no_envs)
+    assert main([*options, "--output-dir", str(tmp_path / "run")]) == 2
+    err = _one_line_error(capsys)
+    assert all(word in err for word in named), err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_logger_whose_package_is_missing_is_refused_with_the_install_command(
+    tmp_path, capsys, monkeypatch
+):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a)
+    )
+    monkeypatch.setattr(envs_module, "make_envs", _no_envs)
+    assert main(["--logger", "jsonl", "wandb", "--output-dir", str(tmp_path / "run")]) == 2
+    err = _one_line_error(capsys)
+    assert "--logger wandb needs the wandb package" in err
+    assert "uv pip install 'nnx-ppo-train[wandb]'" in err
+    with pytest.raises(SystemExit):
+        parse_args(["--logger", "mlflow"])
+    assert "invalid choice: 'mlflow'" in capsys.readouterr().err
+
+
+def test_randomization_uses_the_registrys_randomizer_for_the_task(monkeypatch):
+    from mujoco_playground import registry
+
+    def randomizer(model, rng):
+        return model, None
+
+    monkeypatch.setattr(
+        registry, "get_domain_randomizer", lambda env: randomizer if env == "CheetahRun" else None
+    )
+    assert cli_module._randomizer("playground", "CheetahRun") is randomizer
+    assert cli_module._randomizer("none", "CheetahRun") is None
+
+
+def test_video_is_refused_naming_the_env_that_cannot_render(tmp_path, capsys, monkeypatch):
+    def no_render_envs(name, **kwargs):
+        return EnvPair(None, object(), "test", 4, 1)
+
+    monkeypatch.setattr(envs_module, "make_envs", no_render_envs)
+    assert main([*TINY, "--video", "--output-dir", str(tmp_path / "run")]) == 2
+    err = _one_line_error(capsys)
+    assert (
+        err.startswith("nnx-ppo-quickstart: error: --video: ") and "--env inverted_pendulum" in err
+    )
+    assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_obs_history_stacks_the_last_k_observations_for_policy_and_critic():
+    envs = make_envs(
+        "inverted_pendulum", episode_length=40, reward_scaling=1.0,
+        brax_backend="generalized", obs_history=3,
+    )  # fmt: skip
+    # inverted_pendulum observes 4 numbers: the network reads 3 x 4, in training and
+    # evaluation alike (the wrapper's own behaviour is tested with the wrapper).
+    assert envs.observation_size == 12 and "the last 3 observations" in envs.source
+    assert envs.train.observation_size == envs.eval.observation_size == 12
+
+
+@pytest.mark.extended
+def test_a_tiny_run_with_history_and_tensorboard_records_its_preset(tmp_path, capsys):
+    if importlib.util.find_spec("tensorboardX") is None:
+        pytest.skip("tensorboardX (extra nnx-ppo-train[logging]) is not installed")
+    out = tmp_path / "run"
+    flags = ["--obs-history", "2", "--logger", "jsonl", "tensorboard", "--entropy-cost", "0.0"]
+    assert main([*TINY, *flags, "--output-dir", str(out)]) == 0
+    assert any((out / "tensorboard").iterdir())
+    stored = json.loads((out / "config.json").read_text())
+    assert stored["cli"]["preset"] == "quickstart" and stored["cli"]["obs_history"] == 2
+    assert stored["cli"]["logger"] == ["jsonl", "tensorboard"]
+    assert stored["train_config"]["ppo"]["clip_range"] == 0.2
+    printed = capsys.readouterr().out
+    assert "--obs-history=2 --logger jsonl tensorboard" in printed
+    assert "(preset quickstart; all of them in config.json)" in printed
+
+
+def test_critic_obs_makes_a_privileged_critic_of_a_dict_observation():
+    import jax.numpy as jnp
+
+    sizes = {"state": 3, "privileged_state": 2}
+    obs = {"state": jnp.ones((2, 3)), "privileged_state": jnp.zeros((2, 2))}
+    other = {**obs, "privileged_state": jnp.full((2, 2), 5.0)}
+    outputs = []
+    for observation in (obs, other):  # the same network (seed) and sampler draws
+        network = make_network("mlp", sizes, 1, seed=0, critic_obs=["privileged_state"])
+        outputs.append(network(network.initialize_state(2), observation).output)
+    # Only the critic reads the privileged entry: the actions stay, the values move.
+    assert (outputs[0].actions == outputs[1].actions).all()
+    assert not (outputs[0].value_estimates == outputs[1].value_estimates).all()
+
+
+@pytest.mark.parametrize(
+    ("obs_size", "critic_obs", "network", "match"),
+    [
+        (4, ["privileged_state"], "mlp", "the env's observation is an array"),
+        ({"state": 3, "extra": 2}, ["privileged"], "mlp", "no key 'privileged'; its keys: extra"),
+        ({"state": 3}, ["state"], "lstm", "names every key of the observation"),
+        ({"state": 3, "extra": 2}, ["extra"], "graph", "needs --network mlp or lstm"),
+    ],
+)
+def test_critic_obs_is_refused_naming_the_keys_there_are(obs_size, critic_obs, network, match):
+    with pytest.raises(ValueError, match=match):
+        make_network(network, obs_size, 1, seed=0, critic_obs=critic_obs)
+
+
+def test_critic_obs_on_an_array_env_is_a_one_line_error(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main([*TINY, "--critic-obs", "privileged_state", "--output-dir", str(out)]) == 2
+    err = _one_line_error(capsys)
+    assert "--critic-obs privileged_state: the env's observation is an array" in err
+    assert not (out / "config.json").exists()
+    assert main([*TINY, "--critic-obs", "a,,b", "--output-dir", str(out)]) == 2
+    assert "not a comma-separated list of observation keys" in _one_line_error(capsys)

@@ -75,6 +75,23 @@ return, where at a constant rate it fell back late in training. The MLP's docume
 curves are measured at a constant rate."""
 
 
+def _keys(text: str) -> tuple[str, ...]:
+    """The comma-separated observation keys of ``--critic-obs`` (``""``: none).
+
+    Raises:
+        ValueError: For an empty key (``"a,,b"``).
+    """
+    if not text:
+        return ()
+    keys = tuple(key.strip() for key in text.split(","))
+    if not all(keys):
+        raise ValueError(
+            f"--critic-obs {text!r} is not a comma-separated list of observation keys "
+            "(e.g. --critic-obs privileged_state)"
+        )
+    return keys
+
+
 def _parser() -> argparse.ArgumentParser:
     """The quickstart's parser (``--help`` lists every option with its default)."""
     from nnx_ppo_quickstart.networks import PRESETS
@@ -197,6 +214,23 @@ def _parser() -> argparse.ArgumentParser:
         default=1.0,
         help="probability that a step keeps its lags (1: one draw per episode, 0: a new "
         "draw every step)",
+    )
+    parser.add_argument(
+        "--obs-history",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="the policy and critic see the last K observations, oldest first, as one "
+        "vector (nnx_ppo.wrappers.ObservationHistory; zeros before an episode's first); "
+        "1: the current one only",
+    )
+    parser.add_argument(
+        "--critic-obs",
+        default="",
+        metavar="KEY[,KEY]",
+        help="a privileged critic, for envs with dict observations: the critic also reads "
+        "these keys, which the actor does not (--network mlp or lstm; default: none, "
+        "actor and critic read the same observation)",
     )
     parser.add_argument(
         "--logger",
@@ -480,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         parse_lag("--action-lag", args.action_lag)
         parse_lag("--obs-lag", args.obs_lag)
         _check_loggers(args.logger)
+        critic_obs = _keys(args.critic_obs)
         randomization_fn = _randomizer(args.randomization, args.env)
         if not 0.0 <= args.lag_hold_prob <= 1.0:
             raise ValueError(
@@ -510,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
             obs_lag=args.obs_lag,
             lag_hold_prob=args.lag_hold_prob,
             action_repeat=args.action_repeat,
+            obs_history=args.obs_history,
         )
         network = make_network(
             args.network,
@@ -517,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
             envs.action_size,
             args.seed,
             entropy_weight=args.entropy_cost,
+            critic_obs=critic_obs,
         )
         if args.video:
             config = _with_video(config, args, envs.eval)

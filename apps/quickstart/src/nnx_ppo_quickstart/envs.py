@@ -7,7 +7,12 @@ import difflib
 import warnings
 from typing import Any
 
-from nnx_ppo.wrappers import Latency, RewardScalingWrapper, wrap_for_training
+from nnx_ppo.wrappers import (
+    Latency,
+    ObservationHistory,
+    RewardScalingWrapper,
+    wrap_for_training,
+)
 
 __all__ = ["EnvPair", "available_envs", "make_envs", "parse_lag", "unknown_env_message"]
 
@@ -99,6 +104,7 @@ def make_envs(
     obs_lag: str = "0",
     lag_hold_prob: float = 1.0,
     action_repeat: int = 1,
+    obs_history: int = 1,
 ) -> EnvPair:
     """Load ``name`` from brax (first) or Playground and wrap it for training
     (`wrap_for_training`: staggered starts unless ``stagger=False``); the evaluation
@@ -142,8 +148,12 @@ def make_envs(
     episodes = wrap_for_training(
         base, episode_length=episode_length, action_repeat=action_repeat, stagger=stagger
     )
-    train = RewardScalingWrapper(episodes, reward_scaling)
     evaluation = wrap_for_training(
         base, episode_length=episode_length, action_repeat=action_repeat, stagger=False
     )
-    return EnvPair(train, evaluation, source, base.observation_size, base.action_size)
+    if obs_history > 1:
+        episodes = ObservationHistory(episodes, obs_history, flatten=True)
+        evaluation = ObservationHistory(evaluation, obs_history, flatten=True)
+        source += f", the last {obs_history} observations"
+    train = RewardScalingWrapper(episodes, reward_scaling)
+    return EnvPair(train, evaluation, source, evaluation.observation_size, base.action_size)

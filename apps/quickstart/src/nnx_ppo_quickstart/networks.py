@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flax import nnx
@@ -11,27 +12,48 @@ from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_cr
 from nnx_ppo.networks.graph import make_graph_actor_critic
 from nnx_ppo_quickstart.presets import NETWORK_SIZES
 
-__all__ = ["PRESETS", "make_network"]
+__all__ = ["PRESETS", "make_network", "privileged_critic_keys"]
 
 PRESETS = ("mlp", "lstm", "graph")
 
 
 def make_network(
-    preset: str, obs_size: Any, action_size: Any, seed: int, *, entropy_weight: float = 1e-2
+    preset: str,
+    obs_size: Any,
+    action_size: Any,
+    seed: int,
+    *,
+    entropy_weight: float = 1e-2,
+    critic_obs: Sequence[str] = (),
 ) -> Sequential:
     """Build the actor-critic named by ``preset`` for vector observations and actions,
     its action sampler's entropy bonus weighted by ``entropy_weight`` (``--entropy-cost``).
 
+    ``critic_obs`` (``--critic-obs``) makes a privileged critic for a dict observation:
+    the critic reads every key, the actor every key but these (``mlp`` and ``lstm``).
+
     Raises:
-        ValueError: For an unknown preset, or env sizes the preset cannot handle.
+        ValueError: For an unknown preset, env sizes the preset cannot handle, or
+            ``critic_obs`` given for an array observation, naming a key the observation
+            does not have (the message lists those it has), naming every key, or with
+            the ``graph`` preset.
     """
     if preset not in PRESETS:
         raise ValueError(f"unknown --network {preset!r}; valid choices: {', '.join(PRESETS)}")
-    if not isinstance(obs_size, int) or not isinstance(action_size, int):
+    keys: dict[str, Any] = {}
+    if critic_obs:
+        keys = privileged_critic_keys(obs_size, critic_obs)
+        if preset == "graph":
+            raise ValueError(
+                "--critic-obs needs --network mlp or lstm: the graph preset reads one "
+                "observation vector for actor and critic"
+            )
+    elif not isinstance(obs_size, int) or not isinstance(action_size, int):
         raise ValueError(
             f"the quickstart presets need a vector observation and action, got "
             f"observation_size={obs_size!r}, action_size={action_size!r}; pick an env "
-            "with array observations or build a dict-aware network (see the tutorials)"
+            "with array observations, pass --critic-obs KEY for a dict observation, or "
+            "build a dict-aware network (see the tutorials)"
         )
     rngs = nnx.Rngs(seed)
     if preset == "mlp":
@@ -42,11 +64,47 @@ def make_network(
             NETWORK_SIZES["value"],
             rngs=rngs,
             entropy_weight=entropy_weight,
+            **keys,
         )
     if preset == "lstm":
         return make_lstm_actor_critic(
-            obs_size, action_size, rngs=rngs, entropy_weight=entropy_weight
+            obs_size, action_size, rngs=rngs, entropy_weight=entropy_weight, **keys
         )
     # Per port a tanh memory population with a delayed self-loop, then Playground's
     # default heads: the graph the graph-networks tutorial recommends for control.
     return make_graph_actor_critic(obs_size, action_size, rngs=rngs, entropy_weight=entropy_weight)
+
+
+def privileged_critic_keys(obs_size: Any, critic_obs: Sequence[str]) -> dict[str, Any]:
+    """The ``actor_obs`` / ``critic_obs`` arguments of ``--critic-obs critic_obs``: the
+    actor reads every key of the dict observation but ``critic_obs``, the critic all.
+
+    Raises:
+        ValueError: For an array observation, a key the observation does not have, or
+            ``critic_obs`` naming every key (the actor would read nothing).
+
+    Examples:
+        >>> privileged_critic_keys({"state": 4, "privileged_state": 9}, ["privileged_state"])
+        {'actor_obs': ('state',), 'critic_obs': ('privileged_state', 'state')}
+    """
+    shown = ",".join(critic_obs)
+    if not isinstance(obs_size, Mapping):
+        raise ValueError(
+            f"--critic-obs {shown}: the env's observation is an array "
+            f"(observation_size={obs_size!r}), not a dict of named entries; a privileged "
+            "critic needs an env with dict observations (leave --critic-obs out)"
+        )
+    available = sorted(obs_size)
+    unknown = [key for key in critic_obs if key not in obs_size]
+    if unknown:
+        raise ValueError(
+            f"--critic-obs {shown}: the observation has no key "
+            f"{', '.join(repr(k) for k in unknown)}; its keys: {', '.join(available)}"
+        )
+    actor = tuple(key for key in available if key not in critic_obs)
+    if not actor:
+        raise ValueError(
+            f"--critic-obs {shown} names every key of the observation, leaving the actor "
+            f"nothing to read; name only the critic's extra keys among {', '.join(available)}"
+        )
+    return {"actor_obs": actor, "critic_obs": tuple(available)}
