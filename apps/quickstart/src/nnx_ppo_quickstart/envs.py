@@ -145,10 +145,10 @@ def make_envs(
                 f"{lag_hold_prob}: {error}"
             ) from None
         source += f", action lag {action_lag}, observation lag {obs_lag} steps"
-    episodes = wrap_for_training(
+    episodes: Any = wrap_for_training(
         base, episode_length=episode_length, action_repeat=action_repeat, stagger=stagger
     )
-    evaluation = wrap_for_training(
+    evaluation: Any = wrap_for_training(
         base, episode_length=episode_length, action_repeat=action_repeat, stagger=False
     )
     if obs_history > 1:
