@@ -12,7 +12,7 @@ import pytest
 
 from nnx_ppo.envs import DictObsEnv, PointMass
 from nnx_ppo.envs.base import Env, State
-from nnx_ppo.wrappers import AutoResetWrapper, ObservationHistory, wrap_for_training
+from nnx_ppo.wrappers import AutoResetWrapper, ObservationHistory, Wrapper, wrap_for_training
 
 
 class _Counter(Env):
@@ -156,3 +156,56 @@ def test_docstring_examples_run(docstring_examples: Any) -> None:
     import nnx_ppo.wrappers.history
 
     docstring_examples(nnx_ppo.wrappers.history)
+
+
+class _WithPrivileged(Wrapper):
+    """PointMass with Playground-style dict observations: ``"state"`` (the position)
+    and ``"privileged_state"`` (its square, which only a critic should read)."""
+
+    @property
+    def observation_size(self) -> dict[str, tuple[int, ...]]:
+        return {"state": (2,), "privileged_state": (2,)}
+
+    def _dict(self, state: State) -> State:
+        return state.replace(obs={"state": state.obs, "privileged_state": state.obs**2})
+
+    def reset(self, rng: jax.Array) -> State:
+        return self._dict(self.env.reset(rng))
+
+    def step(self, state: State, action: jax.Array) -> State:
+        return self._dict(self.env.step(state.replace(obs=state.obs["state"]), action))
+
+
+@pytest.mark.extended
+def test_train_ppo_with_history_and_privileged_critic() -> None:
+    from flax import nnx
+
+    from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
+    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.networks.export import DeterministicPolicy
+    from nnx_ppo.networks.factories import make_mlp_actor_critic
+
+    env = ObservationHistory(
+        wrap_for_training(_WithPrivileged(PointMass()), episode_length=3, stagger=False),
+        length=2,
+        keys="state",
+    )
+    assert env.observation_size == {"state": (2, 2), "privileged_state": (2,)}
+    net = make_mlp_actor_critic(
+        env.observation_size,
+        2,
+        (8,),
+        (8,),
+        rngs=nnx.Rngs(0),
+        actor_obs="state",
+        critic_obs=("state", "privileged_state"),
+    )
+    config = TrainConfig(
+        ppo=PPOConfig(n_envs=2, rollout_length=4, n_minibatches=1, n_epochs=1, total_steps=8),
+        eval=EvalConfig(enabled=False),
+    )
+    result = train_ppo(env, net, config, progress=False)
+    assert result.total_steps == 8
+    assert all(np.isfinite(v) for v in result.metrics.values())
+    policy = DeterministicPolicy(net, env.observation_size)
+    assert policy.observation_names == ("obs/state",)
