@@ -15,7 +15,6 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 
-from nnx_ppo.envs.base import ObservationSize
 from nnx_ppo.wrappers.base import Wrapper
 
 __all__ = ["ObservationHistory"]
@@ -151,8 +150,10 @@ class ObservationHistory(Wrapper):
         return (self.length, *shape)
 
     @property
-    def observation_size(self) -> ObservationSize:
-        """The wrapped size with each stacked entry ``[length, *s]`` (or flattened)."""
+    def observation_size(self) -> Any:
+        """The wrapped size with each stacked entry ``(length, *s)`` (a shape tuple, which
+        the factories in `nnx_ppo.networks.factories` accept), or ``length * prod(s)``
+        with ``flatten=True``; the other dict entries unchanged."""
         size = self.env.observation_size
         if self.keys is None:
             return self._stacked_size(self._shapes[""])
