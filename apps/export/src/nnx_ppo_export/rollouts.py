@@ -102,10 +102,17 @@ def reference_arrays(
     Args:
         rollout: A `record_rollout` result.
         observation_names: The policy's observation tensor names
-            (`DeterministicPolicy.observation_names`; tree-leaf order).
-        action_names: Its action tensor names, likewise.
+            (`DeterministicPolicy.observation_names`): the observation entries the
+            policy reads, which may be fewer than the environment emits (a key only a
+            privileged critic reads is not one of them).
+        action_names: Its action tensor names, in tree-leaf order.
     """
-    arrays = dict(zip(observation_names, jax.tree.leaves(rollout.observations), strict=True))
+    leaves = jax.tree_util.tree_flatten_with_path(rollout.observations)[0]
+    by_name = {
+        "/".join(["obs", *(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)]): leaf
+        for path, leaf in leaves
+    }
+    arrays = {name: by_name[name] for name in observation_names}
     arrays["done"] = rollout.done
     actions = jax.tree.leaves(rollout.actions)
     arrays.update({f"expected/{n}": a for n, a in zip(action_names, actions, strict=True)})
