@@ -198,7 +198,9 @@ def test_help_states_every_option_and_its_default_once(capsys):
 
 
 def test_docstring_examples_run():
-    for module in (cli_module, envs_module):
+    from nnx_ppo_quickstart import networks, presets
+
+    for module in (cli_module, envs_module, networks, presets):
         outcome = doctest.testmod(module)
         assert outcome.attempted > 0 and outcome.failed == 0, module.__name__
 

@@ -91,7 +91,7 @@ def load_factory(spec: str) -> Callable[[dict[str, Any]], tuple[Any, Any]]:
 
 def _quickstart_template(run_dir: Path) -> tuple[Any, Any, str, Any, dict[str, Any]]:
     from nnx_ppo_quickstart.envs import make_envs
-    from nnx_ppo_quickstart.networks import make_network
+    from nnx_ppo_quickstart.networks import make_network, parse_critic_obs
 
     stored = json.loads((run_dir / "config.json").read_text())  # a ValueError if not JSON
     cli = stored.get("cli") if isinstance(stored, dict) else None
@@ -110,9 +110,16 @@ def _quickstart_template(run_dir: Path) -> tuple[Any, Any, str, Any, dict[str, A
         action_lag=str(cli.get("action_lag", "0")),
         obs_lag=str(cli.get("obs_lag", "0")),
         lag_hold_prob=float(cli.get("lag_hold_prob", 1.0)),
+        # Runs recorded before these options trained without them.
+        action_repeat=int(cli.get("action_repeat", 1)),
+        obs_history=int(cli.get("obs_history", 1)),
     )
     network = make_network(
-        cli["network"], envs.observation_size, envs.action_size, int(cli["seed"])
+        cli["network"],
+        envs.observation_size,
+        envs.action_size,
+        int(cli["seed"]),
+        critic_obs=parse_critic_obs(str(cli.get("critic_obs", ""))),
     )
     what = f"{cli['network']} on {cli['env']} [{envs.source}]"
     run = {key: cli[key] for key in ("env", "brax_backend", "episode_length", "network")}

@@ -75,23 +75,6 @@ return, where at a constant rate it fell back late in training. The MLP's docume
 curves are measured at a constant rate."""
 
 
-def _keys(text: str) -> tuple[str, ...]:
-    """The comma-separated observation keys of ``--critic-obs`` (``""``: none).
-
-    Raises:
-        ValueError: For an empty key (``"a,,b"``).
-    """
-    if not text:
-        return ()
-    keys = tuple(key.strip() for key in text.split(","))
-    if not all(keys):
-        raise ValueError(
-            f"--critic-obs {text!r} is not a comma-separated list of observation keys "
-            "(e.g. --critic-obs privileged_state)"
-        )
-    return keys
-
-
 def _parser() -> argparse.ArgumentParser:
     """The quickstart's parser (``--help`` lists every option with its default)."""
     from nnx_ppo_quickstart.networks import PRESETS
@@ -503,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     # Heavy imports after argument parsing, so `--help` is instant.
     from nnx_ppo.algorithms import Checkpointer, StopOnSignal, combine, train_ppo
     from nnx_ppo_quickstart.envs import make_envs, parse_lag
-    from nnx_ppo_quickstart.networks import make_network
+    from nnx_ppo_quickstart.networks import make_network, parse_critic_obs
 
     try:  # every option before any environment is built
         # Staggered starts need a freshly drawn reset per episode (wrap_for_training).
@@ -514,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         parse_lag("--action-lag", args.action_lag)
         parse_lag("--obs-lag", args.obs_lag)
         _check_loggers(args.logger)
-        critic_obs = _keys(args.critic_obs)
+        critic_obs = parse_critic_obs(args.critic_obs)
         randomization_fn = _randomizer(args.randomization, args.env)
         if not 0.0 <= args.lag_hold_prob <= 1.0:
             raise ValueError(

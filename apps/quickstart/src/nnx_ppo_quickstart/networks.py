@@ -12,7 +12,7 @@ from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_cr
 from nnx_ppo.networks.graph import make_graph_actor_critic
 from nnx_ppo_quickstart.presets import NETWORK_SIZES
 
-__all__ = ["PRESETS", "make_network", "privileged_critic_keys"]
+__all__ = ["PRESETS", "make_network", "parse_critic_obs", "privileged_critic_keys"]
 
 PRESETS = ("mlp", "lstm", "graph")
 
@@ -73,6 +73,27 @@ def make_network(
     # Per port a tanh memory population with a delayed self-loop, then Playground's
     # default heads: the graph the graph-networks tutorial recommends for control.
     return make_graph_actor_critic(obs_size, action_size, rngs=rngs, entropy_weight=entropy_weight)
+
+
+def parse_critic_obs(text: str) -> tuple[str, ...]:
+    """The keys of ``--critic-obs`` (comma-separated; ``""``: none), as a run records it.
+
+    Raises:
+        ValueError: For an empty key (``"a,,b"``).
+
+    Examples:
+        >>> parse_critic_obs("privileged_state, contacts"), parse_critic_obs("")
+        (('privileged_state', 'contacts'), ())
+    """
+    if not text:
+        return ()
+    keys = tuple(key.strip() for key in text.split(","))
+    if not all(keys):
+        raise ValueError(
+            f"--critic-obs {text!r} is not a comma-separated list of observation keys "
+            "(e.g. --critic-obs privileged_state)"
+        )
+    return keys
 
 
 def privileged_critic_keys(obs_size: Any, critic_obs: Sequence[str]) -> dict[str, Any]:
