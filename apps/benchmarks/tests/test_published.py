@@ -70,6 +70,7 @@ _PUBLISHED_SIZES = {
     "pendulum_novel": (4, 1024, 128, 10),
     "mountaincar_novel": (8, 1024, 256, 10),
     "tmaze": (4, 128, 128, 4),
+    "pixel_tmaze": (4, 128, 128, 4),  # POBAX's, re-split as 16 envs x 32 steps
 }
 
 

@@ -2,8 +2,13 @@
 
 Examples::
 
-    # every benchmark, LSTM, GRU and MLP, 5 seeds each (the results page's command)
+    # every benchmark with its families, 5 seeds each (the results page's command;
+    # the vector tasks' cells are in published/default, the pixel T-Maze's below)
     uv run nnx-ppo-published --output-dir apps/benchmarks/results/published/default
+
+    # memory from pixels: the pixel T-Maze, conv+LSTM and conv+MLP, 5 seeds each
+    uv run nnx-ppo-published --benchmarks pixel_tmaze \
+        --output-dir apps/benchmarks/results/published/pixel-tmaze
 
     # one cell, quickly
     uv run nnx-ppo-published --benchmarks cartpole_novel --families lstm --seeds 0 \\
@@ -29,7 +34,7 @@ from typing import Any
 
 from nnx_ppo_benchmarks.common import comma_names, git_state, load_average, parse_seeds
 from nnx_ppo_benchmarks.published.report import write_report
-from nnx_ppo_benchmarks.published.tasks import BENCHMARKS, FAMILIES
+from nnx_ppo_benchmarks.published.tasks import BENCHMARKS, CONV_FAMILIES, FAMILIES
 
 __all__ = ["build_parser", "main"]
 
@@ -39,11 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nnx-ppo-published",
         description="Memory benchmarks with published numbers (rl-baselines3-zoo's "
-        "recurrent PPO on velocity-free classic control, POBAX's T-Maze): our LSTM, "
-        "GRU and MLP, several seeds in one train_many each, median and 95% bootstrap CI.",
+        "recurrent PPO on velocity-free classic control, POBAX's T-Maze, and the T-Maze "
+        "as an image): our LSTM, GRU and MLP (conv+LSTM and conv+MLP on the image), "
+        "several seeds in one train_many each, median and 95% bootstrap CI.",
     )
     p.add_argument("--benchmarks", type=comma_names(list(BENCHMARKS)), default=tuple(BENCHMARKS))
-    p.add_argument("--families", type=comma_names(list(FAMILIES)), default=FAMILIES)
+    p.add_argument(
+        "--families",
+        type=comma_names([*FAMILIES, *CONV_FAMILIES]),
+        default=None,
+        help="default: each benchmark's own (lstm, gru, mlp; conv_lstm, conv_mlp for an "
+        "image); a family that is not a benchmark's is skipped there",
+    )
     p.add_argument("--seeds", type=parse_seeds, default=(0, 1, 2, 3, 4))
     p.add_argument("--steps", type=int, default=None, help="budget override (all benchmarks)")
     p.add_argument(
@@ -94,7 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.resample_every is not None and not bench.discrete:
                 bench = dataclasses.replace(bench, resample_every=args.resample_every)
             budget = bench.total_steps if args.steps is None else args.steps
-            for family in args.families:
+            for family in args.families or bench.families:
+                if family not in bench.families:
+                    print(f"{name} / {family}: not one of {name}'s families, skipped")
+                    continue
                 path = _cell_path(out, name, family)
                 if not args.rerun and _finished(path, args.seeds, budget, bench.resample_every):
                     print(f"{name} / {family}: finished earlier, kept ({path})")

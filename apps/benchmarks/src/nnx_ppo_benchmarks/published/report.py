@@ -7,21 +7,28 @@ from pathlib import Path
 from typing import Any
 
 from nnx_ppo_benchmarks.common import band, median_ci
-from nnx_ppo_benchmarks.published.tasks import BENCHMARKS, FAMILIES, Benchmark, Published
+from nnx_ppo_benchmarks.published.tasks import (
+    BENCHMARKS,
+    CONV_FAMILIES,
+    FAMILIES,
+    Benchmark,
+    Published,
+)
 
 __all__ = ["load_cells", "write_report"]
 
 
 def load_cells(out: Path) -> dict[str, dict[str, dict[str, Any]]]:
     """``{benchmark: {family: cell}}`` of the cells in ``out/cells`` (in the order of
-    `BENCHMARKS` and `FAMILIES`; unknown names are skipped)."""
+    `BENCHMARKS`, `FAMILIES` and `CONV_FAMILIES`; unknown names are skipped)."""
+    families = (*FAMILIES, *CONV_FAMILIES)
     found: dict[str, dict[str, dict[str, Any]]] = {}
     for path in sorted((out / "cells").glob("*.json")):
         cell = json.loads(path.read_text())
-        if cell.get("benchmark") in BENCHMARKS and cell.get("family") in FAMILIES:
+        if cell.get("benchmark") in BENCHMARKS and cell.get("family") in families:
             found.setdefault(cell["benchmark"], {})[cell["family"]] = cell
     return {
-        b: {f: found[b][f] for f in FAMILIES if f in found[b]} for b in BENCHMARKS if b in found
+        b: {f: found[b][f] for f in families if f in found[b]} for b in BENCHMARKS if b in found
     }
 
 

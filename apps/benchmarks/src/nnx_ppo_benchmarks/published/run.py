@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from nnx_ppo_benchmarks.published.tasks import FAMILIES, Benchmark
+from nnx_ppo_benchmarks.published.tasks import Benchmark
 
 __all__ = ["build_network", "make_config", "make_envs", "run_cell"]
 
@@ -32,6 +32,12 @@ def make_envs(bench: Benchmark) -> tuple[Any, Any]:
         from nnx_ppo_benchmarks.published.tmaze import TMaze
 
         base: Any = GymnaxEnv(TMaze(), time_limit=False)
+    elif bench.env == "pixel_tmaze":
+        from nnx_ppo_benchmarks.published.pixel_tmaze import PixelTMaze
+
+        # The image's width is the corridor's cells plus the start and the junction.
+        assert bench.image is not None
+        base = GymnaxEnv(PixelTMaze(hallway_length=bench.image[1] - 2), time_limit=False)
     else:
         base = GymnaxEnv.make(bench.env, time_limit=False)
     if bench.keep is not None:
@@ -41,19 +47,23 @@ def make_envs(bench: Benchmark) -> tuple[Any, Any]:
 
 
 def build_network(bench: Benchmark, family: str, obs_size: int, action_size: int, rngs: Any) -> Any:
-    """The network of ``family`` (a key of `FAMILIES`) for ``bench``, its parameters
-    drawn from ``rngs``."""
+    """The network of ``family`` (one of ``bench.families``) for ``bench``, its
+    parameters drawn from ``rngs``."""
     from flax import nnx
 
     from nnx_ppo.networks.adapter import PPOAdapter
     from nnx_ppo.networks.containers import Sequential
-    from nnx_ppo.networks.feedforward import MLP
+    from nnx_ppo.networks.conv import ConvEncoder
+    from nnx_ppo.networks.feedforward import MLP, Dense
     from nnx_ppo.networks.normalizer import Normalizer
     from nnx_ppo.networks.recurrent import GRU, LSTM
     from nnx_ppo.networks.sampling_layers import CategoricalSampler, NormalTanhSampler
 
-    if family not in FAMILIES:
-        raise ValueError(f"family={family!r} is unknown; choose from {', '.join(FAMILIES)}")
+    if family not in bench.families:
+        raise ValueError(
+            f"family={family!r} is not one of {bench.name}'s families; choose from "
+            f"{', '.join(bench.families)}"
+        )
     activation = {"relu": nnx.relu, "tanh": nnx.tanh}[bench.activation]
     width = bench.recurrent_size
     if bench.discrete:
@@ -69,6 +79,17 @@ def build_network(bench: Benchmark, family: str, obs_size: int, action_size: int
         outputs = 2 * action_size
 
     def port(out: int) -> list[Any]:
+        if bench.image is not None:
+            # A small conv torso (the MinAtar paper's 3x3 conv of 16, "SAME" so the
+            # 3-row image keeps its arms), then memory or a dense layer of its width.
+            encoder = ConvEncoder(bench.image, rngs, channels=(16,), kernel_sizes=3, dense=(width,))
+            middle: Any = (
+                LSTM(width, width, rngs=rngs)
+                if family == "conv_lstm"
+                else Dense(width, width, rngs, activation=activation)
+            )
+            head = MLP(width, bench.heads, out, rngs=rngs, activation=activation)
+            return [encoder, middle, head]
         if family == "mlp":
             return [MLP(obs_size, (width, *bench.heads), out, rngs=rngs, activation=activation)]
         cell = (LSTM if family == "lstm" else GRU)(obs_size, width, rngs=rngs)

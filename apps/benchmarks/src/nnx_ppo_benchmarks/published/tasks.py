@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ["BENCHMARKS", "FAMILIES", "Benchmark", "Published"]
+__all__ = ["BENCHMARKS", "CONV_FAMILIES", "FAMILIES", "Benchmark", "Published"]
 
 ZOO_BENCHMARK = "rl-baselines3-zoo, benchmark.md (ppo_lstm rows)"
 ZOO_HYPERPARAMS = "rl-baselines3-zoo, hyperparams/ppo_lstm.yml"
@@ -28,6 +28,11 @@ FAMILIES = ("lstm", "gru", "mlp")
 """``lstm`` and ``gru``: the published recurrent layer (one per port, as sb3-contrib's
 ``enable_critic_lstm=True``) then the published heads; ``mlp``: the same network with
 the recurrent layer replaced by a dense layer of the same width (no memory)."""
+
+CONV_FAMILIES = ("conv_lstm", "conv_mlp")
+"""The families of an image benchmark (`Benchmark.image`): one `ConvEncoder` per port,
+then, in ``conv_lstm``, an LSTM of ``recurrent_size`` and, in ``conv_mlp``, a dense
+layer of the same width in its place (no memory); then the heads."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +77,8 @@ class Benchmark:
             `NormalTanhSampler` option that stands for gSDE's ``sde_sample_freq``).
         references: The published figures (the first is the one compared with).
         translation: How the published settings became ours, where not one-to-one.
+        image: ``(H, W, C)`` of an image observation (the policies start with a
+            `ConvEncoder` and the families are `CONV_FAMILIES`); ``None``: a vector.
     """
 
     name: str
@@ -90,11 +97,18 @@ class Benchmark:
     references: tuple[Published, ...]
     translation: tuple[str, ...] = ()
     resample_every: int = 1
+    image: tuple[int, int, int] | None = None
 
     @property
     def discrete(self) -> bool:
-        """Discrete actions (CartPole, T-Maze)."""
-        return self.env in ("CartPole-v1", "tmaze")
+        """Discrete actions (CartPole, the T-Mazes)."""
+        return self.env in ("CartPole-v1", "tmaze", "pixel_tmaze")
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The families this benchmark trains: `CONV_FAMILIES` for an image,
+        `FAMILIES` for a vector."""
+        return CONV_FAMILIES if self.image is not None else FAMILIES
 
 
 _ZOO_COMMON = (
@@ -290,6 +304,56 @@ BENCHMARKS: dict[str, Benchmark] = {
                 "layer before it",
                 "`anneal_lr=True` -> the learning rate decays linearly to 0",
                 "no observation normalisation (POBAX has none; the observations are 0/1)",
+            ),
+        ),
+        Benchmark(
+            name="pixel_tmaze",
+            title="Pixel T-Maze (POBAX's T-Maze, corridor of 2, as a 3x4 image)",
+            env="pixel_tmaze",
+            keep=None,
+            episode_length=100,
+            total_steps=61_440,
+            ppo=dict(
+                n_envs=16,
+                rollout_length=32,
+                n_minibatches=4,
+                n_epochs=4,
+                learning_rate=1e-3,
+                gae_lambda=0.95,
+                discounting_factor=0.99,
+                clip_range=0.2,
+                critic_loss_weight=0.5,
+                max_grad_norm=0.5,
+            ),
+            linear_decay=True,
+            recurrent_size=64,
+            heads=(64,),
+            activation="relu",
+            entropy_cost=0.01,
+            normalize_obs=False,
+            image=(3, 4, 3),
+            references=(
+                Published(4.0, None, None, "optimal return", POBAX),
+                Published(1.95, None, None, "best memoryless return", POBAX),
+            ),
+            translation=(
+                "not a published task: POBAX's T-Maze (same actions and rewards) with a "
+                "corridor of 2 cells instead of tmaze_5's 5, and the observation drawn as "
+                "a 3x4 image of 3 channels (maze, agent, and the cue on the goal's arm "
+                "while the agent is on the start cell; `pixel_tmaze.PixelTMaze`): the "
+                "shorter corridor is what lets both families train 5 seeds in minutes on "
+                "a 2-core CPU; the figures are the task's analytic values",
+                "POBAX's PPO settings with the rollout re-split for a 2-core CPU: 4 envs x "
+                "128 steps -> 16 envs x 32 steps (512 steps per iteration either way, 4 "
+                "minibatches of 128 steps, 4 epochs), so the truncated backpropagation "
+                "window is 32 steps; learning rate 1e-3 (POBAX: 2.5e-4), decaying "
+                "linearly to 0; budget 61,440 steps",
+                "networks: per port a `ConvEncoder` (3x3 conv of 16 channels, SAME "
+                "padding, ReLU, dense 64) then an LSTM of 64 (`conv_lstm`) or a dense "
+                "layer of 64 (`conv_mlp`), then a hidden layer of 64; width 64 instead of "
+                "128 to fit the CPU budget",
+                "time limit 100 steps instead of 1000 (the optimum takes 4 steps): "
+                "evaluations of a policy that never turns stay cheap",
             ),
         ),
     )
