@@ -192,6 +192,7 @@ def test_help_states_every_option_and_its_default_once(capsys):
         assert entry.count("(default") == 1, entry
         assert "(default: None)" not in entry and "%%" not in entry, entry
     assert "--seed SEED seed of the network's initial parameters" in " ".join(text.split())
+    assert "(default: )" not in text  # an empty default says what it means
     assert "(default: a new folder outputs/quickstart/<env>-<network>-<time>)" in " ".join(
         text.split()
     )

@@ -212,7 +212,7 @@ def _parser() -> argparse.ArgumentParser:
         default="",
         metavar="KEY[,KEY]",
         help="a privileged critic, for envs with dict observations: the critic also reads "
-        "these keys, which the actor does not (--network mlp or lstm; default: none, "
+        "these keys, which the actor does not; --network mlp or lstm (default: none, "
         "actor and critic read the same observation)",
     )
     parser.add_argument(
