@@ -78,7 +78,8 @@ PLAN: dict[str, Run | str] = {
     "uv run nnx-ppo-quickstart": Run(SMALL, ("outputs/quickstart",)),
     "uv run nox": CI_RUNS_IT + " first (the README's test command)",
     "uv run nnx-ppo-quickstart --help": Run(prints="--env", in_repo=True),
-    "uv run nnx-ppo-quickstart --env CartpoleBalance --output-dir runs/cartpole": Run(
+    "uv run nnx-ppo-quickstart --env CartpoleBalance --preset quickstart "
+    "--output-dir runs/cartpole": Run(
         SMALL, ("runs/cartpole/summary.json", "runs/cartpole/learning_curve.png")
     ),
     "uv run nnx-ppo-quickstart --resume --output-dir runs/cartpole --steps 300000": Run(
