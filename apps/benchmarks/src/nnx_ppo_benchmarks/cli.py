@@ -142,13 +142,40 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="re-render results.md and results.png from OUTPUT_DIR/results.json",
     )
+    p.add_argument(
+        "--suite",
+        choices=("control", "gpu"),
+        default=None,
+        help="must be the first argument: run the continuous-control suite (nnx-ppo-suite) "
+        "or the GPU benchmark instead, with the remaining arguments (--suite gpu --help)",
+    )
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns 0 if every run succeeded, 1 if one failed, 2 on bad input."""
+    """Entry point; returns 0 if every run succeeded, 1 if one failed, 2 on bad input.
+
+    ``--suite control`` / ``--suite gpu`` (first) hands the remaining arguments to the
+    control suite (`nnx_ppo_benchmarks.suite.cli`) or the GPU benchmark
+    (`nnx_ppo_benchmarks.suite.gpu`).
+    """
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["--suite"] or (args_list and args_list[0].startswith("--suite=")):
+        head = args_list.pop(0)
+        name = head.split("=", 1)[1] if "=" in head else (args_list.pop(0) if args_list else "")
+        if name == "gpu":
+            from nnx_ppo_benchmarks.suite import gpu
+
+            return gpu.main(args_list)
+        if name == "control":
+            from nnx_ppo_benchmarks.suite import cli as suite_cli
+
+            return suite_cli.main(args_list)
+        return fail(PROG, f"--suite {name!r}: choose 'control' or 'gpu'")
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.suite is not None:
+        return fail(PROG, f"--suite {args.suite} must be the first argument")
     if args.report_only:
         path = args.output_dir / "results.json"
         if not path.is_file():

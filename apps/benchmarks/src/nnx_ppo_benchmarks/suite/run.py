@@ -1,0 +1,248 @@
+"""Run the control suite: every (task, network, seed, implementation) in its own child.
+
+The children are the side-by-side benchmark's (`nnx_ppo_benchmarks.children.ours`,
+`nnx_ppo_benchmarks.children.brax_ppo`), launched by
+:func:`nnx_ppo_benchmarks.runner.run_child` in the same isolated venvs (one JAX version
+for all). Per task and network, the implementations alternate seed by seed (the order
+rotated by one each seed), so slow drifts of the machine load spread over both. A run
+whose result file already says ``"ok"`` is not run again (an interrupted suite
+resumes where it stopped).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from nnx_ppo_benchmarks.common import git_state, load_average
+from nnx_ppo_benchmarks.metrics import derive
+from nnx_ppo_benchmarks.runner import run_child
+from nnx_ppo_benchmarks.settings import NETWORKS, EvalSettings, RunSpec, chunk_plan
+from nnx_ppo_benchmarks.suite.tasks import CONTROL_TASKS, task_settings
+from nnx_ppo_benchmarks.venvs import (
+    DEFAULT_JAX,
+    ENV_OF_IMPLEMENTATION,
+    Environment,
+    current_environment,
+    ensure_environments,
+)
+
+__all__ = ["SuiteOptions", "collect", "plan_suite", "run_plan", "task_dir"]
+
+SUITE_IMPLEMENTATIONS = ("ours", "brax")
+"""The implementations the suite compares."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SuiteOptions:
+    """What the control suite runs (the command line, as data).
+
+    Attributes:
+        tasks: Keys of :data:`~nnx_ppo_benchmarks.suite.tasks.CONTROL_TASKS`.
+        networks: Keys of :data:`~nnx_ppo_benchmarks.settings.NETWORKS`; a family an
+            implementation does not support (brax: LSTM, graph) runs for ours only.
+        implementations: A subset of ``("ours", "brax")``.
+        seeds: One run per seed and implementation.
+        total_steps: Env-step budget per run (rounded up by
+            :func:`~nnx_ppo_benchmarks.settings.chunk_plan`; the same for every task).
+        n_chunks: Progress reports per run (>= 2, for the steady-state rate).
+        n_envs: Parallel environments per run.
+        n_minibatches: Minibatches per epoch.
+        eval: The final deterministic evaluation.
+        environments: ``"isolated"`` (the harness's venvs) or ``"current"``.
+        jax_version: JAX of the isolated venvs.
+        timeout_s: Limit per child.
+        output_dir: ``<output_dir>/<task>/runs|logs`` per task, plus the report.
+    """
+
+    tasks: tuple[str, ...] = tuple(CONTROL_TASKS)
+    networks: tuple[str, ...] = ("mlp_default", "lstm", "graph")
+    implementations: tuple[str, ...] = SUITE_IMPLEMENTATIONS
+    seeds: tuple[int, ...] = (0, 1, 2)
+    total_steps: int = 2_048_000
+    n_chunks: int = 8
+    n_envs: int = 256
+    n_minibatches: int = 8
+    eval: EvalSettings = dataclasses.field(default_factory=EvalSettings)
+    environments: str = "isolated"
+    jax_version: str = DEFAULT_JAX
+    timeout_s: float = 7200.0
+    output_dir: Path = Path("outputs/suite")
+
+    def __post_init__(self) -> None:
+        for task in self.tasks:
+            if task not in CONTROL_TASKS:
+                raise ValueError(f"unknown task {task!r}; choose from {', '.join(CONTROL_TASKS)}")
+        for net in self.networks:
+            if net not in NETWORKS:
+                raise ValueError(f"unknown network {net!r}; choose from {', '.join(NETWORKS)}")
+        for impl in self.implementations:
+            if impl not in SUITE_IMPLEMENTATIONS:
+                raise ValueError(
+                    f"implementation {impl!r} is not in the suite; choose from "
+                    f"{', '.join(SUITE_IMPLEMENTATIONS)}"
+                )
+        if not self.seeds:
+            raise ValueError("seeds=() is empty; give at least one seed (3-5 for an interval)")
+        if self.n_chunks < 2:
+            raise ValueError(f"n_chunks={self.n_chunks} must be >= 2 (steady-state rate)")
+        if self.environments not in ("isolated", "current"):
+            raise ValueError(f"environments={self.environments!r} must be 'isolated' or 'current'")
+
+
+def plan_suite(options: SuiteOptions, *, published: dict[str, Any] | None = None) -> list[RunSpec]:
+    """The child runs in execution order.
+
+    Args:
+        options: What to run.
+        published: Settings to use for every task instead of Playground's (tests).
+
+    Example:
+        >>> common = {"discounting": 0.99, "learning_rate": 1e-3, "entropy_cost": 0.01,
+        ...           "reward_scaling": 1.0, "normalize_observations": True,
+        ...           "episode_length": 100, "unroll_length": 10, "num_updates_per_batch": 2}
+        >>> plan = plan_suite(SuiteOptions(tasks=("CheetahRun",), networks=("mlp_small", "lstm"),
+        ...                                seeds=(0, 1), n_envs=16, n_minibatches=4,
+        ...                                total_steps=1000, n_chunks=2), published=common)
+        >>> [(s.network, s.implementation, s.seed) for s in plan]  # doctest: +NORMALIZE_WHITESPACE
+        [('mlp_small', 'ours', 0), ('mlp_small', 'brax', 0),
+         ('mlp_small', 'brax', 1), ('mlp_small', 'ours', 1),
+         ('lstm', 'ours', 0), ('lstm', 'ours', 1)]
+        >>> plan[0].total_steps, plan[0].ppo.rollout_length
+        (1280, 10)
+    """
+    specs = []
+    for task in options.tasks:
+        ppo = task_settings(
+            task,
+            n_envs=options.n_envs,
+            n_minibatches=options.n_minibatches,
+            published=published,
+        )
+        _, total = chunk_plan(options.total_steps, options.n_chunks, ppo.steps_per_iteration)
+        evaluation = dataclasses.replace(
+            options.eval, episode_length=min(options.eval.episode_length, ppo.episode_length)
+        )
+        for network in options.networks:
+            impls = [i for i in options.implementations if i in NETWORKS[network].implementations]
+            for index, seed in enumerate(options.seeds):
+                shift = index % len(impls) if impls else 0
+                for impl in impls[shift:] + impls[:shift]:
+                    specs.append(
+                        RunSpec(
+                            implementation=impl,
+                            network=network,
+                            env_name=task,
+                            seed=seed,
+                            total_steps=total,
+                            n_chunks=options.n_chunks,
+                            ppo=ppo,
+                            eval=evaluation,
+                        )
+                    )
+    return specs
+
+
+def task_dir(output_dir: Path, env_name: str) -> Path:
+    """The folder of one task's runs (``brax/hopper`` -> ``brax-hopper``)."""
+    return output_dir / env_name.replace("/", "-")
+
+
+def _environments(specs: list[RunSpec], environments: str, jax_version: str) -> dict[str, Any]:
+    if environments == "current":
+        return {name: current_environment() for name in ENV_OF_IMPLEMENTATION.values()}
+    needed = {ENV_OF_IMPLEMENTATION[s.implementation] for s in specs}
+    return ensure_environments(needed, jax_version)
+
+
+def _finished(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    raw = json.loads(path.read_text())
+    return raw if raw.get("status") == "ok" else None
+
+
+def run_plan(
+    specs: list[RunSpec],
+    *,
+    output_dir: Path,
+    environments: str = "isolated",
+    jax_version: str = DEFAULT_JAX,
+    timeout_s: float = 7200.0,
+    command: list[str] | None = None,
+    resume: bool = True,
+) -> dict[str, Any]:
+    """Run ``specs`` (each in its child) and return ``{"meta", "runs"}``.
+
+    Each run record carries its task (``env_name``); results of an earlier call with
+    the same output folder are reused when ``resume`` (their ``"resumed": true``).
+    """
+    envs: dict[str, Environment] = _environments(specs, environments, jax_version)
+    meta: dict[str, Any] = {
+        "command": command,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "load_before": load_average(),
+        "cpu_count": os.cpu_count(),
+        "git": git_state(),
+        "platform": sys.platform,
+        "environments": environments,
+        "jax_version": jax_version if environments == "isolated" else None,
+    }
+    runs = []
+    for index, spec in enumerate(specs, 1):
+        folder = task_dir(output_dir, spec.env_name)
+        name = f"{spec.network}__{spec.implementation}__seed{spec.seed}"
+        previous = _finished(folder / "runs" / f"{name}.json") if resume else None
+        if previous is not None and previous.get("spec") == json.loads(spec.to_json()):
+            raw = {**previous, "resumed": True}
+        else:
+            env = envs[ENV_OF_IMPLEMENTATION[spec.implementation]]
+            raw = run_child(spec, env, folder, timeout_s)
+            raw["load_after"] = load_average()
+        raw["env_name"] = spec.env_name
+        if raw.get("status") == "ok":
+            raw["derived"] = derive(raw)
+        runs.append(raw)
+        d = raw.get("derived") or {}
+        outcome = (
+            f"return {d.get('final_eval_reward')}, {d.get('steady_sps') or 0:,.0f} steps/s"
+            if raw.get("status") == "ok"
+            else f"FAILED: {raw.get('error')}"
+        )
+        print(
+            f"[{index}/{len(specs)}] {spec.env_name} {spec.network} {spec.implementation} "
+            f"seed {spec.seed}: {outcome}",
+            file=sys.stderr,
+            flush=True,
+        )
+    meta["load_after"] = load_average()
+    meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return {"meta": meta, "runs": runs}
+
+
+def collect(specs: list[RunSpec], output_dir: Path, *, command: list[str] | None = None) -> dict:
+    """``{"meta", "runs"}`` from the result files already in ``output_dir`` (no training);
+    a planned run without a finished result is recorded as ``"not run"``."""
+    runs = []
+    for spec in specs:
+        name = f"{spec.network}__{spec.implementation}__seed{spec.seed}"
+        raw = _finished(task_dir(output_dir, spec.env_name) / "runs" / f"{name}.json")
+        if raw is None or raw.get("spec") != json.loads(spec.to_json()):
+            raw = {"status": "not run", "error": "no finished result with this spec"}
+        raw.update(
+            env_name=spec.env_name,
+            network=spec.network,
+            implementation=spec.implementation,
+            seed=spec.seed,
+        )
+        if raw["status"] == "ok":
+            raw["derived"] = derive(raw)
+        runs.append(raw)
+    meta = {"command": command, "collected": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    meta["load"] = load_average()
+    return {"meta": meta, "runs": runs}
