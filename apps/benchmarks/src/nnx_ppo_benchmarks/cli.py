@@ -147,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("control", "gpu"),
         default=None,
         help="must be the first argument: run the continuous-control suite (nnx-ppo-suite) "
-        "or the GPU benchmark instead, with the remaining arguments (--suite gpu --help)",
+        "or the GPU benchmark instead, with the remaining arguments (--suite gpu --help) "
+        "(default: neither, this benchmark)",
     )
     return p
 
