@@ -23,7 +23,13 @@ from nnx_ppo_apps_common.cli import HelpFormatter, fail, positive_int
 from nnx_ppo_benchmarks.common import comma_names
 from nnx_ppo_benchmarks.report import write_results
 from nnx_ppo_benchmarks.runner import BenchOptions, run_benchmark
-from nnx_ppo_benchmarks.settings import IMPLEMENTATIONS, NETWORKS, EvalSettings, PPOSettings
+from nnx_ppo_benchmarks.settings import (
+    IMPLEMENTATIONS,
+    NETWORKS,
+    SPEED_NETWORKS,
+    EvalSettings,
+    PPOSettings,
+)
 from nnx_ppo_benchmarks.venvs import DEFAULT_JAX
 
 __all__ = ["build_parser", "main"]
@@ -52,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--networks",
         type=comma_names(list(NETWORKS)),
-        default=tuple(NETWORKS),
+        default=SPEED_NETWORKS,
         help=f"comma-separated subset of {', '.join(NETWORKS)}",
     )
     p.add_argument(

@@ -20,6 +20,7 @@ from typing import Any
 __all__ = [
     "IMPLEMENTATIONS",
     "NETWORKS",
+    "SPEED_NETWORKS",
     "EvalSettings",
     "NetworkFamily",
     "PPOSettings",
@@ -47,10 +48,13 @@ class NetworkFamily:
     Attributes:
         name: Key used on the command line and in the results.
         description: One line for the table.
-        kind: ``"mlp"``, ``"lstm"`` or ``"graph"``.
-        policy_hidden: Hidden widths of the policy MLP (after the LSTM for ``"lstm"``).
-        value_hidden: Hidden widths of the value MLP (after the LSTM for ``"lstm"``).
+        kind: ``"mlp"``, ``"lstm"``, ``"graph"`` (the ring) or ``"graph_rnn"`` (the
+            library's recommended graph, ``make_graph_actor_critic``).
+        policy_hidden: Hidden widths of the policy MLP (after the LSTM for ``"lstm"``,
+            after the memory population for ``"graph_rnn"``).
+        value_hidden: Hidden widths of the value MLP, likewise.
         lstm_size: LSTM width of each port (``"lstm"`` only).
+        memory_size: Units of each port's memory population (``"graph_rnn"`` only).
         implementations: Implementations that support this family.
     """
 
@@ -61,6 +65,7 @@ class NetworkFamily:
     value_hidden: tuple[int, ...] = ()
     lstm_size: int = 0
     implementations: tuple[str, ...] = ("ours", "ours-minibatch-gae", "brax", "nnx-ppo-0.3.0")
+    memory_size: int = 0
 
 
 NETWORKS: dict[str, NetworkFamily] = {
@@ -95,9 +100,34 @@ NETWORKS: dict[str, NetworkFamily] = {
             "graph",
             implementations=("ours", "nnx-ppo-0.3.0"),
         ),
+        NetworkFamily(
+            "lstm_quickstart",
+            "LSTM 128 per port, then policy 64x64, value 256x256 (make_lstm_actor_critic's "
+            "defaults: the quickstart's --network lstm)",
+            "lstm",
+            policy_hidden=(64, 64),
+            value_hidden=(256, 256),
+            lstm_size=128,
+            implementations=("ours",),
+        ),
+        NetworkFamily(
+            "graph_quickstart",
+            "recommended graph per port: tanh memory 64 with a delay-1 self-loop, then "
+            "policy 32x4, value 256x5 (make_graph_actor_critic's defaults: the "
+            "quickstart's --network graph)",
+            "graph_rnn",
+            policy_hidden=(32,) * 4,
+            value_hidden=(256,) * 5,
+            memory_size=64,
+            implementations=("ours",),
+        ),
     )
 }
 """The benchmarked network families (brax PPO has no stateful networks)."""
+
+SPEED_NETWORKS = ("mlp_small", "mlp_default", "lstm", "graph")
+"""The families ``nnx-ppo-bench`` times by default (the ``*_quickstart`` families are the
+control suite's: the quickstart's networks, ours only)."""
 
 GRAPH_POPULATIONS = 8
 """Hidden populations of the ``graph`` family."""

@@ -56,6 +56,17 @@ def build_network(spec: RunSpec, obs_size: int, action_size: int, rngs: Any = No
             family.value_hidden,
             **common,
         )
+    if family.kind == "graph_rnn":
+        from nnx_ppo.networks.graph import make_graph_actor_critic
+
+        return make_graph_actor_critic(
+            obs_size,
+            action_size,
+            family.memory_size,
+            family.policy_hidden,
+            family.value_hidden,
+            **common,
+        )
     from nnx_ppo.networks.adapter import PPOAdapter
     from nnx_ppo.networks.containers import Sequential
     from nnx_ppo.networks.graph import PopulationGraph
