@@ -28,6 +28,10 @@ __all__ = ["run"]
 def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
     """Train, then evaluate once; returns the result fields."""
     import jax
+
+    from nnx_ppo_benchmarks.brax_compat import apply
+
+    apply()  # JAX >= 0.10 removed jax.device_put_replicated, which brax's PPO calls
     from brax.training import acting
     from brax.training.agents.ppo import networks as ppo_networks
     from brax.training.agents.ppo import train as ppo
