@@ -95,14 +95,21 @@ class Recorder:
 
 def load_env(env_name: str) -> Any:
     """The unwrapped environment: Playground's ``registry.load(name, impl="jax")``, or
-    for ``brax/<name>`` brax's ``envs.get_environment(name, backend="generalized")``."""
-    if is_brax_env(env_name):
+    for ``brax/<name>`` brax's ``envs.get_environment(name, backend="generalized")``; a
+    control-suite variant (``CartpoleBalance/masked``) is its task's environment behind
+    the variant's observation wrappers (`nnx_ppo_benchmarks.suite.variants`)."""
+    from nnx_ppo_benchmarks.suite.variants import base_task, load_variant
+
+    name = base_task(env_name)
+    if is_brax_env(name):
         from brax import envs
 
-        return envs.get_environment(env_name[len(BRAX_PREFIX) :], backend="generalized")
-    from mujoco_playground import registry
+        env = envs.get_environment(name[len(BRAX_PREFIX) :], backend="generalized")
+    else:
+        from mujoco_playground import registry
 
-    return registry.load(env_name, config_overrides={"impl": "jax"})
+        env = registry.load(name, config_overrides={"impl": "jax"})
+    return load_variant(env, env_name)
 
 
 def brax_training_wrapper(env_name: str) -> Callable[..., Any]:

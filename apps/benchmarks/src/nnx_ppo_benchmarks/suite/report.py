@@ -6,7 +6,10 @@ evaluation's return, median and 95% percentile-bootstrap interval over seeds; th
 steady-state steps/s, compile seconds and peak RSS (medians over seeds, as derived by
 :func:`nnx_ppo_benchmarks.metrics.derive`). Ratios, per task and network where both
 implementations ran: return ours/brax (ratio of the medians) and steps/s ours/brax
-(median of the seed-paired ratios: paired runs ran back to back).
+(median of the seed-paired ratios: paired runs ran back to back). A cell an
+implementation cannot run (``status="unsupported"``: brax PPO and a recurrent family)
+is a row that says why. Per task, what memory costs and buys: every other family of
+ours against ours' MLP of the same task (return and steps/s) and brax's MLP (return).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from nnx_ppo_benchmarks.common import median_ci
 from nnx_ppo_benchmarks.metrics import json_safe, ratio_summary
+from nnx_ppo_benchmarks.settings import NETWORKS
 
 __all__ = ["markdown", "summarize", "write_report"]
 
@@ -48,7 +52,11 @@ def summarize(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         >>> s["ratios"][0]["return"], s["ratios"][0]["steady_sps"]
         (2.0, 2.5)
     """
-    keys = list(dict.fromkeys((r["env_name"], r["network"], r["implementation"]) for r in runs))
+    seen = list(dict.fromkeys((r["env_name"], r["network"], r["implementation"]) for r in runs))
+    # Grouped by task, then network, each in order of first appearance.
+    task_at = {t: i for i, t in enumerate(dict.fromkeys(k[0] for k in seen))}
+    pair_at = {p: i for i, p in enumerate(dict.fromkeys(k[:2] for k in seen))}
+    keys = sorted(seen, key=lambda k: (task_at[k[0]], pair_at[k[:2]]))
     rows = []
     for task, network, impl in keys:
         cell = [
@@ -69,7 +77,12 @@ def summarize(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 "network": network,
                 "implementation": impl,
                 "seeds": sorted(r["seed"] for r in ok),
-                "failed": sum(r.get("status") not in ("ok", "not run") for r in cell),
+                "unsupported": next(
+                    (r.get("error") for r in cell if r.get("status") == "unsupported"), None
+                ),
+                "failed": sum(
+                    r.get("status") not in ("ok", "not run", "unsupported") for r in cell
+                ),
                 "not_run": sum(r.get("status") == "not run" for r in cell),
                 "return": None
                 if ci is None
@@ -88,7 +101,7 @@ def summarize(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             for row in rows
             if (row["task"], row["network"]) == (task, network)
         }
-        if "ours" not in by_impl or "brax" not in by_impl:
+        if "ours" not in by_impl or "brax" not in by_impl or by_impl["brax"]["unsupported"]:
             continue
         ours, brax = by_impl["ours"], by_impl["brax"]
         ret = None
@@ -118,7 +131,67 @@ def summarize(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 or ours["return"]["median"] > brax["return"]["high"],
             }
         )
-    return {"rows": rows, "ratios": ratios}
+    return {"rows": rows, "ratios": ratios, "memory": _memory(runs, rows)}
+
+
+def _paired_sps(runs: Sequence[Mapping[str, Any]], task: str, network: str) -> dict[int, float]:
+    return {
+        r["seed"]: r["derived"]["steady_sps"]
+        for r in _ok(runs)
+        if (r["env_name"], r["network"], r["implementation"]) == (task, network, "ours")
+        and r["derived"].get("steady_sps")
+    }
+
+
+def _memory(
+    runs: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Per task, every non-MLP family of ours against ours' first MLP family of that
+    task: return ratio (of the medians), steps/s ratio (median of the seed-paired
+    ratios), and the return ratio against brax's run of that MLP family."""
+    out = []
+    for task in dict.fromkeys(row["task"] for row in rows):
+        mine = {
+            row["network"]: row
+            for row in rows
+            if row["task"] == task and row["implementation"] == "ours" and row["return"]
+        }
+        mlps = [n for n in mine if n in NETWORKS and NETWORKS[n].kind == "mlp"]
+        if not mlps:
+            continue
+        base = mlps[0]
+        brax = next(
+            (
+                row
+                for row in rows
+                if (row["task"], row["network"], row["implementation"]) == (task, base, "brax")
+                and row["return"]
+            ),
+            None,
+        )
+        for network, row in mine.items():
+            if network in mlps:
+                continue
+
+            def ratio(other: Mapping[str, Any] | None, row: Mapping[str, Any] = row) -> Any:
+                if other is None or not other["return"]["median"]:
+                    return None
+                return row["return"]["median"] / other["return"]["median"]
+
+            here, there = _paired_sps(runs, task, network), _paired_sps(runs, task, base)
+            seeds = sorted(set(here) & set(there))
+            sps = ratio_summary([here[s] for s in seeds], [there[s] for s in seeds])
+            out.append(
+                {
+                    "task": task,
+                    "network": network,
+                    "baseline": base,
+                    "return_vs_ours_mlp": ratio(mine[base]),
+                    "return_vs_brax_mlp": ratio(brax),
+                    "steady_sps_vs_ours_mlp": None if sps is None else sps["median"],
+                }
+            )
+    return out
 
 
 def _num(value: float | None, digits: int = 0) -> str:
@@ -141,6 +214,8 @@ def markdown(summary: Mapping[str, Any], *, title: str, preamble: Sequence[str] 
         failed = f" ({row['failed']} failed)" if row["failed"] else ""
         if row.get("not_run"):
             failed += f" ({row['not_run']} not run)"
+        if row.get("unsupported"):
+            failed += f" (not run: {row['unsupported']})"
         lines.append(
             f"| {row['task']} | {row['network']} | {row['implementation']} | "
             f"{len(row['seeds'])}{failed} | {shown} | {_num(row['steady_sps'])} | "
@@ -159,6 +234,21 @@ def markdown(summary: Mapping[str, Any], *, title: str, preamble: Sequence[str] 
                 f"| {ratio['task']} | {ratio['network']} | {_num(ratio['return'], 2)} | "
                 f"{_num(ratio['steady_sps'], 2)} | "
                 f"{'-' if within is None else ('yes' if within else 'no')} |"
+            )
+    if summary.get("memory"):
+        lines += [
+            "",
+            "What memory costs and buys (ours; each family against the MLP of the same task):",
+            "",
+            "| task | network | against | return / ours' MLP | return / brax's MLP "
+            "| steps/s / ours' MLP |",
+            "|---|---|---|---:|---:|---:|",
+        ]
+        for m in summary["memory"]:
+            lines.append(
+                f"| {m['task']} | {m['network']} | {m['baseline']} | "
+                f"{_num(m['return_vs_ours_mlp'], 2)} | {_num(m['return_vs_brax_mlp'], 2)} | "
+                f"{_num(m['steady_sps_vs_ours_mlp'], 2)} |"
             )
     return "\n".join(lines) + "\n"
 

@@ -6,7 +6,9 @@ The children are the side-by-side benchmark's (`nnx_ppo_benchmarks.children.ours
 for all). Per task and network, the implementations alternate seed by seed (the order
 rotated by one each seed), so slow drifts of the machine load spread over both. A run
 whose result file already says ``"ok"`` is not run again (an interrupted suite
-resumes where it stopped).
+resumes where it stopped). A network family an implementation cannot build (brax PPO
+has MLP policies only) is not run for it; :func:`refusals` names each such cell and
+why, and the report lists it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from nnx_ppo_benchmarks.common import git_state, load_average
 from nnx_ppo_benchmarks.metrics import derive
 from nnx_ppo_benchmarks.runner import run_child
 from nnx_ppo_benchmarks.settings import NETWORKS, EvalSettings, RunSpec, chunk_plan
-from nnx_ppo_benchmarks.suite.tasks import CONTROL_TASKS, task_settings
+from nnx_ppo_benchmarks.suite.tasks import CONTROL_TASKS, DEFAULT_TASKS, task_settings
 from nnx_ppo_benchmarks.venvs import (
     DEFAULT_JAX,
     ENV_OF_IMPLEMENTATION,
@@ -32,10 +34,17 @@ from nnx_ppo_benchmarks.venvs import (
     ensure_environments,
 )
 
-__all__ = ["SuiteOptions", "collect", "plan_suite", "run_plan", "task_dir"]
+__all__ = ["SuiteOptions", "collect", "plan_suite", "refusals", "run_plan", "task_dir"]
 
 SUITE_IMPLEMENTATIONS = ("ours", "brax")
 """The implementations the suite compares."""
+
+_CANNOT = {"brax": "brax PPO 0.14.2 has MLP policies only (no recurrent or graph policy)"}
+"""Why an implementation cannot build a family that is not in its ``implementations``."""
+
+
+def _reason(implementation: str, network: str) -> str:
+    return _CANNOT.get(implementation, f"{implementation} cannot build the {network} family")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,9 +52,13 @@ class SuiteOptions:
     """What the control suite runs (the command line, as data).
 
     Attributes:
-        tasks: Keys of :data:`~nnx_ppo_benchmarks.suite.tasks.CONTROL_TASKS`.
+        tasks: Keys of :data:`~nnx_ppo_benchmarks.suite.tasks.CONTROL_TASKS` (default:
+            every task with its full observation; ``CartpoleBalance/masked`` and the
+            other variants on request).
         networks: Keys of :data:`~nnx_ppo_benchmarks.settings.NETWORKS`; a family an
-            implementation does not support (brax: LSTM, graph) runs for ours only.
+            implementation does not support (brax: LSTM, graph) runs for ours only and
+            is listed by :func:`refusals`; one that no chosen implementation supports
+            is an error.
         implementations: A subset of ``("ours", "brax")``.
         seeds: One run per seed and implementation.
         total_steps: Env-step budget per run (rounded up by
@@ -60,8 +73,8 @@ class SuiteOptions:
         output_dir: ``<output_dir>/<task>/runs|logs`` per task, plus the report.
     """
 
-    tasks: tuple[str, ...] = tuple(CONTROL_TASKS)
-    networks: tuple[str, ...] = ("mlp_default", "lstm", "graph")
+    tasks: tuple[str, ...] = DEFAULT_TASKS
+    networks: tuple[str, ...] = ("mlp_default", "lstm_quickstart", "graph_quickstart")
     implementations: tuple[str, ...] = SUITE_IMPLEMENTATIONS
     seeds: tuple[int, ...] = (0, 1, 2)
     total_steps: int = 2_048_000
@@ -86,6 +99,15 @@ class SuiteOptions:
                 raise ValueError(
                     f"implementation {impl!r} is not in the suite; choose from "
                     f"{', '.join(SUITE_IMPLEMENTATIONS)}"
+                )
+        for net in self.networks:
+            able = [i for i in SUITE_IMPLEMENTATIONS if i in NETWORKS[net].implementations]
+            if not set(able) & set(self.implementations):
+                reasons = "; ".join(_reason(i, net) for i in self.implementations)
+                raise ValueError(
+                    f"network {net!r} cannot run with implementations="
+                    f"{', '.join(self.implementations)} ({reasons}); add "
+                    f"{' or '.join(able)} to the implementations or leave the network out"
                 )
         if not self.seeds:
             raise ValueError("seeds=() is empty; give at least one seed (3-5 for an interval)")
@@ -148,8 +170,37 @@ def plan_suite(options: SuiteOptions, *, published: dict[str, Any] | None = None
     return specs
 
 
+def refusals(options: SuiteOptions) -> list[dict[str, Any]]:
+    """The (task, network, implementation) cells the plan leaves out, each as a run
+    record with ``status="unsupported"`` and the reason in ``error`` (the report lists
+    them as rows of their own).
+
+    Example:
+        >>> [cell] = refusals(SuiteOptions(tasks=("CartpoleBalance/masked",),
+        ...                                networks=("mlp_default", "lstm_quickstart")))
+        >>> cell["env_name"], cell["network"], cell["implementation"]
+        ('CartpoleBalance/masked', 'lstm_quickstart', 'brax')
+        >>> cell["error"]
+        'brax PPO 0.14.2 has MLP policies only (no recurrent or graph policy)'
+    """
+    return [
+        {
+            "env_name": task,
+            "network": network,
+            "implementation": impl,
+            "status": "unsupported",
+            "error": _reason(impl, network),
+        }
+        for task in options.tasks
+        for network in options.networks
+        for impl in options.implementations
+        if impl not in NETWORKS[network].implementations
+    ]
+
+
 def task_dir(output_dir: Path, env_name: str) -> Path:
-    """The folder of one task's runs (``brax/hopper`` -> ``brax-hopper``)."""
+    """The folder of one task's runs (``brax/hopper`` -> ``brax-hopper``,
+    ``CartpoleBalance/masked`` -> ``CartpoleBalance-masked``)."""
     return output_dir / env_name.replace("/", "-")
 
 

@@ -15,6 +15,11 @@ per-task PPO settings in brax 0.14.2; they get one documented common setting,
 :data:`BRAX_COMMON`: Playground's dm_control default (the value every dm_control task
 above shares except ``FingerSpin``'s discount). No task's settings are tuned per
 implementation.
+
+Partially observed variants (``CartpoleBalance/masked``: the velocities removed;
+``.../masked-history4``: the same with the last 4 observations stacked, the memoryless
+baseline) train with their task's settings; they are not in :data:`DEFAULT_TASKS`
+(see :mod:`.variants`).
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ import dataclasses
 from typing import Any
 
 from nnx_ppo_benchmarks.settings import PPOSettings, is_brax_env
+from nnx_ppo_benchmarks.suite.variants import VARIANTS, VELOCITY_LAST, base_task
 
 __all__ = [
     "BRAX_COMMON",
     "CONTROL_TASKS",
+    "DEFAULT_TASKS",
     "SuiteTask",
     "playground_settings",
     "task_settings",
@@ -43,31 +50,50 @@ class SuiteTask:
         description: One line for the report.
         kind: ``"balance"`` (cheap, a first check that learning happens) or
             ``"locomotion"`` / ``"swing-up"`` / ``"manipulation"``.
+        variant: ``None`` (the full observation) or a key of
+            :data:`~nnx_ppo_benchmarks.suite.variants.VARIANTS` (``env_name`` is then
+            ``<task>/<variant>``).
     """
 
     env_name: str
     description: str
     kind: str
+    variant: str | None = None
 
+
+_FULL = (
+    SuiteTask("CartpoleBalance", "dm_control cart-pole, keep the pole up", "balance"),
+    SuiteTask("PendulumSwingup", "dm_control pendulum, swing up and hold", "swing-up"),
+    SuiteTask("AcrobotSwingup", "dm_control acrobot, swing up (sparse-ish)", "swing-up"),
+    SuiteTask("CheetahRun", "dm_control half-cheetah, run forward", "locomotion"),
+    SuiteTask("WalkerWalk", "dm_control planar walker, walk", "locomotion"),
+    SuiteTask("HopperHop", "dm_control hopper, hop forward", "locomotion"),
+    SuiteTask("FingerSpin", "dm_control finger, spin the body", "manipulation"),
+    SuiteTask("ReacherHard", "dm_control reacher, small target", "manipulation"),
+    SuiteTask("brax/hopper", "brax hopper (generalized), hop forward", "locomotion"),
+    SuiteTask("brax/halfcheetah", "brax half-cheetah (generalized), run", "locomotion"),
+    SuiteTask("brax/walker2d", "brax walker2d (generalized), walk", "locomotion"),
+    SuiteTask("brax/ant", "brax ant (generalized), run", "locomotion"),
+)
+_BY_NAME = {t.env_name: t for t in _FULL}
 
 CONTROL_TASKS: dict[str, SuiteTask] = {
-    t.env_name: t
-    for t in (
-        SuiteTask("CartpoleBalance", "dm_control cart-pole, keep the pole up", "balance"),
-        SuiteTask("PendulumSwingup", "dm_control pendulum, swing up and hold", "swing-up"),
-        SuiteTask("AcrobotSwingup", "dm_control acrobot, swing up (sparse-ish)", "swing-up"),
-        SuiteTask("CheetahRun", "dm_control half-cheetah, run forward", "locomotion"),
-        SuiteTask("WalkerWalk", "dm_control planar walker, walk", "locomotion"),
-        SuiteTask("HopperHop", "dm_control hopper, hop forward", "locomotion"),
-        SuiteTask("FingerSpin", "dm_control finger, spin the body", "manipulation"),
-        SuiteTask("ReacherHard", "dm_control reacher, small target", "manipulation"),
-        SuiteTask("brax/hopper", "brax hopper (generalized), hop forward", "locomotion"),
-        SuiteTask("brax/halfcheetah", "brax half-cheetah (generalized), run", "locomotion"),
-        SuiteTask("brax/walker2d", "brax walker2d (generalized), walk", "locomotion"),
-        SuiteTask("brax/ant", "brax ant (generalized), run", "locomotion"),
-    )
+    **_BY_NAME,
+    **{
+        f"{name}/{variant}": SuiteTask(
+            f"{name}/{variant}",
+            f"{_BY_NAME[name].description}; {description}",
+            _BY_NAME[name].kind,
+            variant,
+        )
+        for name in VELOCITY_LAST
+        for variant, (description, _) in VARIANTS.items()
+    },
 }
-"""The suite, cheapest first (``--tasks`` picks a subset)."""
+"""The suite, cheapest first, then the partially observed variants (``--tasks`` picks)."""
+
+DEFAULT_TASKS = tuple(t.env_name for t in _FULL)
+"""What the suite runs without ``--tasks``: every task, full observation."""
 
 BRAX_COMMON: dict[str, Any] = {
     "discounting": 0.995,
@@ -97,7 +123,9 @@ _KEYS = {
 def playground_settings(env_name: str) -> dict[str, Any]:
     """Playground's published brax-PPO settings of ``env_name`` (the learning
     hyperparameters of :data:`_KEYS` only), read from the installed
-    ``mujoco_playground``, or :data:`BRAX_COMMON` for a ``brax/<name>`` task."""
+    ``mujoco_playground``, or :data:`BRAX_COMMON` for a ``brax/<name>`` task; a
+    variant's are its task's."""
+    env_name = base_task(env_name)
     if is_brax_env(env_name):
         return dict(BRAX_COMMON)
     from mujoco_playground.config import dm_control_suite_params
