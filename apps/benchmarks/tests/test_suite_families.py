@@ -140,9 +140,9 @@ def test_plan_runs_stateful_families_for_ours_and_names_brax_refusals():
         SuiteOptions(implementations=("brax",), networks=("graph_quickstart",))
 
 
-def _run(network, impl, seed, ret, sps):
+def _run(network, impl, seed, ret, sps, task=MASKED[0]):
     return {
-        "env_name": "CartpoleBalance/masked",
+        "env_name": task,
         "network": network,
         "implementation": impl,
         "seed": seed,
@@ -161,6 +161,8 @@ def test_report_lists_refusals_beside_ours_and_what_memory_costs_and_buys():
         _run("lstm_quickstart", "ours", 0, 900.0, 1000.0),
         _run("lstm_quickstart", "ours", 1, 800.0, 2000.0),
         *refusals(SuiteOptions(tasks=MASKED[:1], networks=FAMILIES[:2])),
+        _run("mlp_default", "ours", 0, 700.0, 3000.0, task=MASKED[1]),
+        _run("mlp_default", "ours", 1, 700.0, 2000.0, task=MASKED[1]),
     ]
     summary = summarize(runs)
     assert [(r["network"], r["implementation"]) for r in summary["rows"]] == [
@@ -168,19 +170,24 @@ def test_report_lists_refusals_beside_ours_and_what_memory_costs_and_buys():
         ("mlp_default", "brax"),
         ("lstm_quickstart", "ours"),
         ("lstm_quickstart", "brax"),
+        ("mlp_default", "ours"),  # on the history variant
     ]
-    refused = summary["rows"][-1]
+    refused = summary["rows"][3]
     assert refused["unsupported"] == NO_RECURRENT and refused["failed"] == 0
     assert [r["network"] for r in summary["ratios"]] == ["mlp_default"]
     # LSTM medians 850 over ours' MLP 350 and brax's 250; steps/s ratios 0.25 and 0.5.
-    [memory] = summary["memory"]
-    assert memory["baseline"] == "mlp_default"
+    # The stacked MLP: 700 over 350 and 250; steps/s 3000/4000 and 2000/4000.
+    memory, stacked = summary["memory"]  # the history variant's own MLP is no entry
+    assert memory["baseline"] == stacked["baseline"] == "mlp_default"
     assert memory["return_vs_ours_mlp"] == pytest.approx(850 / 350)
     assert memory["return_vs_brax_mlp"] == pytest.approx(850 / 250)
     assert memory["steady_sps_vs_ours_mlp"] == pytest.approx(0.375)
+    assert stacked["task"] == MASKED[0] and stacked["return_vs_ours_mlp"] == 2.0
+    assert stacked["steady_sps_vs_ours_mlp"] == pytest.approx(0.625)
     text = markdown(summary, title="T")
     assert f"| lstm_quickstart | brax | 0 (not run: {NO_RECURRENT}) | - |" in text
     assert "| CartpoleBalance/masked | lstm_quickstart | mlp_default | 2.43 | 3.40 | 0.38 |" in text
+    assert "| mlp_default on masked-history4 | mlp_default | 2.00 | 2.80 | 0.62 |" in text
 
 
 def test_cli_takes_variants_and_refuses_a_family_brax_cannot_run(tmp_path, capsys):

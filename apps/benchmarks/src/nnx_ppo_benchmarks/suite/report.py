@@ -23,6 +23,7 @@ from typing import Any
 from nnx_ppo_benchmarks.common import median_ci
 from nnx_ppo_benchmarks.metrics import json_safe, ratio_summary
 from nnx_ppo_benchmarks.settings import NETWORKS
+from nnx_ppo_benchmarks.suite.variants import split_variant, unstacked
 
 __all__ = ["markdown", "summarize", "write_report"]
 
@@ -146,17 +147,24 @@ def _paired_sps(runs: Sequence[Mapping[str, Any]], task: str, network: str) -> d
 def _memory(
     runs: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Per task, every non-MLP family of ours against ours' first MLP family of that
-    task: return ratio (of the medians), steps/s ratio (median of the seed-paired
-    ratios), and the return ratio against brax's run of that MLP family."""
+    """Per task, what each memory buys against ours' first MLP family of that task:
+    every other family of ours on the task, and ours' MLPs on its history variant
+    (``T/masked-history4`` for ``T/masked``). Return ratio (of the medians), steps/s
+    ratio (median of the seed-paired ratios), and the return ratio against brax's run
+    of the baseline MLP family on the task."""
+
+    def is_mlp(network: str) -> bool:
+        return network in NETWORKS and NETWORKS[network].kind == "mlp"
+
+    def ratio(row: Mapping[str, Any], other: Mapping[str, Any] | None) -> float | None:
+        if other is None or not other["return"]["median"]:
+            return None
+        return float(row["return"]["median"] / other["return"]["median"])
+
+    ours = [row for row in rows if row["implementation"] == "ours" and row["return"]]
     out = []
     for task in dict.fromkeys(row["task"] for row in rows):
-        mine = {
-            row["network"]: row
-            for row in rows
-            if row["task"] == task and row["implementation"] == "ours" and row["return"]
-        }
-        mlps = [n for n in mine if n in NETWORKS and NETWORKS[n].kind == "mlp"]
+        mlps = [row for row in ours if row["task"] == task and is_mlp(row["network"])]
         if not mlps:
             continue
         base = mlps[0]
@@ -164,30 +172,33 @@ def _memory(
             (
                 row
                 for row in rows
-                if (row["task"], row["network"], row["implementation"]) == (task, base, "brax")
+                if (row["task"], row["network"], row["implementation"])
+                == (task, base["network"], "brax")
                 and row["return"]
             ),
             None,
         )
-        for network, row in mine.items():
-            if network in mlps:
-                continue
-
-            def ratio(other: Mapping[str, Any] | None, row: Mapping[str, Any] = row) -> Any:
-                if other is None or not other["return"]["median"]:
-                    return None
-                return row["return"]["median"] / other["return"]["median"]
-
-            here, there = _paired_sps(runs, task, network), _paired_sps(runs, task, base)
+        candidates = [
+            (row, row["network"])
+            for row in ours
+            if row["task"] == task and not is_mlp(row["network"])
+        ] + [
+            (row, f"{row['network']} on {split_variant(row['task'])[1]}")
+            for row in ours
+            if unstacked(row["task"]) == task and is_mlp(row["network"])
+        ]
+        for row, label in candidates:
+            here = _paired_sps(runs, row["task"], row["network"])
+            there = _paired_sps(runs, task, base["network"])
             seeds = sorted(set(here) & set(there))
             sps = ratio_summary([here[s] for s in seeds], [there[s] for s in seeds])
             out.append(
                 {
                     "task": task,
-                    "network": network,
-                    "baseline": base,
-                    "return_vs_ours_mlp": ratio(mine[base]),
-                    "return_vs_brax_mlp": ratio(brax),
+                    "network": label,
+                    "baseline": base["network"],
+                    "return_vs_ours_mlp": ratio(row, base),
+                    "return_vs_brax_mlp": ratio(row, brax),
                     "steady_sps_vs_ours_mlp": None if sps is None else sps["median"],
                 }
             )

@@ -43,6 +43,7 @@ __all__ = [
     "base_task",
     "load_variant",
     "split_variant",
+    "unstacked",
     "velocity_free_entries",
 ]
 
@@ -90,6 +91,20 @@ def split_variant(task: str) -> tuple[str, str | None]:
             f"only (their observation ends with the velocities); {base!r} is not one of them"
         )
     return base, variant
+
+
+def unstacked(task: str) -> str | None:
+    """The variant whose observations a history variant stacks
+    (``"CartpoleBalance/masked-history4"`` -> ``"CartpoleBalance/masked"``), or ``None``.
+
+    Example:
+        >>> unstacked("CheetahRun/masked-history4"), unstacked("CheetahRun/masked")
+        ('CheetahRun/masked', None)
+    """
+    base, variant = split_variant(task)
+    if variant is None or VARIANTS[variant][1] == 1:
+        return None
+    return f"{base}/masked"
 
 
 def base_task(task: str) -> str:
