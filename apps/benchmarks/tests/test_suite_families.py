@@ -13,6 +13,7 @@ import doctest
 import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from nnx_ppo_benchmarks.children._common import load_env
@@ -229,3 +230,23 @@ def test_masked_cartpole_trains_ours_mlp_on_history_and_the_recommended_graph(tm
     assert all(r["status"] == "ok" and r["final_eval_reward"] >= 0 for r in results["runs"])
     [memory] = results["summary"]["memory"]
     assert memory["network"] == "graph_quickstart" and memory["steady_sps_vs_ours_mlp"] > 0
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("task", ["PendulumSwingup", "CheetahRun", "WalkerWalk"])
+def test_the_other_masked_tasks_remove_exactly_qvel(task):
+    base, masked = load_env(task), load_env(f"{task}/masked")
+    nv = int(base.mj_model.nv)
+    assert masked.observation_size == base.observation_size - nv
+
+    @jax.jit
+    def step(key, action):
+        full = base.step(base.reset(key), action)
+        kept = masked.step(masked.reset(key), action)
+        return full.obs, kept.obs, full.data.qvel
+
+    action = jnp.full((base.action_size,), 0.5)
+    full, kept, qvel = jax.device_get(step(jax.random.key(0), action))
+    np.testing.assert_array_equal(full[-nv:], qvel)
+    assert np.abs(qvel).max() > 0
+    np.testing.assert_array_equal(kept, full[:-nv])
