@@ -1,13 +1,14 @@
 """The control suite and the GPU benchmark: settings, plans, tables, and a tiny run.
 
 The default tests build no venv and train nothing (a child's PPO compile on this shared
-CPU costs minutes); the tiny end-to-end run of ``--suite gpu`` is ``extended``, and its
-brax side needs the harness's isolated venvs (skipped without them).
+CPU costs minutes; the GPU benchmark's orchestration is tested with fake children); the
+tiny end-to-end run of ``--suite gpu`` (ours) is ``extended``.
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from nnx_ppo_benchmarks.cli import main as bench_main
@@ -164,6 +165,63 @@ def test_gpu_plan_and_table_format():
     assert "Hardware: NVIDIA H100 (gpu, 80.0 GiB), JAX 0.9.2." in text
     assert "| CartpoleBalance | mlp_small | 1.02 | 0.80 | yes |" in text
     assert "| train_many K=32 vs brax | 1,600,000 | 200,000 | 8.0x |" in text
+    # A TPU as jax.devices() names it; a sweep left out (--parts) or cut by the budget.
+    results["meta"]["hardware"] = {"device_kind": "TPU v5 lite", "platform": "tpu",
+                                   "memory_bytes": 15.75 * 2**30, "jax": "0.10.2"}  # fmt: skip
+    results["sweep"] = None
+    text = gpu.render(results)
+    assert "Hardware: TPU v5 lite (tpu, 15.8 GiB), JAX 0.10.2." in text
+    assert "train_many" not in text and "Sweep" not in text
+    results["sweep"] = gpu.sweep_summary(
+        {"status": "not run", "runs": 32, "error": "time budget spent"}, []
+    )
+    assert "Sweep of 32 seeds: not run (time budget spent)." in gpu.render(results)
+
+
+def test_gpu_orchestration_budget_retry_and_reuse(tmp_path, monkeypatch):
+    # Fake children on a fake clock: each run costs 330 s of a 1000 s budget; brax's
+    # first attempt finds the chip held by the previous child (10 s) and is retried.
+    clock = {"now": 0.0}
+    calls = []
+
+    def fake_run_child(spec, env, folder, timeout_s):
+        calls.append((spec.network, spec.implementation, round(timeout_s)))
+        log = tmp_path / f"{len(calls)}.log"
+        if spec.implementation == "brax" and not any(c[1] == "brax" for c in calls[:-1]):
+            clock["now"] += 10.0
+            log.write_text("RuntimeError: Internal error when accessing libtpu multi-process "
+                           "lockfile\n")  # fmt: skip
+            return {"status": "failed", "error": "exit status 1", "log": str(log)}
+        clock["now"] += 330.0
+        record = _run("CartpoleBalance", spec.implementation, 0, 20.0, 1000.0)
+        return {**record, "network": spec.network, "log": str(log)}
+
+    fake_time = type("T", (), {})()
+    fake_time.perf_counter = lambda: clock["now"]
+    fake_time.strftime = time.strftime
+    fake_time.sleep = lambda s: calls.append(("sleep", s))
+    monkeypatch.setattr(gpu, "time", fake_time)
+    monkeypatch.setattr(gpu, "run_child", fake_run_child)
+    monkeypatch.setattr(gpu, "probe_hardware", lambda python: {"device_kind": "TPU v5 lite"})
+    argv = ["--tiny", "--tasks", "CartpoleBalance", "--environments", "current",
+            "--time-budget", "1000", "--output-dir", str(tmp_path / "out")]  # fmt: skip
+    assert gpu.main(argv) == 1  # the sweep did not fit
+    assert calls == [
+        ("mlp_default", "ours", 600),  # --timeout 600 < 1000 s left
+        ("mlp_default", "brax", 600),
+        ("sleep", 5.0),
+        ("mlp_default", "brax", 590),  # the retry: the child's 600 s less the first 10
+        ("lstm", "ours", 330),  # cut to the budget's 330 s left
+    ]  # the sweep's single runs are the table's MLP runs (--tiny): reused, not rerun
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [r["status"] for r in results["runs"]] == ["ok"] * 3
+    assert results["runs"][1]["retried_device_busy"] is True
+    assert [r["reused"] for r in results["sweep_single_runs"]] == ["side-by-side"] * 2
+    assert results["sweep"]["status"] == "not run"
+    text = (tmp_path / "out" / "results.md").read_text()
+    assert text.startswith("# GPU benchmark\n\nHardware: TPU v5 lite (?), JAX ?.")
+    assert "| CartpoleBalance | mlp_default | 1.00 | 1.00 | yes |" in text
+    assert "Sweep of 2 seeds: not run (time budget spent (0 s left, under 60 s))." in text
 
 
 def test_bench_suite_flag_must_come_first(capsys):
@@ -175,7 +233,8 @@ def test_bench_suite_flag_must_come_first(capsys):
 
 @pytest.mark.extended
 def test_gpu_tiny_runs_ours_and_writes_the_docs_table(tmp_path):
-    # Ours only, in this environment (brax 0.14.2 needs JAX < 0.10: its isolated venv).
+    # Ours only, in this environment (3 children: MLP, LSTM, the K=2 sweep; the sweep's
+    # single run is the MLP run). brax's child on this JAX: test_brax_compat.py.
     argv = ["--suite", "gpu", "--tiny", "--tasks", "CartpoleBalance", "--environments",
             "current", "--implementations", "ours", "--output-dir", str(tmp_path)]  # fmt: skip
     assert bench_main(argv) == 0
@@ -188,6 +247,7 @@ def test_gpu_tiny_runs_ours_and_writes_the_docs_table(tmp_path):
     ]
     assert all(r["steady_sps"] and r["return"] for r in rows)
     assert results["sweep"]["runs"] == 2 and results["sweep"]["speedup"]["ours"] > 0
+    assert results["sweep_single_runs"][0]["reused"] == "side-by-side"
     text = (tmp_path / "results.md").read_text()
     assert text.startswith("# GPU benchmark\n\nHardware: ")
     assert "| train_many K=2 vs ours |" in text

@@ -1,6 +1,6 @@
 """``nnx-ppo-bench --suite gpu``: ours vs brax PPO 0.14.2 on one accelerator, in minutes.
 
-What it runs (one seed each, the suite's children in the harness's venvs):
+What it runs (one seed each, every run in a child process of its own):
 
 1. ``CartpoleBalance`` and ``CheetahRun`` (Playground, ``impl="jax"``, Playground's
    per-task brax-PPO settings) at ``--n-envs`` environments (default 4096): ours and
@@ -13,13 +13,22 @@ What it runs (one seed each, the suite's children in the harness's venvs):
    aggregate steps/s over one run's steps/s (one sequential run is measured, not K).
 
 It writes ``results.json`` and ``results.md`` (the docs table's format, the hardware
-named: ``jax.devices()[0].device_kind`` and its memory) to ``--output-dir``. Sized to
-finish in under 8 minutes on a modern GPU; ``--tiny`` runs the same plan at toy sizes
-on a CPU (the test does, with ``--environments current --implementations ours``).
+named from ``jax.devices()``: device kind, platform, memory, JAX version) to
+``--output-dir``, rewritten after every child, so a run cut short still leaves the
+table of what finished. Sized to finish in under 8 minutes on a modern GPU;
+``--time-budget`` caps the whole run (what does not fit is listed as not run) and
+``--parts`` runs the table or the sweep alone, to split it over calls.
+
+``--environments isolated`` (the default) runs each side in the harness's uv venv on
+``--jax``; ``--environments current`` runs both in this interpreter, which is what a
+machine without network needs (a TPU VM with its preinstalled JAX): brax PPO then runs
+on that JAX through :mod:`nnx_ppo_benchmarks.brax_compat`. A TPU admits one process at
+a time: the parent never opens the device, and a child that finds it still held by
+the previous one is retried once. ``--tiny`` runs the same plan at toy sizes on a CPU.
 
     uv run nnx-ppo-bench --suite gpu --output-dir apps/benchmarks/results/suite/gpu
     uv run python -m nnx_ppo_benchmarks.suite.gpu --tiny --environments current \\
-        --implementations ours --output-dir /tmp/gpu-tiny
+        --tasks CartpoleBalance --output-dir /tmp/gpu-tiny
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -37,20 +47,35 @@ from typing import Any
 
 from nnx_ppo_apps_common.cli import HelpFormatter, fail, positive_int
 
-from nnx_ppo_benchmarks.common import comma_names
+from nnx_ppo_benchmarks.common import comma_names, git_state, load_average
 from nnx_ppo_benchmarks.metrics import derive, json_safe
-from nnx_ppo_benchmarks.runner import SRC_DIR
+from nnx_ppo_benchmarks.runner import SRC_DIR, run_child
 from nnx_ppo_benchmarks.settings import EvalSettings, RunSpec, chunk_plan
 from nnx_ppo_benchmarks.suite.report import markdown, summarize
-from nnx_ppo_benchmarks.suite.run import SUITE_IMPLEMENTATIONS, _environments, run_plan
+from nnx_ppo_benchmarks.suite.run import SUITE_IMPLEMENTATIONS, _environments, task_dir
 from nnx_ppo_benchmarks.suite.tasks import task_settings
-from nnx_ppo_benchmarks.venvs import DEFAULT_JAX, ENV_OF_IMPLEMENTATION, child_env_vars
+from nnx_ppo_benchmarks.venvs import (
+    DEFAULT_JAX,
+    ENV_OF_IMPLEMENTATION,
+    Environment,
+    child_env_vars,
+)
 
-__all__ = ["GpuPlan", "build_parser", "gpu_plan", "main", "probe_hardware"]
+__all__ = [
+    "GpuPlan",
+    "build_parser",
+    "gpu_plan",
+    "hardware_name",
+    "main",
+    "probe_hardware",
+    "render",
+    "sweep_summary",
+]
 
 PROG = "nnx-ppo-bench --suite gpu"
 TASKS = ("CartpoleBalance", "CheetahRun")
 SWEEP_TASK = "CartpoleBalance"
+PARTS = ("side-by-side", "sweep")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,9 +103,9 @@ class GpuPlan:
             total_steps=480,
             n_chunks=2,
             sweep_runs=2,
-            sweep_envs=4,
+            sweep_envs=8,  # the sweep's single runs are then the table's MLP runs
             sweep_minibatches=2,
-            sweep_steps=240,
+            sweep_steps=480,
             eval=EvalSettings(n_envs=2, episode_length=20),
         )
 
@@ -132,7 +157,64 @@ def probe_hardware(python: Path) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def _run_sweep(spec: RunSpec, runs: int, python: Path, output_dir: Path, timeout_s: float) -> dict:
+MIN_CHILD_S = 60.0
+"""A child is not started with less time than this left of ``--time-budget`` (opening
+the accelerator and compiling PPO alone take tens of seconds); it is recorded as not run."""
+
+_DEVICE_BUSY = ("libtpu multi-process lockfile", "TPU is already in use", "already in use by")
+"""Log lines of a child that found the chip still held by the previous process."""
+
+
+def _budget_spent(left_s: float) -> str:
+    return f"time budget spent ({max(left_s, 0.0):.0f} s left, under {MIN_CHILD_S:.0f} s)"
+
+
+def _not_run(spec: RunSpec, reason: str) -> dict[str, Any]:
+    return {
+        "status": "not run",
+        "error": reason,
+        "implementation": spec.implementation,
+        "network": spec.network,
+        "seed": spec.seed,
+        "env_name": spec.env_name,
+    }
+
+
+def _device_busy(raw: dict[str, Any]) -> bool:
+    log = Path(str(raw.get("log", "")))
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    return raw.get("status") != "ok" and any(line in text for line in _DEVICE_BUSY)
+
+
+def _run_one(spec: RunSpec, env: Environment, output_dir: Path, timeout_s: float) -> dict[str, Any]:
+    """One child (its folder as the control suite's), retried once after 5 s if the
+    accelerator was still held by the previous child (a TPU admits one process)."""
+    if timeout_s < MIN_CHILD_S:
+        return _not_run(spec, _budget_spent(timeout_s))
+    folder = task_dir(output_dir, spec.env_name)
+    start = time.perf_counter()
+    raw = run_child(spec, env, folder, timeout_s)
+    if _device_busy(raw) and timeout_s - (time.perf_counter() - start) > MIN_CHILD_S:
+        time.sleep(5.0)
+        raw = run_child(spec, env, folder, timeout_s - (time.perf_counter() - start))
+        raw["retried_device_busy"] = True
+    raw["env_name"] = spec.env_name
+    raw["load_after"] = load_average()
+    d = raw.get("derived") or {}
+    outcome = (
+        f"return {d.get('final_eval_reward')}, {d.get('steady_sps') or 0:,.0f} steps/s"
+        if raw.get("status") == "ok"
+        else f"FAILED: {raw.get('error')}"
+    )
+    print(f"{spec.env_name} {spec.network} {spec.implementation}: {outcome}", file=sys.stderr)
+    return raw
+
+
+def _run_sweep(
+    spec: RunSpec, runs: int, python: Path, output_dir: Path, timeout_s: float
+) -> dict[str, Any]:
+    if timeout_s < MIN_CHILD_S:
+        return {"status": "not run", "runs": runs, "error": _budget_spent(timeout_s)}
     (output_dir / "runs").mkdir(parents=True, exist_ok=True)
     (output_dir / "logs").mkdir(parents=True, exist_ok=True)
     out = output_dir / "runs" / f"sweep{runs}__ours.json"
@@ -150,9 +232,10 @@ def _run_sweep(spec: RunSpec, runs: int, python: Path, output_dir: Path, timeout
             timeout=timeout_s,
             check=False,
         )
-    raw = json.loads(out.read_text()) if out.is_file() else {"status": "failed"}
+    raw = json.loads(out.read_text()) if out.is_file() else {"status": "failed", "runs": runs}
     raw.setdefault("error", None if raw.get("status") == "ok" else "no result (timeout?)")
     raw["process_wall_s"] = time.perf_counter() - start
+    raw["log"] = str(log_path)
     if raw.get("status") == "ok":
         raw["derived"] = derive(raw)
     out.write_text(json.dumps(json_safe(raw), indent=1, allow_nan=False))
@@ -177,6 +260,7 @@ def sweep_summary(sweep: dict[str, Any], singles: Sequence[dict[str, Any]]) -> d
         if r.get("status") == "ok" and r["derived"].get("steady_sps")
     }
     return {
+        "status": sweep.get("status"),
         "runs": sweep.get("runs"),
         "aggregate_sps": aggregate,
         "single_sps": single,
@@ -186,26 +270,43 @@ def sweep_summary(sweep: dict[str, Any], singles: Sequence[dict[str, Any]]) -> d
     }
 
 
-def render(results: dict[str, Any]) -> str:
-    """The report's markdown: hardware line, side-by-side table, sweep table."""
-    hw = results["meta"]["hardware"]
-    memory = hw.get("memory_bytes")
-    named = (
-        f"{hw.get('device_kind', '?')} ({hw.get('platform', '?')}"
-        + (f", {memory / 2**30:.1f} GiB" if memory else "")
+def hardware_name(hw: dict[str, Any]) -> str:
+    """``"TPU v5 lite (tpu, 15.7 GiB), JAX 0.10.2"`` from :func:`probe_hardware`'s record
+    (the device count is named when there is more than one).
+
+    Example:
+        >>> hardware_name({"device_kind": "NVIDIA H100", "platform": "gpu",
+        ...                "memory_bytes": 80 * 2**30, "device_count": 2, "jax": "0.9.2"})
+        'NVIDIA H100 x2 (gpu, 80.0 GiB each), JAX 0.9.2'
+    """
+    if "error" in hw:
+        return f"unknown (the probe failed: {hw['error'].strip().splitlines()[-1:]})"
+    memory, count = hw.get("memory_bytes"), hw.get("device_count") or 1
+    return (
+        f"{hw.get('device_kind', '?')}{f' x{count}' if count > 1 else ''} "
+        f"({hw.get('platform', '?')}"
+        + (f", {memory / 2**30:.1f} GiB{' each' if count > 1 else ''}" if memory else "")
         + f"), JAX {hw.get('jax', '?')}"
     )
-    plan = results["meta"]["plan"]
+
+
+def render(results: dict[str, Any]) -> str:
+    """The report's markdown: hardware line, side-by-side table, sweep table."""
+    meta = results["meta"]
+    plan = meta["plan"]
     preamble = [
-        f"Hardware: {named}.",
-        f"Command: `{' '.join(results['meta']['command'] or [])}`; "
-        f"{plan['n_envs']} envs, {results['meta']['total_steps']:,} env steps per run, seed 0; "
-        f"wall time {results['meta']['wall_s']:.0f} s.",
+        f"Hardware: {hardware_name(meta['hardware'])}.",
+        f"Command: `{' '.join(meta['command'] or [])}`; "
+        f"{plan['n_envs']} envs, {meta['total_steps']:,} env steps per run, seed 0; "
+        f"wall time {meta['wall_s']:.0f} s.",
     ]
     text = markdown(results["summary"], title="GPU benchmark", preamble=preamble)
-    s = results["sweep"]
-    if s.get("error") and s.get("aggregate_sps") is None:
-        return text + f"\nSweep of {s.get('runs')} seeds: FAILED ({s['error']}).\n"
+    s = results.get("sweep")
+    if s is None:  # --parts without sweep
+        return text
+    if s.get("aggregate_sps") is None:
+        state = "not run" if s.get("status") == "not run" else "FAILED"
+        return text + f"\nSweep of {s.get('runs')} seeds: {state} ({s.get('error')}).\n"
     rows = [
         "",
         f"K={s['runs']} seeds of {SWEEP_TASK} ({plan['sweep_envs']} envs each): ours' "
@@ -247,78 +348,142 @@ def build_parser() -> argparse.ArgumentParser:
         type=comma_names(list(SUITE_IMPLEMENTATIONS)),
         default=SUITE_IMPLEMENTATIONS,
     )
+    p.add_argument(
+        "--parts",
+        type=comma_names(list(PARTS)),
+        default=PARTS,
+        help="what to run: the side-by-side table, the K-seed sweep, or both",
+    )
     p.add_argument("--n-envs", type=positive_int, default=None, help=f"default {d.n_envs}")
+    p.add_argument(
+        "--steps",
+        type=positive_int,
+        default=None,
+        help=f"env steps per side-by-side run, default {d.total_steps:,}",
+    )
     p.add_argument(
         "--sweep-runs", type=positive_int, default=None, help=f"K, default {d.sweep_runs}"
     )
-    p.add_argument("--environments", choices=("isolated", "current"), default="isolated")
+    p.add_argument(
+        "--environments",
+        choices=("isolated", "current"),
+        default="isolated",
+        help="isolated: one uv venv per side on --jax (needs uv and PyPI the first time); "
+        "current: both sides in this interpreter (no venv, no network: a TPU VM's "
+        "preinstalled JAX; brax PPO runs on JAX >= 0.10 through brax_compat)",
+    )
     p.add_argument("--jax", default=DEFAULT_JAX, help="JAX version of the isolated venvs")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per child")
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        help="seconds for the whole benchmark: each child's timeout is cut to what is "
+        f"left, and no child starts with under {MIN_CHILD_S:.0f} s left (recorded as "
+        "not run); the table is rewritten after every child, so it survives a kill",
+    )
     p.add_argument("--output-dir", type=Path, default=Path("outputs/gpu"))
     return p
 
 
+def _write(results: dict[str, Any], output_dir: Path, start: float) -> str:
+    """Refresh the summaries, write ``results.json`` and ``results.md``; the markdown."""
+    results["meta"]["wall_s"] = time.perf_counter() - start
+    results["summary"] = summarize(results["runs"])
+    singles = results["sweep_single_runs"]
+    sweep = results.get("sweep_raw")
+    results["sweep"] = None if sweep is None else sweep_summary(sweep, singles)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    text = render(results)
+    saved = {k: v for k, v in results.items() if k != "sweep_raw"}
+    (output_dir / "results.json").write_text(
+        json.dumps(json_safe(saved), indent=1, allow_nan=False, default=str)
+    )
+    (output_dir / "results.md").write_text(text)
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; 0 if every run succeeded, 1 if one failed, 2 on bad input."""
+    """Entry point; 0 if every run succeeded, 1 if one failed or was not run, 2 on bad
+    input."""
     args = build_parser().parse_args(argv)
     plan = GpuPlan.tiny() if args.tiny else GpuPlan()
     plan = dataclasses.replace(plan, tasks=args.tasks, networks=args.networks)
     if args.n_envs is not None:
         plan = dataclasses.replace(plan, n_envs=args.n_envs)
+    if args.steps is not None:
+        plan = dataclasses.replace(plan, total_steps=args.steps)
     if args.sweep_runs is not None:
         plan = dataclasses.replace(plan, sweep_runs=args.sweep_runs)
+    if args.time_budget is not None and args.time_budget <= 0:
+        return fail(PROG, f"--time-budget {args.time_budget} must be positive (seconds)")
     try:
         specs, sweep_spec = gpu_plan(plan, args.implementations)
     except ValueError as e:
         return fail(PROG, str(e))
+    n_single = len(args.implementations)
+    side = specs[:-n_single] if "side-by-side" in args.parts else []
+    singles = specs[-n_single:] if "sweep" in args.parts else []
     command = ["nnx-ppo-bench", "--suite", "gpu", *(sys.argv[1:] if argv is None else argv)]
     start = time.perf_counter()
-    envs = _environments(specs, args.environments, args.jax)
-    hardware = probe_hardware(envs[ENV_OF_IMPLEMENTATION["ours"]].python)
-    n_single = len(args.implementations)
-    results = run_plan(
-        specs[:-n_single],
-        output_dir=args.output_dir,
-        environments=args.environments,
-        jax_version=args.jax,
-        timeout_s=args.timeout,
-        command=command,
-        resume=False,
-    )
-    singles = run_plan(
-        specs[-n_single:],
-        output_dir=args.output_dir / "sweep",
-        environments=args.environments,
-        jax_version=args.jax,
-        timeout_s=args.timeout,
-        resume=False,
-    )["runs"]
-    sweep = _run_sweep(
-        sweep_spec,
-        plan.sweep_runs,
-        envs[ENV_OF_IMPLEMENTATION["ours"]].python,
-        args.output_dir / "sweep",
-        args.timeout,
-    )
-    side_by_side = results["runs"]
-    results["sweep_single_runs"] = singles
-    results["sweep"] = sweep_summary(sweep, singles)
-    results["meta"].update(
-        hardware=hardware,
-        plan=dataclasses.asdict(plan),
-        total_steps=specs[0].total_steps,
-        wall_s=time.perf_counter() - start,
-    )
-    results["summary"] = summarize(side_by_side)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    text = render(results)
-    (args.output_dir / "results.json").write_text(
-        json.dumps(json_safe(results), indent=1, allow_nan=False, default=str)
-    )
-    (args.output_dir / "results.md").write_text(text)
-    print(text)
-    failed = [r for r in [*side_by_side, *singles] if r.get("status") != "ok"]
-    return 1 if failed or sweep.get("status") != "ok" else 0
+
+    def time_left() -> float:
+        if args.time_budget is None:
+            return args.timeout
+        return min(args.timeout, args.time_budget - (time.perf_counter() - start))
+
+    envs = _environments([*side, *singles], args.environments, args.jax)
+    ours = envs[ENV_OF_IMPLEMENTATION["ours"]]
+    results: dict[str, Any] = {
+        "meta": {
+            "command": command,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "hardware": probe_hardware(ours.python),
+            "plan": dataclasses.asdict(plan),
+            "parts": list(args.parts),
+            "total_steps": specs[0].total_steps,
+            "time_budget_s": args.time_budget,
+            "environments": args.environments,
+            "jax_version": args.jax if args.environments == "isolated" else None,
+            "cpu_count": os.cpu_count(),
+            "load_before": load_average(),
+            "git": git_state(),
+        },
+        "runs": [],
+        "sweep_single_runs": [],
+    }
+    for spec in side:
+        env = envs[ENV_OF_IMPLEMENTATION[spec.implementation]]
+        results["runs"].append(_run_one(spec, env, args.output_dir, time_left()))
+        _write(results, args.output_dir, start)
+    ran = {s.to_json(): r for s, r in zip(side, results["runs"], strict=True)}
+    for spec in singles:
+        env = envs[ENV_OF_IMPLEMENTATION[spec.implementation]]
+        same = ran.get(spec.to_json(), {})
+        if same.get("status") == "ok":  # the same run is in the table (--tiny): reuse it
+            record = {**same, "reused": "side-by-side"}
+        else:
+            record = _run_one(spec, env, args.output_dir / "sweep", time_left())
+        results["sweep_single_runs"].append(record)
+        _write(results, args.output_dir, start)
+    if "sweep" in args.parts:
+        sweep_dir = args.output_dir / "sweep"
+        results["sweep_raw"] = {
+            "status": "not run",
+            "runs": plan.sweep_runs,
+            "error": "stopped before it finished",
+        }
+        _write(results, args.output_dir, start)  # what a killed benchmark leaves
+        results["sweep_raw"] = _run_sweep(
+            sweep_spec, plan.sweep_runs, ours.python, sweep_dir, time_left()
+        )
+    results["meta"]["load_after"] = load_average()
+    results["meta"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    print(_write(results, args.output_dir, start))
+    records = [*results["runs"], *results["sweep_single_runs"]]
+    failed = [r for r in records if r.get("status") != "ok"]
+    sweep_failed = "sweep" in args.parts and results["sweep_raw"].get("status") != "ok"
+    return 1 if failed or sweep_failed else 0
 
 
 if __name__ == "__main__":
