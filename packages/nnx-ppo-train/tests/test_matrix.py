@@ -13,7 +13,14 @@ the evaluation, checkpoint, resume, sweep, export and activation cells. A physic
 family's training program takes about 40 s to compile on 2 CPU cores and most of its
 cells compile another, so the physics families' cells (`EXTENDED`) run in
 ``nox -s extended``, as do the cells that start processes; the default selection (the
-`DICT_OBS` cells) takes about 90 s on 2 cores.
+`DICT_OBS` cells, three cognitive and five pixel cells) takes about 2.5 minutes on 2
+cores.
+
+The pixel family (`PIXELS`: gymnax's SpaceInvaders-MinAtar with a conv + LSTM policy)
+needs gymnax (the ``gymnax`` extra); its cells are skipped without it. Its export is
+checked on a recorded rollout (`record_rollout`) through StableHLO in its cell and
+through ONNX in `test_pixel_policy_onnx_parity_on_a_recorded_rollout` (skipped without
+nnx-modules' ``onnx`` extra).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +60,22 @@ from nnx_ppo.algorithms.ppo import TrainResult, train_ppo
 from nnx_ppo.algorithms.progress import TRAINING_PROGRESS, TRAINING_STEP, progress_info
 from nnx_ppo.algorithms.randomization import make_randomization, model_holder
 from nnx_ppo.algorithms.sweeps import SweepResult, train_many
-from nnx_ppo.envs import DictObsEnv
+from nnx_ppo.envs import DictObsEnv, GymnaxEnv
 from nnx_ppo.envs.cognitive import PerceptualDecisionMaking
+from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Sequential
-from nnx_ppo.networks.export import DeterministicPolicy, export_policy, load_stablehlo
+from nnx_ppo.networks.conv import ConvEncoder
+from nnx_ppo.networks.export import (
+    DeterministicPolicy,
+    export_policy,
+    load_stablehlo,
+    read_manifest,
+)
 from nnx_ppo.networks.factories import make_mlp_actor_critic
+from nnx_ppo.networks.feedforward import Dense
 from nnx_ppo.networks.recording import extract_activations, with_recording
+from nnx_ppo.networks.recurrent import LSTM
+from nnx_ppo.networks.sampling_layers import CategoricalSampler
 from nnx_ppo.networks.utils import Filter
 from nnx_ppo.wrappers import Latency, Wrapper, wrap_for_training
 
@@ -68,9 +85,9 @@ playground_registry = pytest.importorskip("mujoco_playground").registry
 # --------------------------------------------------------------------------- the matrix
 
 BRAX, PLAYGROUND, DICT_OBS = "brax inverted_pendulum", "Playground CartpoleBalance", "DictObsEnv"
-COGNITIVE = "PerceptualDecisionMaking"
-FAMILIES = (BRAX, PLAYGROUND, DICT_OBS, COGNITIVE)
-OURS = (DICT_OBS, COGNITIVE)
+COGNITIVE, PIXELS = "PerceptualDecisionMaking", "gymnax SpaceInvaders-MinAtar"
+FAMILIES = (BRAX, PLAYGROUND, DICT_OBS, COGNITIVE, PIXELS)
+OURS = (DICT_OBS, COGNITIVE)  # no model to randomize (a gymnax game has its EnvParams)
 PHYSICS = (BRAX, PLAYGROUND)
 
 EVALUATION = "train + periodic evaluation"
@@ -99,20 +116,26 @@ MATRIX: dict[tuple[str, str], str] = {
     **{(family, feature): PASS for family in FAMILIES for feature in FEATURES},
     **{(family, RANDOMIZATION): NO_MODEL for family in OURS},
     **{(family, SWEEP_RANDOMIZATION): NO_MODEL for family in OURS},
-    **{(family, VIDEO): NO_RENDER for family in OURS},
+    **{(family, VIDEO): NO_RENDER for family in (*OURS, PIXELS)},
     **{(family, VIDEO): NO_RENDERER for family in PHYSICS},
 }
 """``(family, feature) -> "pass" | "refused: <reason>"``: what `test_cell` checks and the
 how-to page shows."""
 
-EXTENDED = {(family, feature) for family in PHYSICS for feature in FEATURES} | {
-    (COGNITIVE, feature) for feature in FEATURES if feature not in (RESUME, SWEEP, EXPORT)
-}
+PIXELS_DEFAULT = (EVALUATION, ROUND_TRIP, RESUME, EXPORT, VIDEO)
+EXTENDED = (
+    {(family, feature) for family in PHYSICS for feature in FEATURES}
+    | {(COGNITIVE, feature) for feature in FEATURES if feature not in (RESUME, SWEEP, EXPORT)}
+    | {(PIXELS, feature) for feature in FEATURES if feature not in PIXELS_DEFAULT}
+)
 """The physics families' cells: run by ``nox -s extended`` (CI runs it after the default
 sessions). Each family's shared run compiles a training program with the simulator in
 it (about 40 s on 2 CPU cores) and most cells compile another (10 to 40 s each); the
-default and floor sessions keep the `DICT_OBS` cells (about 90 s) and the cognitive
-task's exact resume, sweep and export cells (its other cells run in ``extended``)."""
+default and floor sessions keep the `DICT_OBS` cells (about 90 s), the cognitive
+task's exact resume, sweep and export cells, and the pixel family's `PIXELS_DEFAULT`
+cells: its shared run (a conv + LSTM program, about 20 s), evaluation, checkpoint
+round trip, exact resume (another compile), export and the refused video (the other
+cells of both run in ``extended``)."""
 
 DOCS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "how-to" / "feature-matrix.md"
 
@@ -180,6 +203,10 @@ def build_family(name: str) -> Family:
         randomizer = randomize_cartpole
     elif name == COGNITIVE:  # trials of 14 to 27 steps at dt = 100 ms; discrete actions
         env, randomizer = PerceptualDecisionMaking(dt=100), None
+    elif name == PIXELS:
+        return Family(
+            name, GymnaxEnv.make("SpaceInvaders-MinAtar"), pixel_network, randomize_invaders
+        )
     else:
         return Family(name, DictObsEnv(), dict_obs_network, None)
     obs_size, action_size = env.observation_size, env.action_size
@@ -191,6 +218,37 @@ def build_family(name: str) -> Family:
         )
 
     return Family(name, env, make_network, randomizer)
+
+
+def pixel_network(rngs: nnx.Rngs) -> nnx.Module:
+    """The pixel family's conv + LSTM policy: `ConvEncoder.minatar` at 4 channels with an
+    8-unit dense layer (it takes `GymnaxEnv`'s flat ``[B, 600]`` observation and reshapes
+    it to SpaceInvaders-MinAtar's 10x10x6 grid), an 8-unit LSTM, and a categorical actor
+    (4 actions: stay, left, right, fire) and a critic on its output."""
+    encoder = ConvEncoder.minatar((10, 10, 6), rngs, channels=(4,), dense=(8,))
+    return Sequential(
+        [
+            encoder,
+            LSTM(encoder.out_features, 8, rngs=rngs),
+            PPOAdapter(
+                action=Sequential([Dense(8, 4, rngs=rngs), CategoricalSampler(rngs)]),
+                value=Dense(8, 1, rngs=rngs),
+            ),
+        ]
+    )
+
+
+def randomize_invaders(params: Any, rng: jax.Array) -> tuple[Any, Any]:
+    """SpaceInvaders-MinAtar's alien timing (its `EnvParams`, default 12 and 10 steps):
+    the steps between alien moves drawn in ``[8, 16]`` and between alien shots in
+    ``[5, 15]``, one draw per key of ``rng`` (``[n_envs, 2]``)."""
+    move_keys, shot_keys = jnp.moveaxis(jax.vmap(jax.random.split)(rng), 1, 0)
+    move = jax.vmap(lambda key: jax.random.randint(key, (), 8, 17))(move_keys)
+    shot = jax.vmap(lambda key: jax.random.randint(key, (), 5, 16))(shot_keys)
+    in_axes = jax.tree.map(lambda _: None, params).replace(
+        enemy_move_interval=0, enemy_shot_interval=0
+    )
+    return params.replace(enemy_move_interval=move, enemy_shot_interval=shot), in_axes
 
 
 class ProgressCurriculum(Wrapper):
@@ -326,6 +384,11 @@ class MatrixRuns:
     def sweep(self, name: str) -> SweepResult:
         return self._once("sweep", name, lambda: self._sweep(name))
 
+    def rollout(self, name: str) -> Rollout:
+        """The shared run's trained network, recorded for `ROLLOUT_STEPS` steps from the
+        run's final environment states (see `record_rollout`)."""
+        return self._once("rollout", name, lambda: record_rollout(self.trained(name)))
+
     def curriculum(self, name: str) -> tuple[TrainResult, dict[int, dict[str, float]]]:
         """A run on the family's environment inside `ProgressCurriculum`, logging the
         environment's metrics; the physics families train it on randomized models (their
@@ -372,6 +435,99 @@ class MatrixRuns:
         return result, records
 
 
+ROLLOUT_STEPS = 24
+
+
+@dataclasses.dataclass(frozen=True)
+class Rollout:
+    """A recorded rollout of a trained network in ``eval()``, as a deployed control loop
+    runs it: ``obs`` ``[T, B, ...]`` (the observation tree step t fed the network),
+    ``done`` ``[T, B]`` (the episode ended at step t: the carry was reset after it),
+    and the network's ``actions`` and ``values`` (``[T, B, ...]``, ``[T, B]``)."""
+
+    obs: Any
+    done: np.ndarray
+    actions: Any
+    values: np.ndarray
+
+
+def record_rollout(trained: Trained) -> Rollout:
+    """`ROLLOUT_STEPS` steps of the shared run's `N_ENVS` training environments, from
+    where its training left them (different points of their games and episodes; a
+    deterministic game's fresh resets would all be alike), driven by a copy of the
+    trained network in ``eval()`` from its initial carry, called step by step; where an
+    episode ended, the environment restarts from a new reset and the carry is reset
+    (``reset_state``)."""
+    network = nnx.clone(trained.network)
+    network.eval()
+    env = trained.family.train_env()
+    step, reset = jax.jit(jax.vmap(env.step)), jax.jit(jax.vmap(env.reset))
+    keys = jax.random.split(jax.random.PRNGKey(5), (ROLLOUT_STEPS, N_ENVS))
+    state = trained.result.state.env_state
+    carry = network.initialize_state(N_ENVS)
+    steps: list[tuple[Any, np.ndarray, Any, np.ndarray]] = []
+    for t in range(ROLLOUT_STEPS):
+        out = network(carry, state.obs)
+        obs, actions = state.obs, out.output.actions
+        state = step(state, actions)
+        done = np.asarray(state.done).astype(bool)
+        state = _where(done, reset(keys[t]), state)
+        carry = _where(done, network.reset_state(out.next_state), out.next_state)
+        steps.append((host(obs), done, host(actions), np.asarray(out.output.value_estimates)))
+    obs, dones, actions, values = zip(*steps, strict=True)
+    return Rollout(_stack(obs), np.stack(dones), _stack(actions), np.stack(values))
+
+
+def _where(done: np.ndarray, new: Any, old: Any) -> Any:
+    """``new``'s ``[B, ...]`` leaves where ``done`` (``[B]``), ``old``'s elsewhere."""
+    return jax.tree.map(
+        lambda n, o: jnp.where(done.reshape(-1, *[1] * (np.ndim(o) - 1)), n, o), new, old
+    )
+
+
+def _stack(trees: Sequence[Any]) -> Any:
+    return jax.tree.map(lambda *xs: np.stack(xs), *trees)
+
+
+def replay_artefact(
+    step: Callable[[dict[str, Any]], dict[str, Any]],
+    reset: Callable[[dict[str, Any]], dict[str, Any]],
+    manifest: Mapping[str, Any],
+    rollout: Rollout,
+) -> tuple[np.ndarray, np.ndarray]:
+    """An exported artefact's ``step`` and ``reset`` (named tensors in and out, as
+    ``policy.json`` lists them) run over ``rollout``'s observations and dones, as its
+    README's control loop does: the initial carry is ``reset(zeros, done=true)``, the
+    carry is reset after every step whose episode ended. Its ``[T, B]`` actions and
+    values."""
+    zeros = {
+        t["name"]: np.zeros((N_ENVS, *t["shape"][1:]), t["dtype"])
+        for t in manifest["reset"]["inputs"]
+        if t["name"] != "done"
+    }
+    out = reset({**zeros, "done": np.ones((N_ENVS,), bool)})
+    carry = {c["input"]: out[c["output"]] for c in manifest["carry"]}
+    (action_name,), (value_name,) = manifest["action"], manifest["value"]
+    actions, values = [], []
+    for t in range(ROLLOUT_STEPS):
+        obs = dict(zip(manifest["observation"], jax.tree.leaves(rollout.obs), strict=True))
+        out = step({**{name: x[t] for name, x in obs.items()}, **carry})
+        actions.append(np.asarray(out[action_name]))
+        values.append(np.asarray(out[value_name]))
+        carry = {c["input"]: out[c["output"]] for c in manifest["carry"]}
+        out = reset({**carry, "done": rollout.done[t]})
+        carry = {c["input"]: out[c["output"]] for c in manifest["carry"]}
+    return np.stack(actions), np.stack(values)
+
+
+def assert_artefact_replays(
+    actions: np.ndarray, values: np.ndarray, rollout: Rollout, what: str
+) -> None:
+    """An artefact's actions over ``rollout`` are the network's, its values within 1e-5."""
+    np.testing.assert_array_equal(actions, rollout.actions, err_msg=what)
+    np.testing.assert_allclose(values, rollout.values, rtol=0, atol=1e-5, err_msg=what)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> MatrixRuns:
     return MatrixRuns(tmp_path_factory.mktemp("matrix"))
@@ -392,14 +548,16 @@ def check_evaluation(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     for _, metrics in result.eval_history:
         assert np.isfinite(metrics["eval/episode_reward/mean"])
         length = metrics["eval/episode_length/mean"]
-        if name in (BRAX, COGNITIVE):  # the pole may fall, a trial ends, before the limit
+        if name in (BRAX, COGNITIVE, PIXELS):  # the pole falls, a trial ends, a ball is
+            # missed, before the limit
             assert 1 <= length <= EPISODE_LENGTH
         else:  # these never terminate: every episode runs to the limit
             assert length == EPISODE_LENGTH
     # Training changed the deterministic policy's return (a trial's deterministic
-    # outcome can survive 64 steps of training: there, its parameters changed).
+    # outcome, or a Space Invaders episode's, can survive 64 steps of training: there,
+    # its parameters changed).
     first, last = result.eval_history[0][1], result.eval_history[-1][1]
-    if name == COGNITIVE:
+    if name in (COGNITIVE, PIXELS):
         assert trees_differ(trained.saved[HALF].params, result.state.params)
     else:
         assert first["eval/episode_reward/mean"] != last["eval/episode_reward/mean"]
@@ -523,10 +681,10 @@ def check_sweep(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
 
 
 def check_randomization(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
-    # The curriculum run of a physics family trains on randomized models: the run's
-    # models are those drawn from its seed (train_ppo: the first of three splits of
-    # PRNGKey(seed)), one per environment, and the environment's nominal model is back
-    # in place afterwards.
+    # The curriculum run of a physics family (or of the gymnax game, whose model is its
+    # EnvParams) trains on randomized models: the run's models are those drawn from its
+    # seed (train_ppo: the first of three splits of PRNGKey(seed)), one per
+    # environment, and the environment's nominal model is back in place afterwards.
     family = runs.family(name)
     holder, attribute = model_holder(family.env)
     nominal = getattr(holder, attribute)
@@ -535,10 +693,18 @@ def check_randomization(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     init_key = jax.random.split(jax.random.PRNGKey(0), 3)[0]
     drawn = make_randomization(env, family.randomization_fn, N_ENVS).initial(init_key)
     assert_trees_equal(result.state.models, drawn)
-    # One pole mass per environment (brax: link 1; Playground: body 2).
-    path, pole = ("link/inertia/mass", 1) if name == BRAX else ("body_mass", 2)
-    poles = result.state.models[path][:, pole]
-    assert len(set(np.asarray(poles).tolist())) == N_ENVS
+    if name == PIXELS:  # alien timings per environment, in their ranges, not all equal
+        moves, shots = (
+            np.asarray(result.state.models[field])
+            for field in ("enemy_move_interval", "enemy_shot_interval")
+        )
+        assert moves.shape == shots.shape == (N_ENVS,)
+        assert ((moves >= 8) & (moves <= 16)).all() and ((shots >= 5) & (shots <= 15)).all()
+        assert len(set(moves.tolist())) > 1 and len(set(shots.tolist())) > 1
+    else:  # one pole mass per environment (brax: link 1; Playground: body 2)
+        path, pole = ("link/inertia/mass", 1) if name == BRAX else ("body_mass", 2)
+        poles = result.state.models[path][:, pole]
+        assert len(set(np.asarray(poles).tolist())) == N_ENVS
     assert getattr(holder, attribute) is nominal
     assert all(np.isfinite(m["eval/episode_reward/mean"]) for _, m in result.eval_history)
 
@@ -609,6 +775,9 @@ def check_export(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     # The trained network's deterministic policy, exported to StableHLO and loaded back,
     # gives the JAX network's eval() actions on real observations: the environments'
     # observations at the end of training.
+    if name == PIXELS:
+        check_pixel_export(runs, name, tmp_path)
+        return
     trained = runs.trained(name)
     env, network = trained.family.env, trained.network
     obs = trained.result.state.env_state.obs
@@ -638,17 +807,40 @@ def check_export(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
         assert np.std(np.asarray(leaves[0])) > 0  # the actions depend on the observation
 
 
+def check_pixel_export(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
+    # The trained conv + LSTM policy, exported to StableHLO with its value head and
+    # loaded back, replays a recorded rollout of the JAX network (24 steps of the 4
+    # training environments, each episode reaching its limit and the carry reset):
+    # the same actions at every step and values within 1e-5, through the artefact's
+    # own reset. (The same rollout through the ONNX artefact:
+    # `test_pixel_policy_onnx_parity_on_a_recorded_rollout`.)
+    trained, rollout = runs.trained(name), runs.rollout(name)
+    assert rollout.done[:-1].sum() >= 2, rollout.done  # resets inside the rollout
+    assert (np.ptp(rollout.values, axis=0) > 0).all()  # every env's value changes
+    assert (rollout.values[:, 0] != rollout.values[:, 1]).any()  # the envs differ
+    policy = DeterministicPolicy(
+        trained.network, trained.family.env.observation_size, include_value=True
+    )
+    assert len(policy.carry_names) == 2  # the LSTM's c and h
+    loaded = load_stablehlo(export_policy(policy, None, tmp_path / "policy", include_value=True))
+    actions, values = replay_artefact(loaded.step, loaded.reset, loaded.manifest, rollout)
+    assert_artefact_replays(actions, values, rollout, "StableHLO")
+
+
 def check_activations(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     # T = 8 steps of B = 2 evaluation episodes of the trained network behind an identity
     # Filter, whose recorded output is the observation each step saw: every activation
     # is [T, B, ...] and finite, and at every step the network's ones equal a direct
-    # (unjitted) call of a recording copy on that step's observation (the policy is
-    # feedforward and deterministic in eval(): no carry to thread).
+    # (unjitted) call of a recording copy on that step's observation, deterministic in
+    # eval(), threading its carry as the rollout does (the pixel family's LSTM; the
+    # others are feedforward). The rollout does not reset a carry when an episode ends.
     trained = runs.trained(name)
     env, network = trained.family.eval_env(), trained.network
     steps, n_envs = 8, 2
     if name == COGNITIVE:  # fixate through the 8 steps of the (constant) fixation cue
         network, steps = fixating(network), 12
+    if name == PIXELS:  # the aliens move (every 12 steps) or shoot (every 10) by then
+        steps = 14
     observed = Sequential([Filter(lambda obs: obs), network])
     activations, dones = record_activations_rollout(
         env, observed, n_envs=n_envs, max_episode_length=steps, key=jax.random.PRNGKey(3)
@@ -668,7 +860,8 @@ def check_activations(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     carry = recording.initialize_state(n_envs)
     for t in range(steps):
         obs = jax.tree.map(lambda x, t=t: x[t], observations)
-        direct = extract_activations(recording(carry, obs).metrics)
+        out = recording(carry, obs)
+        direct, carry = extract_activations(out.metrics), out.next_state
         assert jax.tree.structure(direct) == jax.tree.structure(recorded)
         for got, want in zip(leaves, jax.tree.leaves(direct), strict=True):
             np.testing.assert_allclose(got[t], want, rtol=1e-5, atol=1e-6, err_msg=f"t={t}")
@@ -827,9 +1020,37 @@ def _cells() -> list[Any]:
 
 @pytest.mark.parametrize(("family", "feature"), _cells())
 def test_cell(family: str, feature: str, runs: MatrixRuns, tmp_path: Path) -> None:
+    if family == PIXELS:
+        pytest.importorskip("gymnax")  # the nnx-ppo-train extra GymnaxEnv needs
     status = MATRIX[family, feature]
     check = CHECKS[feature] if status == PASS else REFUSALS[feature]
     check(runs, family, tmp_path)
+
+
+def test_pixel_policy_onnx_parity_on_a_recorded_rollout(runs: MatrixRuns, tmp_path: Path) -> None:
+    # The pixel family's export cell, through ONNX (jax2onnx) and onnxruntime: the
+    # trained conv + LSTM policy's artefact replays the recorded rollout with the JAX
+    # network's actions at every step and values within 1e-5 (issue 49's acceptance).
+    # Needs nnx-modules' onnx extra, which the developer environment has.
+    pytest.importorskip("gymnax")
+    pytest.importorskip("jax2onnx")
+    onnxruntime = pytest.importorskip("onnxruntime")
+    trained, rollout = runs.trained(PIXELS), runs.rollout(PIXELS)
+    out = export_policy(
+        trained.network, trained.family.env.observation_size, tmp_path / "onnx",
+        format="onnx", include_value=True,
+    )  # fmt: skip
+    manifest = read_manifest(out)
+
+    def call(function: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        session = onnxruntime.InferenceSession(
+            str(out / manifest["files"][function]), providers=["CPUExecutionProvider"]
+        )
+        names = [o.name for o in session.get_outputs()]
+        return lambda inputs: dict(zip(names, session.run(None, inputs), strict=True))
+
+    actions, values = replay_artefact(call("step"), call("reset"), manifest, rollout)
+    assert_artefact_replays(actions, values, rollout, "ONNX")
 
 
 def test_every_cell_has_a_status_and_a_check() -> None:
