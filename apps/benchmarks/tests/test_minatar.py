@@ -24,14 +24,18 @@ def test_report_from_the_stored_cells_matches_the_page(tmp_path):
     shutil.copytree(STORED / "cells", tmp_path / "cells")
     report = minatar.write_report(tmp_path).read_text()
     rows = _table(report)
-    assert [row.split(" | ")[:2] for row in rows] == [
-        ["| Breakout-MinAtar", "conv"],
-        ["| Breakout-MinAtar", "mlp"],
-        ["| Asterix-MinAtar", "conv"],
+    assert [row.split(" | ")[:3] for row in rows] == [
+        ["| Breakout-MinAtar", "conv", "1e-05"],
+        ["| Breakout-MinAtar", "conv", "1e-08"],
+        ["| Breakout-MinAtar", "mlp", "1e-05"],
+        ["| Breakout-MinAtar", "mlp", "1e-08"],
+        ["| Asterix-MinAtar", "conv", "1e-08"],
+        ["| Freeway-MinAtar", "conv", "1e-05"],
+        ["| SpaceInvaders-MinAtar", "conv", "1e-05"],
     ]
     for row in rows:  # ratio = median / published
         cells = row.split(" | ")
-        median, published, ratio = float(cells[3].split()[0]), float(cells[4]), float(cells[5])
+        median, published, ratio = float(cells[4].split()[0]), float(cells[5]), float(cells[6])
         assert ratio == pytest.approx(median / published, abs=0.006)
     assert (tmp_path / "curves.png").stat().st_size > 0
     block = re.search(
@@ -49,11 +53,25 @@ def test_report_without_cells_says_so(tmp_path):
 
 @pytest.mark.parametrize(
     ("argv", "message"),
-    [(["--steps", "0"], "--steps=0"), (["--final-episodes", "0"], "--final-episodes=0")],
+    [
+        (["--steps", "0"], "--steps=0"),
+        (["--final-episodes", "0"], "--final-episodes=0"),
+        (["--adam-eps", "0"], "--adam-eps=0"),
+    ],
 )
 def test_bad_arguments_name_themselves(tmp_path, argv, message):
     with pytest.raises(SystemExit, match=re.escape(message)):
         minatar.main([*argv, "--output-dir", str(tmp_path)])
+
+
+def test_an_ablations_eps_gets_its_own_cell_name():
+    assert minatar.cell_name("Breakout-MinAtar", "conv", minatar.ADAM_EPS) == (
+        "Breakout-MinAtar__conv.json"
+    )
+    assert minatar.cell_name("Breakout-MinAtar", "conv", 1e-8) == (
+        "Breakout-MinAtar__conv__eps1e-08.json"
+    )
+    assert minatar.make_config(8192, 100, smoke=True, adam_eps=1e-3).ppo.adam_eps == 1e-3
 
 
 def test_unknown_network_is_refused():

@@ -48,6 +48,7 @@ def test_indivisible_minibatches_name_both_numbers_and_a_fix():
         ("value_clip_range", 0.0, ValueError),
         ("max_grad_norm", -1.0, ValueError),
         ("weight_decay", -1e-4, ValueError),
+        ("adam_eps", 0.0, ValueError),
         ("advantage_mode", "sum", ValueError),
         ("advantage_estimation", "per_step", ValueError),
         ("reset_mode", "always", ValueError),

@@ -48,3 +48,37 @@ def test_evaluation_is_deterministic_in_eval_mode_and_restores_train_mode():
     assert evaluate(env, net, key, **kwargs) == mean_policy
     sampled = evaluate(env, net, key, deterministic=False, **kwargs)
     assert sampled["eval/episode_reward/mean"] != mean_policy["eval/episode_reward/mean"]
+
+
+def test_evaluation_compiles_once_per_env_structure_and_sizes(monkeypatch):
+    from nnx_ppo.algorithms import evaluation
+
+    built = []
+    make = evaluation.make_evaluator
+
+    def counting(*args, **kwargs):
+        built.append(kwargs["n_envs"])
+        return make(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "make_evaluator", counting)
+    monkeypatch.setattr(evaluation, "_EVALUATORS", type(evaluation._EVALUATORS)())
+    env = EpisodeWrapper(PointMass(), episode_length=10)
+    nets = [make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(i)) for i in range(2)]
+    key = jax.random.PRNGKey(3)
+    first, second = (
+        evaluation.evaluate(env, net, key, n_envs=4, max_episode_length=10) for net in nets
+    )
+    assert built == [4]  # two networks of one structure: one evaluator
+    assert first != second  # ... that reads each network's own parameters
+    evaluation.evaluate(env, nets[0], key, n_envs=3, max_episode_length=10)
+    evaluation.evaluate(
+        EpisodeWrapper(PointMass(), episode_length=10),
+        nets[0],
+        key,
+        n_envs=4,
+        max_episode_length=10,
+    )
+    assert built == [4, 3, 4]  # another size, another environment object: new ones
+    # A cached evaluation equals a freshly built one.
+    evaluation._EVALUATORS.clear()
+    assert evaluation.evaluate(env, nets[1], key, n_envs=4, max_episode_length=10) == second

@@ -119,6 +119,22 @@ def test_without_desired_kl_the_optimizer_state_is_plain_adam():
     assert float(learning_rate_state(state).hyperparams["learning_rate"]) == pytest.approx(5e-4)
 
 
+@pytest.mark.parametrize(("weight_decay", "adam_eps", "expected"), [
+    (0.0, 1e-8, -1e-3 * 1e-6 / (1e-6 + 1e-8)),
+    (0.0, 1e-5, -1e-3 / 11),
+    (1e-2, 1e-5, -1e-3 / 11),  # AdamW: decay times the zero parameter adds nothing
+])  # fmt: skip
+def test_adam_eps_is_the_denominators_floor(weight_decay, adam_eps, expected):
+    # Adam's first step: m_hat = g, v_hat = g^2, so the update is -lr * g / (|g| + eps);
+    # with g = 1e-6 and eps = 1e-5 that is -lr * 1e-6 / 1.1e-5 = -lr / 11.
+    config = _ppo(learning_rate=1e-3, weight_decay=weight_decay, adam_eps=adam_eps)
+    optimizer = make_optimizer(config)
+    params = {"w": jnp.zeros(2)}
+    grads = {"w": jnp.full(2, 1e-6)}
+    updates, _ = optimizer.update(grads, optimizer.init(params), params)
+    np.testing.assert_allclose(updates["w"], expected, rtol=1e-5)
+
+
 # --------------------------------------------------------------------------- runs
 
 LOG = LogLevel.LOSSES | LogLevel.ACTOR

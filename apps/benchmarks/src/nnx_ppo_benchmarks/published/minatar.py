@@ -49,7 +49,9 @@ n_minibatch 8                                 n_minibatches 8, NOT one-to-one: t
 epoch_ppo 4                                   n_epochs 4
 lr_begin = lr_end = 5e-4, lr_warmup 0.05      learning_rate 5e-4 constant (begin == end:
                                               their warm-up is a no-op)
-Adam eps 1e-5                                 NOT mapped: optax.adam's default eps 1e-8
+Adam eps 1e-5                                 adam_eps 1e-5 (cells recorded before
+                                              PPOConfig had it ran optax's 1e-8; the report
+                                              says which eps each row used)
 max_grad_norm 0.5                             max_grad_norm 0.5
 gamma 0.999, gae_lambda 0.95                  discounting_factor 0.999, gae_lambda 0.95
 clip_eps 0.2 (policy and value clipping)      clip_range 0.2, value_clip_range 0.2
@@ -110,6 +112,12 @@ PUBLISHED_STEPS = 10_000_000
 
 _SOURCE = "gymnax-blines PPO, README table at 1e7 steps"
 
+ADAM_EPS = 1e-5
+"""gymnax-blines' Adam ``eps`` (``optax.adam(eps=1e-5)`` in its ``utils/ppo.py``)."""
+
+_UNRECORDED_EPS = 1e-8
+"""The eps of cells recorded before the summary stored it (optax's default)."""
+
 
 def make_network(kind: str, image_shape: tuple[int, int, int], n_actions: int) -> Callable:
     """``make_network(rngs)`` for `train_many`: separate actor and critic, each a conv
@@ -143,8 +151,11 @@ def make_network(kind: str, image_shape: tuple[int, int, int], n_actions: int) -
     return build
 
 
-def make_config(total_steps: int, episode_length: int, *, smoke: bool) -> Any:
-    """The translated `TrainConfig` (module docstring); ``smoke`` shrinks every size."""
+def make_config(
+    total_steps: int, episode_length: int, *, smoke: bool, adam_eps: float = ADAM_EPS
+) -> Any:
+    """The translated `TrainConfig` (module docstring); ``smoke`` shrinks every size;
+    ``adam_eps`` other than the published `ADAM_EPS` is for ablations."""
     from nnx_ppo.algorithms import EvalConfig, PPOConfig, TrainConfig
 
     n_envs, rollout = (8, 16) if smoke else (64, 128)
@@ -166,6 +177,7 @@ def make_config(total_steps: int, episode_length: int, *, smoke: bool) -> Any:
         critic_loss_weight=0.5,
         normalize_advantages=True,
         max_grad_norm=0.5,
+        adam_eps=adam_eps,
         bootstrap_on_truncation=False,
         reset_mode="fresh",
         iterations_per_call=per_call,
@@ -180,7 +192,14 @@ def make_config(total_steps: int, episode_length: int, *, smoke: bool) -> Any:
 
 
 def run_cell(
-    game: str, network: str, seeds: Sequence[int], *, steps: int, episodes: int, smoke: bool
+    game: str,
+    network: str,
+    seeds: Sequence[int],
+    *,
+    steps: int,
+    episodes: int,
+    smoke: bool,
+    adam_eps: float = ADAM_EPS,
 ) -> dict[str, Any]:
     """Train ``seeds`` of one (game, network) in one `train_many` and evaluate each
     final policy on ``episodes`` fresh episodes; returns the cell's JSON object."""
@@ -195,7 +214,7 @@ def run_cell(
     env = GymnaxEnv.make(game)  # gymnax's own time limit, as gymnax-blines
     image_shape = tuple(env.env.observation_space(env.params).shape)
     episode_length = int(env.params.max_steps_in_episode)
-    config = make_config(steps, episode_length, smoke=smoke)
+    config = make_config(steps, episode_length, smoke=smoke, adam_eps=adam_eps)
     max_len = config.eval.max_episode_length
     meta = {"load_before": load_average(), "git": git_state()}
     start = time.perf_counter()
@@ -244,6 +263,7 @@ def run_cell(
         "median": median,
         "interval95": [low, high],
         "published": PUBLISHED[game],
+        "adam_eps": adam_eps,
         "wall_s": wall,
         "steps_per_s": int(result.total_steps) * len(runs) / wall,
         "devices": [str(d) for d in jax.devices()],
@@ -267,8 +287,21 @@ def load_cells(out: Path) -> list[dict[str, Any]]:
         key=lambda c: (
             GAMES.index(c["summary"]["game"]),
             NETWORKS.index(c["summary"]["network"]),
+            -cell_eps(c),
         ),
     )
+
+
+def cell_eps(cell: dict[str, Any]) -> float:
+    """The Adam ``eps`` a cell was trained with."""
+    return float(cell["summary"].get("adam_eps", _UNRECORDED_EPS))
+
+
+def cell_name(game: str, network: str, adam_eps: float) -> str:
+    """``<game>__<network>.json`` for the published translation, with ``__eps<value>``
+    for an ablation's eps."""
+    suffix = "" if adam_eps == ADAM_EPS else f"__eps{adam_eps:g}"
+    return f"{game}__{network}{suffix}.json"
 
 
 def _row(cell: dict[str, Any]) -> str:
@@ -281,7 +314,7 @@ def _row(cell: dict[str, Any]) -> str:
     per_seed = ", ".join(f"{v:.1f}" for v in finals)
     published = s["published"]
     return (
-        f"| {s['game']} | {s['network']} | {s['total_steps']:,} | "
+        f"| {s['game']} | {s['network']} | {cell_eps(cell):g} | {s['total_steps']:,} | "
         f"{median:.1f} [{low:.1f}, {high:.1f}] | {published:g} | {median / published:.2f} | "
         f"{iqm(finals):.1f} [{iqm_low:.1f}, {iqm_high:.1f}] | {per_seed} | "
         f"{s['wall_s']:.0f} s |"
@@ -301,7 +334,8 @@ def _plot(cells: list[dict[str, Any]], path: Path) -> None:
         for cell in (c for c in cells if c["summary"]["game"] == game):
             runs = cell["runs"]
             b = band([r["curve"] for r in runs])
-            label = f"ours, {cell['summary']['network']} ({len(runs)} seeds)"
+            eps = cell_eps(cell)
+            label = f"ours, {cell['summary']['network']}, eps {eps:g} ({len(runs)} seeds)"
             (line,) = ax.plot(b["steps"], b["median"], label=label)
             ax.fill_between(b["steps"], b["low"], b["high"], color=line.get_color(), alpha=0.2)
         ax.axhline(PUBLISHED[game], color="black", ls="--", lw=1, label="gymnax-blines PPO")
@@ -329,9 +363,9 @@ def write_report(out: Path) -> Path:
             "published; IQM [95% stratified-bootstrap interval] "
             "(`nnx_ppo.algorithms.statistics`).",
             "",
-            "| game | network | steps | ours, median [95% CI] | published | ratio | "
-            "IQM [95% CI] | per-seed final | wall time |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| game | network | Adam eps | steps | ours, median [95% CI] | published | "
+            "ratio | IQM [95% CI] | per-seed final | wall time |",
+            "|---|---|---|---|---|---|---|---|---|---|",
             *(_row(c) for c in cells),
             "",
         ]
@@ -378,6 +412,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="fresh episodes of each final evaluation (default: %(default)s)",
     )
     p.add_argument(
+        "--adam-eps",
+        type=float,
+        default=ADAM_EPS,
+        help="Adam's eps (default: %(default)g, the published setting; another value is "
+        "an ablation, stored as its own cell)",
+    )
+    p.add_argument(
         "--smoke",
         action="store_true",
         help="tiny sizes, 4096 steps: a CPU check (default: off)",
@@ -400,6 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.steps < 1:
         raise SystemExit(f"--steps={args.steps:g}: give a positive number of env steps")
+    if not args.adam_eps > 0:
+        raise SystemExit(f"--adam-eps={args.adam_eps:g}: give a positive number (e.g. 1e-5)")
     if args.final_episodes < 1:
         raise SystemExit(f"--final-episodes={args.final_episodes}: give at least 1 episode")
     out: Path = args.output_dir
@@ -414,8 +457,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             steps=steps,
             episodes=args.final_episodes,
             smoke=args.smoke,
+            adam_eps=args.adam_eps,
         )
-        path = out / "cells" / f"{args.game}__{args.network}.json"
+        path = out / "cells" / cell_name(args.game, args.network, args.adam_eps)
         path.write_text(json.dumps(cell, indent=1) + "\n")
         s = cell["summary"]
         low, high = s["interval95"]

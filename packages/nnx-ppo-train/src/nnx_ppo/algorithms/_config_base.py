@@ -63,7 +63,7 @@ def sweep_fields(config_type: type) -> tuple[str, ...]:
     Examples:
         >>> from nnx_ppo.algorithms.config import DistillationConfig
         >>> sweep_fields(DistillationConfig)
-        ('learning_rate', 'max_grad_norm', 'weight_decay', 'regularization_weight')
+        ('learning_rate', 'max_grad_norm', 'weight_decay', 'adam_eps', 'regularization_weight')
     """
     return tuple(
         f.name for f in dataclasses.fields(config_type) if f.metadata.get(SWEEP, "") is None
@@ -188,6 +188,7 @@ class OnPolicyRun:
     learning_rate: Any
     max_grad_norm: float | None
     weight_decay: float
+    adam_eps: float
     reset_mode: str
     iterations_per_call: int
     log_level: Any
@@ -214,6 +215,7 @@ class OnPolicyRun:
             check_float("learning_rate", self.learning_rate, low=0.0, low_open=True)
         check_float("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True, optional=True)
         check_float("weight_decay", self.weight_decay, low=0.0)
+        check_float("adam_eps", self.adam_eps, low=0.0, low_open=True)
         check_choice("reset_mode", self.reset_mode, ("cached", "refresh", "fresh"))
 
     def with_values(self, values: Mapping[str, Any]) -> Self:

@@ -105,6 +105,9 @@ class PPOConfig(OnPolicyRun):
             rollout's value in the critic loss (PPO2-style, max of the two errors).
         max_grad_norm: If set, clip gradients to this global norm.
         weight_decay: Decoupled weight decay (AdamW) if > 0, else plain Adam.
+        adam_eps: Adam's ``eps`` (the denominator's floor, > 0): optax's default
+            ``1e-8`` (brax, rsl_rl); purejaxrl, CleanRL and Stable-Baselines3 use
+            ``1e-5``, which damps the steps of parameters whose gradients are tiny.
         advantage_mode: For dict rewards: ``"combined"`` sums the per-key advantages
             (each computed with its own value head) and pairs the sum with the total
             log-likelihood; ``"per_key"`` pairs each key's advantage with the same key's
@@ -152,6 +155,7 @@ class PPOConfig(OnPolicyRun):
     value_clip_range: float | None = swept(None)
     max_grad_norm: float | None = swept(None)
     weight_decay: float = swept(0.0)
+    adam_eps: float = swept(1e-8)
     advantage_mode: Literal["combined", "per_key"] = fixed("combined", CODE)
     advantage_estimation: Literal["rollout", "minibatch"] = fixed("rollout", CODE)
     bootstrap_on_truncation: bool = fixed(True, CODE)
@@ -378,6 +382,9 @@ class DistillationConfig(OnPolicyRun, RunConfig):
         learning_rate: A positive float, or an optax schedule ``step -> lr``.
         max_grad_norm: If set, clip gradients to this global norm.
         weight_decay: Decoupled weight decay (AdamW) if > 0, else plain Adam.
+        adam_eps: Adam's ``eps`` (the denominator's floor, > 0): optax's default
+            ``1e-8`` (brax, rsl_rl); purejaxrl, CleanRL and Stable-Baselines3 use
+            ``1e-5``, which damps the steps of parameters whose gradients are tiny.
         value_loss_weight: Weight ``c_v`` of the value-head distillation (half MSE of
             the student's value estimates to the teacher's, summed over heads). ``0``
             (default) distills the policy only and leaves the student's critic alone;
@@ -416,6 +423,7 @@ class DistillationConfig(OnPolicyRun, RunConfig):
     learning_rate: float | Schedule = swept(1e-3)
     max_grad_norm: float | None = swept(None)
     weight_decay: float = swept(0.0)
+    adam_eps: float = swept(1e-8)
     value_loss_weight: float = fixed(
         0.0, "whether it is 0 selects whether the teacher's values are computed"
     )

@@ -27,6 +27,7 @@ than the training run's seed evaluates on held-out models.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -58,6 +59,13 @@ from nnx_ppo.algorithms.types import Metrics
 __all__ = ["episode_returns", "evaluate", "make_evaluator"]
 
 _MODELS = 0x6576  # fold_in data of an evaluation's model key
+
+_EVALUATORS: OrderedDict[tuple[Any, ...], tuple[Any, Callable[..., Metrics]]] = OrderedDict()
+"""`evaluate`'s compiled evaluators, most recent last: ``(id(env), graphdef, n_envs,
+max_episode_length) -> (env, evaluator)``. Evaluating several networks of one structure
+(the seeds of a sweep, checkpoints of a run) compiles once."""
+
+_EVALUATORS_KEPT = 8
 
 
 def episode_returns(
@@ -195,6 +203,44 @@ def make_evaluator(
     return jax.jit(evaluator, out_shardings=replicated_sharding(mesh))
 
 
+def _evaluator(
+    env: Any,
+    graphdef: nnx.GraphDef,
+    n_envs: int,
+    max_episode_length: int,
+    randomization: Randomization | None,
+) -> Callable[..., Metrics]:
+    """`make_evaluator`'s evaluator, reused from `_EVALUATORS` when ``env`` (the same
+    object), the graph definition and the sizes are those of a recent call. Evaluations
+    with a randomization are not cached (each call draws from a new `Randomization`)."""
+
+    def build() -> Callable[..., Metrics]:
+        return make_evaluator(
+            env,
+            graphdef,
+            n_envs=n_envs,
+            max_episode_length=max_episode_length,
+            randomization=randomization,
+        )
+
+    key = (id(env), graphdef, n_envs, max_episode_length)
+    try:
+        hash(key)
+    except TypeError:  # a graph definition that cannot be hashed: build anew
+        return build()
+    if randomization is not None:
+        return build()
+    held = _EVALUATORS.get(key)
+    if held is not None and held[0] is env:
+        _EVALUATORS.move_to_end(key)
+        return held[1]
+    evaluator = build()
+    _EVALUATORS[key] = (env, evaluator)
+    while len(_EVALUATORS) > _EVALUATORS_KEPT:
+        _EVALUATORS.popitem(last=False)
+    return evaluator
+
+
 def evaluate(
     env: Any,
     network: nnx.Module,
@@ -209,6 +255,9 @@ def evaluate(
 
     With ``deterministic`` the rollout runs a copy of the network in ``eval()`` mode;
     the network itself (its variables and its train/eval mode) is not changed. The
+    compiled evaluation is kept for the next call with the same ``env`` object, network
+    structure and sizes (the last few are kept), so evaluating every seed of a sweep or
+    every checkpoint of a run compiles once. The
     network is checked against ``env`` first (`check_env_network`), before anything
     is compiled.
 
@@ -265,12 +314,6 @@ def evaluate(
         copy = nnx.clone(network)
         copy.train()
     graphdef, params, network_state = split_network(copy)
-    evaluator = make_evaluator(
-        env,
-        graphdef,
-        n_envs=n_envs,
-        max_episode_length=max_episode_length,
-        randomization=randomization,
-    )
+    evaluator = _evaluator(env, graphdef, n_envs, max_episode_length, randomization)
     metrics = evaluator(params, network_state, key)
     return {k: float(v) for k, v in jax.device_get(metrics).items()}

@@ -240,8 +240,8 @@ def make_optimizer(
 
     Args:
         config: A `PPOConfig` or `DistillationConfig`: reads ``weight_decay``,
-            ``max_grad_norm`` and (through `learning_rate_rule`) the learning rate. In
-            a sweep, a run's config holds its own traced values of these
+            ``adam_eps``, ``max_grad_norm`` and (through `learning_rate_rule`) the
+            learning rate. In a sweep, a run's config holds its own traced values of these
             (`OnPolicyRun.with_values`); a traced ``weight_decay`` always selects AdamW
             (AdamW with a decay of 0 is Adam), so the state's layout does not depend on
             the values.
@@ -253,12 +253,13 @@ def make_optimizer(
     if learning_rate is None:
         learning_rate = learning_rate_rule(config)
     weight_decay, max_grad_norm = config.weight_decay, config.max_grad_norm
+    eps = config.adam_eps
     decays = isinstance(weight_decay, jax.Array) or weight_decay > 0
 
     def adam(rate: Any) -> optax.GradientTransformation:
         if decays:
-            return optax.adamw(rate, weight_decay=weight_decay)
-        return optax.adam(rate)
+            return optax.adamw(rate, eps=eps, weight_decay=weight_decay)
+        return optax.adam(rate, eps=eps)
 
     base = learning_rate.transformation(adam)
     if max_grad_norm is None:
