@@ -249,7 +249,23 @@ def test_changing_stateless_optimizer_transforms_restores_adams_state(before, af
         ppo = PPOConfig(n_envs=4, rollout_length=4, n_minibatches=2, total_steps=32, **kwargs)
         return TrainConfig(ppo=ppo, eval=EvalConfig(enabled=False))
 
-    trained = train_ppo(ENV, _mlp(), config(**before), progress=False).state
+    # A state as training leaves it, without compiling a training program: two optimizer
+    # updates with made-up gradients give Adam a count of 2 and nonzero moments.
+    old = config(**before).ppo
+    optimizer = make_optimizer(old)
+    trained = init_train_state(ENV, _mlp(), old, optimizer, jax.random.PRNGKey(0))[1]
+
+    @jax.jit
+    def two_updates(params, opt_state):
+        for scale in (1.0, -0.5):
+            grads = jax.tree.map(lambda p, s=scale: s * jnp.cos(p) + 0.1, params)
+            _, opt_state = optimizer.update(grads, opt_state, params)
+        return opt_state
+
+    opt_state = two_updates(trained.params, trained.opt_state)
+    trained = trained.replace(opt_state=opt_state)
+    counts = [x for x in jax.tree.leaves(opt_state) if np.ndim(x) == 0]
+    assert counts and all(int(c) == 2 for c in counts)
     with Checkpointer(tmp_path / "c") as ckpt:
         ckpt.save(trained, 32, {}, final=True)
     new = config(**after).ppo
@@ -270,7 +286,9 @@ def test_a_schedule_replaced_by_a_constant_is_still_a_clear_mismatch(tmp_path):
     from nnx_ppo.algorithms.checkpointing import CheckpointMismatchError
     from nnx_ppo.algorithms.iteration import init_train_state, make_optimizer
 
-    trained = train_ppo(ENV, _mlp(), _tiny(16, _lowered), progress=False).state
+    # The saved state's optimizer layout is what matters; it is the one training keeps.
+    old = _tiny(16, _lowered).ppo
+    trained = init_train_state(ENV, _mlp(), old, make_optimizer(old), jax.random.PRNGKey(0))[1]
     with Checkpointer(tmp_path / "c") as ckpt:
         ckpt.save(trained, 16, {}, final=True)
     new = _tiny(16, 1e-3).ppo
