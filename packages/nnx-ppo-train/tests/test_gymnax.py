@@ -190,7 +190,12 @@ def test_mask_observation_gives_velocity_free_cartpole():
 # --------------------------------------------------------------------------- training
 
 
-@pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1"])
+# CartPole (discrete actions) runs in the extended session: the feature matrix's pixel
+# family (test_matrix.py, default run) trains a discrete GymnaxEnv and checks its
+# StableHLO export. Pendulum's Box action (rescaled by the adapter) is checked here.
+@pytest.mark.parametrize(
+    "name", [pytest.param("CartPole-v1", marks=pytest.mark.extended), "Pendulum-v1"]
+)
 def test_train_ppo_on_gymnax_then_export_gives_the_networks_actions(name, tmp_path):
     env = GymnaxEnv.make(name)
     network = _network(env)
@@ -214,6 +219,7 @@ def test_train_ppo_on_gymnax_then_export_gives_the_networks_actions(name, tmp_pa
     np.testing.assert_allclose(exported, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.extended  # the feature matrix's pixel family resumes a GymnaxEnv run bitwise
 def test_a_resumed_gymnax_run_equals_the_uninterrupted_one_bit_for_bit(tmp_path):
     env = MaskObservation(GymnaxEnv.make("CartPole-v1", max_steps_in_episode=6), keep=[0, 2])
     config = TrainConfig(ppo=CONFIG.ppo, eval=EvalConfig(enabled=False))
