@@ -354,15 +354,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=PARTS,
         help="what to run: the side-by-side table, the K-seed sweep, or both",
     )
-    p.add_argument("--n-envs", type=positive_int, default=None, help=f"default {d.n_envs}")
+    t = GpuPlan.tiny()
+    p.add_argument(
+        "--n-envs",
+        type=positive_int,
+        default=None,
+        help=f"environments per side-by-side run (default: {d.n_envs}; --tiny {t.n_envs})",
+    )
     p.add_argument(
         "--steps",
         type=positive_int,
         default=None,
-        help=f"env steps per side-by-side run, default {d.total_steps:,}",
+        help=f"env steps per side-by-side run (default: {d.total_steps:,}; --tiny {t.total_steps})",
     )
     p.add_argument(
-        "--sweep-runs", type=positive_int, default=None, help=f"K, default {d.sweep_runs}"
+        "--sweep-runs",
+        type=positive_int,
+        default=None,
+        help=f"K, the sweep's seeds (default: {d.sweep_runs}; --tiny {t.sweep_runs})",
     )
     p.add_argument(
         "--environments",
@@ -380,7 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="seconds for the whole benchmark: each child's timeout is cut to what is "
         f"left, and no child starts with under {MIN_CHILD_S:.0f} s left (recorded as "
-        "not run); the table is rewritten after every child, so it survives a kill",
+        "not run); the table is rewritten after every child, so it survives a kill "
+        "(default: no limit)",
     )
     p.add_argument("--output-dir", type=Path, default=Path("outputs/gpu"))
     return p
