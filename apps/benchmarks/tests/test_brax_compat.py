@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import warnings
 
@@ -74,3 +75,23 @@ def test_apply_restores_the_function_brax_calls():
     finally:
         del jax.device_put_replicated  # JAX as it was, for the other tests
     assert brax_compat._missing(jax, "device_put_replicated")
+
+
+@pytest.mark.extended
+def test_brax_ppo_trains_in_the_harness_on_this_jax(tmp_path):
+    # The brax child of the GPU benchmark's --tiny plan, in this interpreter (what
+    # --environments current runs on a TPU VM): on JAX >= 0.10 only brax_compat lets it run.
+    pytest.importorskip("brax")
+    from nnx_ppo_benchmarks.runner import run_child
+    from nnx_ppo_benchmarks.suite import gpu
+    from nnx_ppo_benchmarks.venvs import current_environment
+
+    plan = dataclasses.replace(
+        gpu.GpuPlan.tiny(), tasks=("CartpoleBalance",), networks=("mlp_default",)
+    )
+    [spec, *_], _ = gpu.gpu_plan(plan, ("brax",))
+    raw = run_child(spec, current_environment(), tmp_path, timeout_s=1200)
+    assert raw["status"] == "ok", (raw.get("error"), raw.get("traceback", "")[-2000:])
+    assert [steps for _, steps in raw["progress"]] == [240, 480]
+    assert np.isfinite(raw["final_eval_reward"])
+    assert raw["versions"]["jax"] == jax.__version__
