@@ -13,8 +13,8 @@ the evaluation, checkpoint, resume, sweep, export and activation cells. A physic
 family's training program takes about 40 s to compile on 2 CPU cores and most of its
 cells compile another, so the physics families' cells (`EXTENDED`) run in
 ``nox -s extended``, as do the cells that start processes; the default selection (the
-`DICT_OBS` cells, three cognitive and five pixel cells) takes about 2.5 minutes on 2
-cores.
+`DICT_OBS` cells) takes about 90 s on 2 cores; three cognitive cells and five pixel
+cells (about 35 s) join it.
 
 The pixel family (`PIXELS`: gymnax's SpaceInvaders-MinAtar with a conv + LSTM policy)
 needs gymnax (the ``gymnax`` extra); its cells are skipped without it. Its export is
@@ -548,8 +548,8 @@ def check_evaluation(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     for _, metrics in result.eval_history:
         assert np.isfinite(metrics["eval/episode_reward/mean"])
         length = metrics["eval/episode_length/mean"]
-        if name in (BRAX, COGNITIVE, PIXELS):  # the pole falls, a trial ends, a ball is
-            # missed, before the limit
+        if name in (BRAX, COGNITIVE, PIXELS):  # the pole falls, a trial ends, the player
+            # is shot, before the limit
             assert 1 <= length <= EPISODE_LENGTH
         else:  # these never terminate: every episode runs to the limit
             assert length == EPISODE_LENGTH
