@@ -1,0 +1,223 @@
+"""The CartpoleBalance ablations of README.md: brax PPO's choices, one at a time, on ours.
+
+Each arm trains K seeds of ours in one ``train_many`` program at the suite's settings
+(Playground's CartpoleBalance brax-PPO settings, 256 envs, 8 minibatches, 307,200 env
+steps in 4 chunks, the ``mlp_small`` network of the harness's ``ours`` child), then
+evaluates every run as that child does (128 envs x 1000 steps, deterministic, key
+``seed + 10_000``), and appends one JSON line per arm to ``--out``.
+
+Arms (join several with ``+``; ``base`` changes nothing):
+
+- ``mb_gae``: advantages and targets recomputed in every minibatch from the replay's
+  values (``advantage_estimation="minibatch"``, the harness's ``ours-minibatch-gae``);
+- ``brax_adv``: brax's policy advantage ``r_t + gamma (1 - term_t) vs_{t+1} - V_t``
+  (``vs`` the lambda-return targets, which are ours too) instead of GAE(lambda);
+- ``norm_first``: the observation normalizer takes in the rollout *before* the gradient
+  phase, as brax does (the replay then sees newer statistics than the rollout did);
+- ``lecun_uniform``: every kernel starts ``lecun_uniform`` (brax's), via the factory's
+  ``initializer_scale=1.0``, instead of our LeCun normal.
+
+The last three replace module-level names of ``nnx_ppo.algorithms.iteration`` for this
+process only: an experiment, not an option of the library.
+
+Run from the repository root with the harness's isolated venv of ours::
+
+    PYTHONPATH=apps/benchmarks/src ~/.cache/nnx-ppo-bench/venvs/ours-jax0.9.2-py311/bin/python \\
+        apps/benchmarks/results/suite/cpu/ablations.py base,mb_gae,brax_adv,norm_first,\\
+lecun_uniform,lecun_uniform+mb_gae+brax_adv+norm_first --seeds 0,1,2,3,4,5,6,7,8,9 \\
+        --out apps/benchmarks/results/suite/cpu/ablations.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+ARMS = ("mb_gae", "brax_adv", "norm_first", "lecun_uniform")
+
+
+def brax_advantages(
+    rewards: Any,
+    values: Any,
+    bootstrap_value: Any,
+    terminations: Any,
+    truncations: Any,
+    *,
+    discounting_factor: float,
+    gae_lambda: float,
+    final_values: Any = None,
+) -> tuple[Any, Any]:
+    """`nnx_ppo.algorithms.gae.gae`'s signature with brax 0.14.2's advantages.
+
+    The targets are ours (``vs = V + GAE(lambda)``, the same as brax's); the advantage is
+    ``(r_t + gamma (1 - term_t) vs_{t+1} - V_t) (1 - trunc_t)`` with ``vs_T`` the
+    bootstrap value, i.e. ``delta_t + gamma A_{t+1}`` where GAE has
+    ``delta_t + gamma lambda A_{t+1}``. Single reward leaf, no ``final_values``.
+    """
+    from nnx_ppo.algorithms.gae import gae
+
+    if final_values is not None:
+        raise ValueError("brax_advantages: the suite runs bootstrap_on_truncation=False")
+    _, targets = gae(
+        rewards,
+        values,
+        bootstrap_value,
+        terminations,
+        truncations,
+        discounting_factor=discounting_factor,
+        gae_lambda=gae_lambda,
+    )
+    trunc = jnp.asarray(truncations).astype(values.dtype)
+    term = jnp.asarray(terminations).astype(values.dtype) * (1 - trunc)
+    next_targets = jnp.concatenate([targets[1:], bootstrap_value[None]], axis=0)
+    advantages = (rewards + discounting_factor * (1 - term) * next_targets - values) * (1 - trunc)
+    return jax.lax.stop_gradient(advantages), targets
+
+
+def normalizer_first_update_phase(
+    loss: Any,
+    optimizer: Any,
+    graphdef: Any,
+    state: Any,
+    phase: Any,
+    time_major: Any,
+    batch_major: Any,
+    key: Any,
+    rng: Any,
+    config: Any,
+    *,
+    mesh: Any = None,
+    learning_rate: Any = None,
+    **fields: Any,
+) -> tuple[Any, Any]:
+    """`nnx_ppo.algorithms.phases.update_phase` with brax's order: the statistics
+    take in the rollout first, then the gradient phase replays with them."""
+    from flax import nnx
+
+    from nnx_ppo.algorithms.faults import record_non_finite
+    from nnx_ppo.algorithms.logging import in_log_level
+    from nnx_ppo.algorithms.phases import advance, gradient_phase
+
+    model = nnx.merge(graphdef, state.params, phase.network_state)
+    model.update_statistics(phase.transitions.rollout_extras)
+    _, _, network_state = nnx.split(model, nnx.Param, ...)
+    (params, opt_state), metrics = gradient_phase(
+        loss,
+        optimizer,
+        state,
+        network_state,
+        time_major,
+        batch_major,
+        key,
+        config,
+        mesh=mesh,
+        learning_rate=learning_rate,
+    )
+    non_finite = record_non_finite(
+        state.non_finite, state.iteration + 1, metrics["loss/total"], params, network_state
+    )
+    metrics = {**metrics, **phase.rollout.metrics}
+    metrics = {k: v for k, v in metrics.items() if in_log_level(k, config.log_level)}
+    next_state = advance(state, phase, params, opt_state, network_state, non_finite, rng, **fields)
+    return next_state, metrics
+
+
+def run_arm(arm: str, seeds: list[int], steps: int) -> dict[str, Any]:
+    """Train and evaluate one arm; returns its JSON record."""
+    from flax import nnx
+    from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
+    from nnx_ppo_benchmarks.settings import RunSpec, chunk_plan
+    from nnx_ppo_benchmarks.suite.tasks import task_settings
+
+    import nnx_ppo.algorithms.iteration as iteration
+    from nnx_ppo.algorithms.evaluation import evaluate
+    from nnx_ppo.algorithms.gae import gae
+    from nnx_ppo.algorithms.phases import update_phase
+    from nnx_ppo.algorithms.sweeps import train_many
+    from nnx_ppo.networks.factories import make_mlp_actor_critic
+
+    parts = set(arm.split("+")) - {"base"}
+    if parts - set(ARMS):
+        raise ValueError(f"unknown arm(s) {sorted(parts - set(ARMS))}; choose from {ARMS}")
+    iteration.gae = brax_advantages if "brax_adv" in parts else gae  # type: ignore[assignment]
+    iteration.update_phase = (  # type: ignore[assignment]
+        normalizer_first_update_phase if "norm_first" in parts else update_phase
+    )
+
+    ppo = task_settings("CartpoleBalance", n_envs=256, n_minibatches=8)
+    _, total = chunk_plan(steps, 4, ppo.steps_per_iteration)
+    spec = RunSpec(
+        implementation="ours-minibatch-gae" if "mb_gae" in parts else "ours",
+        network="mlp_small",
+        env_name="CartpoleBalance",
+        seed=seeds[0],
+        total_steps=total,
+        n_chunks=4,
+        ppo=ppo,
+    )
+    env, eval_env = make_envs(spec)
+    config = dataclasses.replace(make_train_config(spec), log_every_calls=10**6)
+    family = spec.family
+
+    def factory(rngs: nnx.Rngs) -> nnx.Module:
+        if "lecun_uniform" not in parts:
+            return build_network(spec, env.observation_size, env.action_size, rngs=rngs)
+        return make_mlp_actor_critic(
+            env.observation_size,
+            env.action_size,
+            family.policy_hidden,
+            family.value_hidden,
+            rngs=rngs,
+            activation=nnx.swish,
+            normalize_obs=ppo.normalize_observations,
+            entropy_weight=ppo.entropy_cost,
+            min_std=ppo.min_std,
+            initializer_scale=1.0,
+        )
+
+    start = time.time()
+    result = train_many(env, factory, config, seeds=seeds, progress=False)
+    train_s = time.time() - start
+    returns = []
+    for run, seed in enumerate(seeds):
+        metrics = evaluate(
+            eval_env,
+            result.network(run),
+            jax.random.PRNGKey(seed + 10_000),
+            n_envs=128,
+            max_episode_length=1000,
+        )
+        returns.append(float(metrics["eval/episode_reward/mean"]))
+    return {
+        "arm": arm,
+        "seeds": seeds,
+        "total_steps": result.total_steps,
+        "returns": returns,
+        "train_s": round(train_s, 1),
+    }
+
+
+def main() -> None:
+    """Command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("arms", help="comma-separated arms, each ARM[+ARM...]")
+    parser.add_argument("--seeds", default="0,1,2,3,4,5,6,7,8,9")
+    parser.add_argument("--steps", type=int, default=307_200)
+    parser.add_argument("--out", required=True, help="JSON lines, one per arm (appended)")
+    args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    for arm in args.arms.split(","):
+        record = run_arm(arm, seeds, args.steps)
+        print(json.dumps(record), flush=True)
+        with open(args.out, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+if __name__ == "__main__":
+    main()
