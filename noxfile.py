@@ -390,7 +390,8 @@ def export(session: nox.Session) -> None:
     """Policy export with ONNX as pip resolves it outside the workspace (jax2onnx caps
     orbax-checkpoint below 0.11.37, which the workspace overrides): apps/export's tests,
     and the ONNX runtime example in a venv with only onnxruntime and numpy (the test
-    fails if JAX imports there)."""
+    fails if JAX imports there); and the feature matrix's pixel policy (conv + LSTM on a
+    gymnax MinAtar game) through ONNX and onnxruntime on a recorded rollout."""
     _install(
         session,
         "-e",
@@ -398,7 +399,7 @@ def export(session: nox.Session) -> None:
         "-e",
         "packages/nnx-graph",
         "-e",
-        "packages/nnx-ppo-train[brax,playground]",
+        "packages/nnx-ppo-train[brax,playground,gymnax]",
         "-e",
         "apps/common",
         "-e",
@@ -432,6 +433,13 @@ def export(session: nox.Session) -> None:
             "apps/export/tests",
             env={**_test_env(), "NNX_PPO_NO_JAX_PYTHON": python},
         )
+    session.run(
+        "pytest",
+        "packages/nnx-ppo-train/tests/test_matrix.py",
+        "-k",
+        "onnx_parity",
+        env=_test_env(),
+    )
 
 
 @nox.session
