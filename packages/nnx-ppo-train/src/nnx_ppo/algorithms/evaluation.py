@@ -223,15 +223,15 @@ def _evaluator(
             randomization=randomization,
         )
 
-    key = (id(env), graphdef, n_envs, max_episode_length)
-    try:
-        hash(key)
-    except TypeError:  # a graph definition that cannot be hashed: build anew
-        return build()
     if randomization is not None:
         return build()
-    held = _EVALUATORS.get(key)
-    if held is not None and held[0] is env:
+    # The cache holds ``env`` itself, so while an entry lives its id names that object.
+    key = (id(env), graphdef, n_envs, max_episode_length)
+    try:
+        held = _EVALUATORS.get(key)
+    except TypeError:  # a graph definition that cannot be hashed: build anew
+        return build()
+    if held is not None:
         _EVALUATORS.move_to_end(key)
         return held[1]
     evaluator = build()
