@@ -37,9 +37,10 @@ __all__ = [
     "parse_seeds",
 ]
 
-_WORKSPACE = Path(__file__).resolve().parents[4]
+_PARENTS = Path(__file__).resolve().parents
+_WORKSPACE = _PARENTS[min(4, len(_PARENTS) - 1)]
 """The workspace root (``apps/benchmarks/src/nnx_ppo_benchmarks/common.py`` lies four
-folders below it)."""
+folders below it; an installed wheel lies less deep, and has no git state to read)."""
 
 N_BOOTSTRAP = 10_000
 """Bootstrap resamples per interval."""
