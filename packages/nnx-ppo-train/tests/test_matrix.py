@@ -13,8 +13,10 @@ the evaluation, checkpoint, resume, sweep, export and activation cells. A physic
 family's training program takes about 40 s to compile on 2 CPU cores and most of its
 cells compile another, so the physics families' cells (`EXTENDED`) run in
 ``nox -s extended``, as do the cells that start processes; the default selection (the
-`DICT_OBS` cells) takes about 90 s on 2 cores; three cognitive cells and five pixel
-cells (about 35 s) join it.
+`DICT_OBS` cells) takes about 90 s on 2 cores; two cognitive cells and five pixel
+cells (about 35 s) join it. The cognitive sweep (a categorical policy's sweep program,
+another compile) runs in ``extended``: the `DICT_OBS` sweep cell checks the sweep in the
+default run.
 
 The pixel family (`PIXELS`: gymnax's SpaceInvaders-MinAtar with a conv + LSTM policy)
 needs gymnax (the ``gymnax`` extra); its cells are skipped without it. Its export is
@@ -125,14 +127,14 @@ how-to page shows."""
 PIXELS_DEFAULT = (EVALUATION, ROUND_TRIP, RESUME, EXPORT, VIDEO)
 EXTENDED = (
     {(family, feature) for family in PHYSICS for feature in FEATURES}
-    | {(COGNITIVE, feature) for feature in FEATURES if feature not in (RESUME, SWEEP, EXPORT)}
+    | {(COGNITIVE, feature) for feature in FEATURES if feature not in (RESUME, EXPORT)}
     | {(PIXELS, feature) for feature in FEATURES if feature not in PIXELS_DEFAULT}
 )
 """The physics families' cells: run by ``nox -s extended`` (CI runs it after the default
 sessions). Each family's shared run compiles a training program with the simulator in
 it (about 40 s on 2 CPU cores) and most cells compile another (10 to 40 s each); the
 default and floor sessions keep the `DICT_OBS` cells (about 90 s), the cognitive
-task's exact resume, sweep and export cells, and the pixel family's `PIXELS_DEFAULT`
+task's exact resume and export cells, and the pixel family's `PIXELS_DEFAULT`
 cells: its shared run (a conv + LSTM program, about 20 s), evaluation, checkpoint
 round trip, exact resume (another compile), export and the refused video (the other
 cells of both run in ``extended``)."""
