@@ -296,8 +296,8 @@ def readme(session: nox.Session) -> None:
     would (``uv run ...`` in the workspace's environment, small step counts; see
     tests/test_readme_commands.py). Not a default session; CI runs it after them."""
     session.run(
-        "uv", "run", "pytest", "tests/test_readme_commands.py", "-m", "readme",
-        *session.posargs, external=True, env=_test_env(),
+        "uv", "run", "pytest", *_parallel("load"), "tests/test_readme_commands.py",
+        "-m", "readme", *session.posargs, external=True, env=_test_env(),
     )  # fmt: skip
 
 

@@ -196,13 +196,6 @@ def test_every_advertised_command_has_a_plan():
     assert not stale, f"PLAN entries no page advertises any more: {stale}"
 
 
-@pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One folder for every command, so the resume and export commands find the run
-    the first command wrote (the commands run in the order of the pages)."""
-    return tmp_path_factory.mktemp("readme")
-
-
 def _fresh_env(scratch: Path) -> Path:
     """A new virtual environment in ``scratch`` with nothing installed but pip (from
     the base interpreter, not the workspace's environment)."""
@@ -212,10 +205,47 @@ def _fresh_env(scratch: Path) -> Path:
 
 
 RUNNABLE = [c for c in dict.fromkeys(ADVERTISED) if isinstance(PLAN.get(c), Run)]
+# Commands that read what an earlier one wrote (a run's folder, the built wheels) run as
+# one test per chain, in page order in one scratch folder; the others are a test each,
+# so that `nox -s readme` spreads them over its pytest-xdist workers.
+CHAINS = ("runs/cartpole", "runs/pendulum", "dist")
 
 
-@pytest.mark.parametrize("command", RUNNABLE)
-def test_advertised_command_runs(command: str, scratch: Path) -> None:
+def _chain(command: str) -> str | None:
+    return next((t for t in shlex.split(command) if t in CHAINS), None)
+
+
+CHAINED = {chain: [c for c in RUNNABLE if _chain(c) == chain] for chain in CHAINS}
+ALONE = [c for c in RUNNABLE if _chain(c) is None]
+
+
+def test_the_chains_are_the_commands_that_share_files():
+    assert [len(CHAINED[c]) for c in CHAINS] == [4, 3, 2], CHAINED
+    # The first command of a chain writes its folder (the others read it).
+    assert [shlex.split(CHAINED[c][0])[-1] for c in CHAINS] == list(CHAINS)
+    # A command outside the chains names none of their folders (as argument or output).
+    for command in ALONE:
+        plan = PLAN[command]
+        assert isinstance(plan, Run)
+        named = [c for c in CHAINS for e in (*plan.expect, *shlex.split(command)) if
+                 e == c or e.startswith(c + "/")]  # fmt: skip
+        assert not named, (command, named)
+
+
+@pytest.mark.parametrize("chain", CHAINS)
+def test_advertised_commands_that_share_files_run_in_order(chain: str, tmp_path: Path) -> None:
+    for command in CHAINED[chain]:
+        _run(command, tmp_path)
+
+
+@pytest.mark.parametrize("command", ALONE)
+def test_advertised_command_runs(command: str, tmp_path: Path) -> None:
+    _run(command, tmp_path)
+
+
+def _run(command: str, scratch: Path) -> None:
+    """Runs ``command`` as `PLAN` says, in ``scratch`` (or the repository), and checks
+    its exit status, output, files and ``check``."""
     plan = PLAN[command]
     assert isinstance(plan, Run)
     argv = shlex.split(command) + shlex.split(plan.append.format(tmp=scratch))
@@ -229,6 +259,10 @@ def test_advertised_command_runs(command: str, scratch: Path) -> None:
             env.pop(name, None)
         env["VIRTUAL_ENV"] = str(venv)
         env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+        if argv[:2] == ["pip", "install"]:
+            # pip byte-compiles every module it installs (thousands with brax, ~15 s of
+            # CPU here); `check` imports what it needs, which compiles those alone.
+            argv.append("--no-compile")
     done = subprocess.run(
         argv, cwd=ROOT if plan.in_repo else scratch, env=env,
         capture_output=True, text=True, timeout=900, check=False,
