@@ -35,6 +35,15 @@ NETWORKS = {
 }
 # The floor sessions run the MLP and LSTM cases, the other families only at the latest.
 CORE = ("mlp", "lstm")
+# Replay is exact up to float32 rounding: the rollout's and the replay's XLA programs
+# fuse differently (and differently on each CPU), so the action mean can differ by an
+# ulp or two, which moves log N(u; mean, std) by |u - mean| / std^2 * ulp(mean). The
+# variational network's policy has std down to 1.3e-3 (min_std 1e-3) at |mean| ~2 on one
+# env, where that is ~3e-4 (measured here: 2.1e-5 and 5.6e-4 on AMD EPYC without
+# AVX-512; the ulps were 4.8e-7 at most); the others keep std ~0.1-10 and stay
+# below 1e-6. A replay error (a wrong noise key, a missed carry reset, other
+# statistics) moves ratios by O(0.1-1).
+RATIO_BOUND = {"variational": 5e-3}
 
 
 def _kinds(kinds):
@@ -65,7 +74,7 @@ def test_replay_ratio_is_one_before_the_first_update(kind, nets):
     for _ in range(2):
         state, metrics = train_call(state)
         assert float(metrics["actor/clip_fraction"]) == 0.0
-        assert float(metrics["actor/ratio_max_deviation"]) < 1e-5
+        assert float(metrics["actor/ratio_max_deviation"]) < RATIO_BOUND.get(kind, 1e-5)
         assert abs(float(metrics["actor/approx_kl"])) < 1e-7
 
 

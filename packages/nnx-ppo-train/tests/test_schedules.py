@@ -71,14 +71,18 @@ def _ppo(**kwargs) -> PPOConfig:
     return PPOConfig(**{**base, **kwargs})
 
 
-@pytest.mark.parametrize("max_grad_norm", [None, 1.0])
-def test_the_gradient_phase_adapts_the_rate_before_each_step(max_grad_norm):
+@pytest.mark.parametrize(("max_grad_norm", "first_kl"), [
+    (None, 0.0), (1.0, 0.0), (None, 1e-9), (None, -1e-9), (None, 0.03),
+])  # fmt: skip
+def test_the_gradient_phase_adapts_the_rate_before_each_step(max_grad_norm, first_kl):
     """Eight minibatches of one environment each, whose loss reports the KL of its
     environment: the permutation the phase draws is applied to the KL values first, so
     that the minibatches come in the order of ``KLS``. Each step uses the rate the rule
     just produced: with a gradient of 1 for the scalar parameter, Adam's first step is
     ``-lr`` and each later one ``-lr`` too (``m / sqrt(v) = 1`` after bias correction),
-    so the parameter ends at ``-sum(RATES)``."""
+    so the parameter ends at ``-sum(RATES)``. The iteration's first step keeps the rate
+    whatever its KL (in a run it is rounding noise of either sign, +-1e-9, whose sign
+    would otherwise decide; 0.03 would lower it)."""
     config = _ppo(desired_kl=0.01, learning_rate=1e-3, max_grad_norm=max_grad_norm)
     optimizer = make_optimizer(config)
     params = {"w": jnp.zeros(())}
@@ -89,7 +93,7 @@ def test_the_gradient_phase_adapts_the_rate_before_each_step(max_grad_norm):
     )
     perm = np.asarray(order[:, 0, 0]).astype(int)
     kls = np.zeros(8, np.float32)
-    kls[perm] = KLS
+    kls[perm] = [first_kl, *KLS[1:]]
 
     def loss(p, _network_state, minibatch):
         (kl,), _ = minibatch

@@ -340,7 +340,8 @@ def gradient_phase(
     optimizer was built with; ``None``: the config's) sees the metrics the loss
     measured on that step's minibatch: with adaptive KL it adapts the rate in
     ``opt_state`` to the KL (`nnx_ppo.algorithms.schedules`; on a mesh that mean covers
-    every device's share, so the rate is the same everywhere).
+    every device's share, so the rate is the same everywhere), except on the
+    iteration's first step, whose KL is rounding noise around 0.
 
     Returns:
         ``((params, opt_state), metrics)``: the metrics averaged over every step
@@ -354,10 +355,10 @@ def gradient_phase(
     rule = learning_rate_rule(config) if learning_rate is None else learning_rate
 
     def minibatch_update(carry, minibatch):
-        params, opt_state = carry
+        params, opt_state, first = carry
         grad_fn = jax.value_and_grad(loss, has_aux=True)
         (_, metrics), grads = grad_fn(params, network_state, minibatch)
-        opt_state = rule.before_step(opt_state, metrics)
+        opt_state = rule.before_step(opt_state, metrics, first)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         if LogLevel.GRAD_NORM in level:
@@ -367,7 +368,7 @@ def gradient_phase(
             metrics["diagnostics/nonfinite_grad"] = 1.0 - jnp.all(jnp.stack(finite)).astype(
                 jnp.float32
             )
-        return (params, opt_state), metrics
+        return (params, opt_state, jnp.zeros((), bool)), metrics
 
     def epoch(carry, epoch_key):
         minibatches = split_minibatches(
@@ -375,8 +376,10 @@ def gradient_phase(
         )
         return jax.lax.scan(minibatch_update, carry, minibatches)
 
-    (params, opt_state), metrics = jax.lax.scan(
-        epoch, (state.params, state.opt_state), jax.random.split(key, config.n_epochs)
+    (params, opt_state, _), metrics = jax.lax.scan(
+        epoch,
+        (state.params, state.opt_state, jnp.ones((), bool)),  # the iteration's first step
+        jax.random.split(key, config.n_epochs),
     )
     reduced = {k: _reduce_updates(k, v) for k, v in metrics.items()}
     reduced["train/learning_rate"] = rule.last_rate(opt_state, state.iteration)

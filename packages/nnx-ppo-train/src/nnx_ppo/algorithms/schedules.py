@@ -18,8 +18,12 @@ as rsl_rl all-reduces and brax ``pmean``\\ s it); then, with ``f = learning_rate
 
 - ``kl > 2 * desired_kl``: ``lr = max(lr / f, min_learning_rate)``;
 - ``0 < kl < desired_kl / 2``: ``lr = min(lr * f, max_learning_rate)``;
-- otherwise ``lr`` is unchanged (so the first step of an iteration, where the policy
-  has not moved yet and ``kl == 0``, never raises it);
+- otherwise ``lr`` is unchanged;
+
+except on the first step of an iteration, which keeps ``lr``: the policy has not moved
+since the rollout, so its KL is 0 in exact arithmetic, and the float32 value is rounding
+noise of either sign (``+-1e-9``) whose sign would otherwise decide whether the rate
+rises, and differ between machines and device counts;
 
 and the step is taken with the new ``lr``. The KL is the one the loss reports as
 ``actor/approx_kl`` (`AdaptiveKL.kl_metric`). The defaults are rsl_rl's and brax's:
@@ -133,15 +137,18 @@ class LearningRate:
 
         return optax.inject_hyperparams(factory)(learning_rate=self.rate)
 
-    def before_step(self, opt_state: Any, metrics: Mapping[str, jax.Array]) -> Any:
+    def before_step(
+        self, opt_state: Any, metrics: Mapping[str, jax.Array], first: jax.Array | bool
+    ) -> Any:
         """The optimizer state to step with, given the loss's ``metrics`` on this step's
-        minibatch: the rate adapted to ``metrics[kl_metric]`` (adaptive KL), else
-        ``opt_state`` unchanged."""
+        minibatch: the rate adapted to ``metrics[kl_metric]`` (adaptive KL), unless
+        ``first`` (bool ``[]``: the iteration's first step, whose KL is rounding noise
+        around 0; see the module docstring), else ``opt_state`` unchanged."""
         if self.adaptive is None:
             return opt_state
         rate = learning_rate_state(opt_state).hyperparams["learning_rate"]
-        rate = adapt_learning_rate(rate, metrics[self.adaptive.kl_metric], self.adaptive)
-        return with_learning_rate(opt_state, rate)
+        adapted = adapt_learning_rate(rate, metrics[self.adaptive.kl_metric], self.adaptive)
+        return with_learning_rate(opt_state, jnp.where(first, rate, adapted))
 
     def last_rate(self, opt_state: Any, iteration: jax.Array) -> jax.Array:
         """float32 ``[]``: the rate of iteration ``iteration``'s last optimizer step (the
