@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,6 +36,7 @@ __all__ = [
     "jax_programs",
     "randomize_cartpole",
     "randomize_pendulum",
+    "subprocess_env",
 ]
 
 
@@ -151,3 +153,17 @@ def assert_trees_equal(a: Any, b: Any) -> None:
     leaves = zip(jax.tree_util.tree_flatten_with_path(a)[0], jax.tree.leaves(b), strict=True)
     for (path, x), y in leaves:
         np.testing.assert_array_equal(x, y, err_msg=jax.tree_util.keystr(path))
+
+
+def subprocess_env(device_count: int | None = None) -> dict[str, str]:
+    """The environment of a test's JAX subprocess: this one's, on the CPU, with
+    ``device_count`` forced host devices (``None``: the one CPU device). Other
+    ``XLA_FLAGS`` (the test sessions' compile options) are kept."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    flag = "--xla_force_host_platform_device_count"
+    flags = [f for f in env.pop("XLA_FLAGS", "").split() if not f.startswith(flag)]
+    if device_count is not None:
+        flags.append(f"{flag}={device_count}")
+    if flags:
+        env["XLA_FLAGS"] = " ".join(flags)
+    return env

@@ -14,7 +14,6 @@ reference for everything.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from _train_test_helpers import subprocess_env
 from flax import nnx
 
 from nnx_ppo.algorithms.checkpointing import Checkpointer, load_network
@@ -37,14 +37,6 @@ TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _env_vars(device_count: int | None) -> dict[str, str]:
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)
-    if device_count is not None:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={device_count}"
-    return env
 
 
 def _variables(path: Path) -> list[np.ndarray]:
@@ -75,7 +67,7 @@ def distill(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     out = tmp_path_factory.mktemp("distill") / "out"
     proc = subprocess.run(
         [sys.executable, str(RUNS), "distill", str(out)],
-        env=_env_vars(4),
+        env=subprocess_env(4),
         capture_output=True,
         text=True,
         timeout=600,
@@ -147,7 +139,7 @@ def test_two_processes_distill_like_one_process(distill, tmp_path: Path) -> None
                 str(directory),
                 str(tmp_path / f"p{i}"),
             ],
-            env=_env_vars(None),
+            env=subprocess_env(None),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

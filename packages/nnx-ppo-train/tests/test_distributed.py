@@ -14,7 +14,6 @@ one-device run of the first is the reference for everything.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _train_test_helpers import subprocess_env
 from flax import nnx
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
@@ -54,14 +54,6 @@ TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
 # --------------------------------------------------------------------------- helpers
 
 
-def _env_vars(device_count: int | None) -> dict[str, str]:
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)
-    if device_count is not None:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={device_count}"
-    return env
-
-
 def _variables(path: Path) -> list[np.ndarray]:
     with np.load(path) as data:
         return [data[f"arr_{i}"] for i in range(len(data.files))]
@@ -84,7 +76,7 @@ def _four_devices(tmp_path_factory: pytest.TempPathFactory, script: str) -> tupl
     out = tmp_path_factory.mktemp(script) / "out"
     proc = subprocess.run(
         [sys.executable, str(RUNS), script, str(out)],
-        env=_env_vars(4),
+        env=subprocess_env(4),
         capture_output=True,
         text=True,
         timeout=600,
@@ -308,7 +300,7 @@ def test_two_processes_match_one_process(sharded, tmp_path: Path) -> None:
                 str(directory),
                 str(tmp_path / f"p{i}"),
             ],
-            env=_env_vars(None),
+            env=subprocess_env(None),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

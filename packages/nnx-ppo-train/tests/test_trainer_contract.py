@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -43,7 +42,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _train_test_helpers import COMPILED, assert_trees_equal, host, jax_programs
+from _train_test_helpers import (
+    COMPILED,
+    assert_trees_equal,
+    host,
+    jax_programs,
+    subprocess_env,
+)
 from flax import nnx
 from jax.sharding import PartitionSpec
 
@@ -598,10 +603,12 @@ def _two_device_runs(out: str) -> None:
 def two_devices(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
     """Every trainer on 2 forced host devices, in one subprocess: ``(facts, prefix)``."""
     out = str(tmp_path_factory.mktemp("two_devices") / "out")
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
     proc = subprocess.run(
-        [sys.executable, __file__, out], env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, __file__, out],
+        env=subprocess_env(2),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return json.loads(Path(f"{out}.json").read_text()), out
