@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 __all__ = [
+    "COMPILE_CACHE_VAR",
     "DEFAULT_JAX",
     "Environment",
     "cache_root",
@@ -37,6 +38,10 @@ __all__ = [
     "ensure_environments",
     "workspace_root",
 ]
+
+COMPILE_CACHE_VAR = "NNX_PPO_BENCH_COMPILE_CACHE"
+"""When set (``--compile-cache``), the children share JAX's persistent compilation cache
+in that folder instead of compiling every program themselves."""
 
 DEFAULT_JAX = "0.9.2"
 """Newest JAX on which brax 0.14.2 PPO, nnx-ppo 0.3.0 and this workspace all run."""
@@ -97,12 +102,20 @@ def child_env_vars(src_dir: Path) -> dict[str, str]:
 
     The benchmark's ``src`` folder goes first on ``PYTHONPATH`` (children import
     :mod:`nnx_ppo_benchmarks.children`); JAX's persistent compilation cache is switched
-    off so that every run pays, and reports, its full compile time.
+    off so that every run pays, and reports, its full compile time, unless
+    ``$NNX_PPO_BENCH_COMPILE_CACHE`` names a folder for the children to share (a
+    learning comparison on an accelerator, where compiling dominates: a run's compile
+    time is then a cache load when an earlier run compiled the same program).
     """
     env = dict(os.environ)
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     env.pop("VIRTUAL_ENV", None)
-    env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
+    shared = env.get(COMPILE_CACHE_VAR)
+    if shared:
+        env["JAX_COMPILATION_CACHE_DIR"] = shared
+        env["JAX_ENABLE_COMPILATION_CACHE"] = "true"
+    else:
+        env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
     env["PYTHONPATH"] = os.pathsep.join(
         [str(src_dir), *filter(None, [os.environ.get("PYTHONPATH")])]
     )

@@ -17,6 +17,7 @@ the last 4 observations stacked, the quickstart's LSTM and graph, ours and brax)
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +36,7 @@ from nnx_ppo_benchmarks.suite.run import (
     run_plan,
 )
 from nnx_ppo_benchmarks.suite.tasks import CONTROL_TASKS
-from nnx_ppo_benchmarks.venvs import DEFAULT_JAX
+from nnx_ppo_benchmarks.venvs import COMPILE_CACHE_VAR, DEFAULT_JAX
 
 __all__ = ["build_parser", "main"]
 
@@ -88,6 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", type=Path, default=d.output_dir)
     p.add_argument("--note", default=None, help="a remark printed above the table")
     p.add_argument(
+        "--compile-cache",
+        type=Path,
+        default=None,
+        help="share JAX's persistent compilation cache in this folder between the runs "
+        "(for learning comparisons on an accelerator, where compiling dominates); a "
+        "run's compile_s is then a cache load when an earlier run compiled the same "
+        "program (default: off, every run compiles)",
+    )
+    p.add_argument(
         "--report-only",
         action="store_true",
         help="write the report from the runs already in OUTPUT_DIR (runs not there are "
@@ -126,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
     command = [PROG, *(sys.argv[1:] if argv is None else argv)]
+    if args.compile_cache is not None:
+        os.environ[COMPILE_CACHE_VAR] = str(args.compile_cache.resolve())
     if args.report_only:
         results = collect(specs, options.output_dir, command=command)
     else:
@@ -144,6 +156,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     preamble = [f"Command: `{' '.join(command)}`."]
     if args.note:
         preamble.append(args.note)
+    if args.compile_cache is not None:
+        preamble.append(
+            "The runs shared a compilation cache (`--compile-cache`): compile times after "
+            "the first run of a program are cache loads."
+        )
     paths = write_report(
         results, options.output_dir, title="Continuous-control suite", preamble=preamble
     )
