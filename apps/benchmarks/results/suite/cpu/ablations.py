@@ -1,8 +1,10 @@
-"""The CartpoleBalance ablations of README.md: brax PPO's choices, one at a time, on ours.
+"""The suite's ablations: brax PPO's choices, one at a time, on ours (README.md here for
+``CartpoleBalance``, ``../cpu-tasks/README.md`` for ``ReacherHard`` and ``CheetahRun``).
 
 Each arm trains K seeds of ours in one ``train_many`` program at the suite's settings
-(Playground's CartpoleBalance brax-PPO settings, 256 envs, 8 minibatches, 307,200 env
-steps in 4 chunks, the ``mlp_small`` network of the harness's ``ours`` child), then
+(Playground's brax-PPO settings of ``--task``, default ``CartpoleBalance``, 256 envs,
+8 minibatches, 307,200 env steps in 4 chunks, the ``mlp_small`` network of the harness's
+``ours`` child), then
 evaluates every run as that child does (128 envs x 1000 steps, deterministic, key
 ``seed + 10_000``), and appends one JSON line per arm to ``--out``.
 
@@ -26,6 +28,9 @@ Run from the repository root with the harness's isolated venv of ours::
         apps/benchmarks/results/suite/cpu/ablations.py base,mb_gae,brax_adv,norm_first,\\
 lecun_uniform,lecun_uniform+mb_gae+brax_adv+norm_first --seeds 0,1,2,3,4,5,6,7,8,9 \\
         --out apps/benchmarks/results/suite/cpu/ablations.jsonl
+
+and with ``--task ReacherHard --out .../cpu-tasks/ReacherHard-ablations.jsonl`` (the same
+arms) for the other tasks.
 """
 
 from __future__ import annotations
@@ -128,7 +133,9 @@ def normalizer_first_update_phase(
     return next_state, metrics
 
 
-def run_arm(arm: str, seeds: list[int], steps: int) -> dict[str, Any]:
+def run_arm(
+    arm: str, seeds: list[int], steps: int, task: str = "CartpoleBalance"
+) -> dict[str, Any]:
     """Train and evaluate one arm; returns its JSON record."""
     from flax import nnx
     from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
@@ -150,12 +157,12 @@ def run_arm(arm: str, seeds: list[int], steps: int) -> dict[str, Any]:
         normalizer_first_update_phase if "norm_first" in parts else update_phase
     )
 
-    ppo = task_settings("CartpoleBalance", n_envs=256, n_minibatches=8)
+    ppo = task_settings(task, n_envs=256, n_minibatches=8)
     _, total = chunk_plan(steps, 4, ppo.steps_per_iteration)
     spec = RunSpec(
         implementation="ours-minibatch-gae" if "mb_gae" in parts else "ours",
         network="mlp_small",
-        env_name="CartpoleBalance",
+        env_name=task,
         seed=seeds[0],
         total_steps=total,
         n_chunks=4,
@@ -195,6 +202,7 @@ def run_arm(arm: str, seeds: list[int], steps: int) -> dict[str, Any]:
         )
         returns.append(float(metrics["eval/episode_reward/mean"]))
     return {
+        "task": task,
         "arm": arm,
         "seeds": seeds,
         "total_steps": result.total_steps,
@@ -209,11 +217,12 @@ def main() -> None:
     parser.add_argument("arms", help="comma-separated arms, each ARM[+ARM...]")
     parser.add_argument("--seeds", default="0,1,2,3,4,5,6,7,8,9")
     parser.add_argument("--steps", type=int, default=307_200)
+    parser.add_argument("--task", default="CartpoleBalance", help="a control-suite task")
     parser.add_argument("--out", required=True, help="JSON lines, one per arm (appended)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     for arm in args.arms.split(","):
-        record = run_arm(arm, seeds, args.steps)
+        record = run_arm(arm, seeds, args.steps, args.task)
         print(json.dumps(record), flush=True)
         with open(args.out, "a") as f:
             f.write(json.dumps(record) + "\n")
