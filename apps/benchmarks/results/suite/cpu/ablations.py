@@ -1,5 +1,5 @@
 """The suite's ablations: brax PPO's choices, one at a time, on ours (README.md here for
-``CartpoleBalance``, ``../cpu-tasks/README.md`` for ``ReacherHard`` and ``CheetahRun``).
+``CartpoleBalance``, ``../cpu-tasks/README.md`` for ``ReacherHard`` and ``brax/hopper``).
 
 Each arm trains K seeds of ours in one ``train_many`` program at the suite's settings
 (Playground's brax-PPO settings of ``--task``, default ``CartpoleBalance``, 256 envs,
