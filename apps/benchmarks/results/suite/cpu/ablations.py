@@ -29,8 +29,8 @@ Run from the repository root with the harness's isolated venv of ours::
 lecun_uniform,lecun_uniform+mb_gae+brax_adv+norm_first --seeds 0,1,2,3,4,5,6,7,8,9 \\
         --out apps/benchmarks/results/suite/cpu/ablations.jsonl
 
-and with ``--task ReacherHard --out .../cpu-tasks/ReacherHard-ablations.jsonl`` (the same
-arms) for the other tasks.
+and with ``--task TASK --out .../cpu-tasks/TASK-ablations.jsonl`` for the other tasks
+(the arms each ran are in ``../cpu-tasks/README.md``).
 """
 
 from __future__ import annotations
