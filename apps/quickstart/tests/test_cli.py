@@ -293,7 +293,7 @@ def test_unknown_preset_and_dict_sizes_are_rejected():
     ("flags", "stagger", "reset_mode"), [([], 20, "fresh"), (["--no-stagger"], 0, "cached")]
 )
 def test_training_episodes_are_staggered_unless_asked_not_to(flags, stagger, reset_mode):
-    from nnx_ppo_quickstart.cli import _reset_mode, parse_args
+    from nnx_ppo_quickstart.cli import parse_args
     from nnx_ppo_quickstart.envs import make_envs
 
     args = parse_args([*TINY, *flags])
@@ -302,7 +302,7 @@ def test_training_episodes_are_staggered_unless_asked_not_to(flags, stagger, res
         stagger=not args.no_stagger,
     )  # fmt: skip
     assert (envs.train.stagger, envs.eval.stagger) == (stagger, 0)
-    assert _reset_mode(args) == reset_mode
+    assert args.reset == reset_mode
 
 
 @pytest.mark.extended
@@ -540,9 +540,14 @@ def test_explicit_options_override_the_preset_and_are_recorded(tmp_path):
     text = options_text(args)
     assert f"--n-envs={tuned.num_envs}" in text and "--n-epochs=3" in text
     assert arguments_record(args)["preset"] == "CheetahRun"
+    # A Playground preset restarts episodes from cached states (CheetahRun's reset steps
+    # its physics 200 times), shown as the preset's value; --reset wins over it.
+    assert args.reset == "cached" and "--reset=cached" in text
+    assert parse_args(["--env", "CheetahRun", "--reset", "fresh"]).reset == "fresh"
     # --preset quickstart: the quickstart's own defaults on a task that has a preset.
     args = parse_args(["--env", "CheetahRun", "--preset", "quickstart"])
-    assert (args.n_envs, args.n_epochs, args.clip_range) == (256, 4, 0.2)
+    assert (args.n_envs, args.n_epochs, args.clip_range, args.reset) == (256, 4, 0.2, "fresh")
+    assert "--reset" not in options_text(args)
     # Another task's preset by name; a brax env's auto preset is the quickstart's.
     args = parse_args(["--preset", "CheetahRun"])
     assert (args.env, args.n_envs) == ("inverted_pendulum", tuned.num_envs)
@@ -555,16 +560,18 @@ def test_a_resumed_run_keeps_its_preset_and_one_from_before_presets_the_defaults
     assert recorded["preset"] == "CheetahRun" and recorded["clip_range"] == 0.3
     args = parse_args(["--resume", "--output-dir", str(tmp_path / "a")])
     assert (args.preset, args.n_epochs, args.clip_range) == ("CheetahRun", 2, 0.3)
+    assert (recorded["reset"], args.reset) == ("cached", "cached")
     # A run recorded before the presets (and their options) existed trained on the
     # quickstart's defaults: its resume must not pick up the task's preset.
     old = tmp_path / "b"
     _recorded_run(old, "--env", "CheetahRun", "--preset", "quickstart")
     record = json.loads((old / "config.json").read_text())
-    for name in ("preset", "clip_range", "entropy_cost", "action_repeat"):
+    for name in ("preset", "clip_range", "entropy_cost", "action_repeat", "reset"):
         del record["cli"][name]
     (old / "config.json").write_text(json.dumps(record))
     args = parse_args(["--resume", "--output-dir", str(old)])
     assert (args.preset, args.n_envs, args.clip_range) == ("quickstart", 256, 0.2)
+    assert args.reset == "fresh"  # as the quickstart restarted episodes before --reset
 
 
 def _one_line_error(capsys):

@@ -162,6 +162,28 @@ def test_cached_resets_repeat_the_first_state_fresh_resets_redraw():
     assert not np.allclose(fresh[2], fresh[1])
 
 
+def test_cached_resets_redraw_a_staggered_start_and_nothing_else():
+    # Episodes of 6 steps starting at a draw in [0, 6): a finished environment restarts
+    # from its cached state (its first observation) at a new start, so the lengths of
+    # one environment's episodes vary (a repeated start would give one length).
+    env = EpisodeWrapper(PointMass(), episode_length=6, stagger=6)
+    n, length = 16, 40
+    first = reset_envs(env, jax.random.PRNGKey(0), n)
+    net = CounterNet(action_size=2)
+    _, _, rollout = unroll_env(env, net, first, net.initialize_state(n), length, reset_state=first)
+    done = np.asarray(rollout.transitions.done)
+    obs = np.asarray(rollout.transitions.obs)
+    varied = 0
+    for i in range(n):
+        ends = np.flatnonzero(done[:, i])
+        lengths = np.diff(ends)
+        assert ((lengths >= 1) & (lengths <= 6)).all()
+        varied += len(set(lengths.tolist())) > 1
+        for t in ends[ends + 1 < length] + 1:
+            np.testing.assert_array_equal(obs[t, i], np.asarray(first.obs)[i])
+    assert varied >= n - 1
+
+
 def test_unroll_env_needs_a_reset_source():
     env = CounterEnv()
     first = reset_envs(env, jax.random.PRNGKey(0), 2)

@@ -66,6 +66,8 @@ LR_SCHEDULES = ("linear", "constant")
 """The choices of ``--lr-schedule`` (`with_learning_rate_schedule`)."""
 
 PRESET_LR_SCHEDULE = {"mlp": "constant", "lstm": "linear", "graph": "linear"}
+RESETS = ("fresh", "cached")
+"""The choices of ``--reset`` (``PPOConfig.reset_mode``; ``"refresh"`` is not offered)."""
 """``--lr-schedule`` when not given, per ``--network`` preset. The LSTM decays its rate:
 at a constant rate it drifts through collapses of its return after learning
 ``CartpoleBalance`` (see `with_learning_rate_schedule`). The graph preset
@@ -175,8 +177,20 @@ def _parser() -> argparse.ArgumentParser:
         "--no-stagger",
         action="store_true",
         help="start every training episode at step 0 (default: staggered starts in the first "
-        "half of the episode with a fresh reset per episode, which the recurrent networks "
+        "half of the episode, drawn anew for every episode, which the recurrent networks "
         "need on fixed-length tasks; see wrap_for_training)",
+    )
+    parser.add_argument(
+        "--reset",
+        default=None,  # set by parse_args (default_reset)
+        choices=RESETS,
+        help="how a finished training episode restarts: 'fresh' draws a new initial state "
+        "(with staggered starts a batched reset at almost every step, costly where a reset "
+        "is: Playground's CheetahRun settles its physics for 200 steps); 'cached' restarts "
+        "each environment from its first reset state with a new staggered start "
+        "(brax's and Playground's way; what the env draws at reset, e.g. an --action-lag "
+        "range, is then drawn once per environment) (default: cached with a Playground "
+        "preset or --no-stagger, else fresh)",
     )
     parser.add_argument(
         "--action-lag",
@@ -274,6 +288,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(words)
     if explicit.get("resume") and not any(w.startswith("--preset") for w in run_words):
         args.preset = QUICKSTART  # a run from before presets: trained on these defaults
+    if explicit.get("resume") and not any(w.startswith("--reset") for w in run_words):
+        # A run from before --reset: it restarted as the quickstart's default did then.
+        args.reset = args.reset or default_reset(args.no_stagger, QUICKSTART)
     if args.video and "mujoco" not in sys.modules:
         # MuJoCo fixes its OpenGL backend when imported, which the presets do next.
         from nnx_ppo.algorithms.video import choose_mujoco_gl
@@ -285,6 +302,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(words)
     if args.lr_schedule is None:
         args.lr_schedule = PRESET_LR_SCHEDULE[args.network]
+    if args.reset is None:
+        args.reset = default_reset(args.no_stagger, args.preset)
     return args
 
 
@@ -338,10 +357,19 @@ def with_learning_rate_schedule(config: Any, schedule: str) -> Any:
     return dataclasses.replace(config, ppo=dataclasses.replace(config.ppo, learning_rate=decay))
 
 
-def _reset_mode(args: argparse.Namespace) -> str:
-    """``"fresh"`` with staggered starts (a new start per episode), else brax's
-    ``"cached"``."""
-    return "cached" if args.no_stagger else "fresh"
+def default_reset(no_stagger: bool, preset: str) -> str:
+    """``--reset``'s default: ``"cached"`` (brax's) with a Playground preset, which
+    follows Playground's own training set-up (its resets can be costly, and ``"fresh"``
+    would pay one at almost every step of staggered episodes), or without staggered
+    starts; else ``"fresh"``, a new initial state per episode.
+
+    Examples:
+        >>> default_reset(False, "quickstart"), default_reset(False, "CheetahRun")
+        ('fresh', 'cached')
+        >>> default_reset(True, "quickstart")
+        'cached'
+    """
+    return "cached" if no_stagger or preset != QUICKSTART else "fresh"
 
 
 def options_text(args: argparse.Namespace) -> str:
@@ -352,8 +380,11 @@ def options_text(args: argparse.Namespace) -> str:
     Examples:
         >>> options_text(parse_args(["--learning-rate", "3e-4"]))
         '--learning-rate=0.0003'
-        >>> options_text(parse_args(["--env", "CartpoleBalance", "--n-envs", "256"]))
-        '--env=CartpoleBalance --rollout-length=30 --n-minibatches=2 --n-epochs=16 --clip-range=0.3'
+        >>> words = options_text(parse_args(["--env", "CartpoleBalance", "--n-envs", "256"]))
+        >>> words.split()[:4]
+        ['--env=CartpoleBalance', '--rollout-length=30', '--n-minibatches=2', '--n-epochs=16']
+        >>> words.split()[4:]
+        ['--clip-range=0.3', '--reset=cached']
         >>> options_text(parse_args(["--network", "lstm", "--lr-schedule", "linear"]))
         '--network=lstm'
     """
@@ -361,6 +392,7 @@ def options_text(args: argparse.Namespace) -> str:
     defaults = {
         **option_defaults(parser),
         "lr_schedule": PRESET_LR_SCHEDULE[args.network],
+        "reset": default_reset(args.no_stagger, QUICKSTART),  # a preset's is shown
         "preset": resolve_preset("auto", args.env),
     }
     changed = {
@@ -489,9 +521,8 @@ def main(argv: list[str] | None = None) -> int:
     from nnx_ppo_quickstart.networks import make_network, parse_critic_obs
 
     try:  # every option before any environment is built
-        # Staggered starts need a freshly drawn reset per episode (wrap_for_training).
         config = train_config(
-            args, seed=args.seed, reset_mode=_reset_mode(args), clip_range=args.clip_range
+            args, seed=args.seed, reset_mode=args.reset, clip_range=args.clip_range
         )
         config = with_learning_rate_schedule(config, args.lr_schedule)
         parse_lag("--action-lag", args.action_lag)

@@ -24,6 +24,7 @@ The translation of Playground's `brax_ppo_config` fields (read from
 | ``clipping_epsilon`` | ``--clip-range`` | brax's default when Playground sets none |
 | ``normalize_observations`` | (always on) | the presets' networks normalise |
 | network sizes | ``--network mlp`` | brax's defaults, 32x4 policy and 256x5 value |
+| auto-reset (cached first states) | ``--reset cached`` | set by ``parse_args`` for every preset |
 | ``num_timesteps`` | (not taken) | 60-100 M steps; pass ``--steps`` |
 
 Brax PPO collects ``batch_size * num_minibatches`` sequences of ``unroll_length`` per

@@ -21,16 +21,20 @@ every step (``reset_mode`` of `PPOConfig`):
   of training; each finished environment is replaced by its cached state with one
   elementwise select (`nnx_ppo.wrappers.reset_done`). No reset is ever computed
   in the loop, but each environment always restarts from the same state (diversity
-  comes from having many environments).
+  comes from having many environments); only a staggered start
+  (`nnx_ppo.wrappers.EpisodeWrapper`'s ``stagger``) is redrawn per episode.
 - ``"refresh"``: as ``"cached"``, but the cache is redrawn with fresh keys at the start
   of every iteration: one batched reset per iteration.
 - ``"fresh"``: every finished environment restarts from a newly drawn state. A batched
   reset is computed inside ``lax.cond`` only at steps where at least one environment
   finished.
 
-``"fresh"`` costs nothing extra at steps where no episode ends; the measured cost of
-each mode is on the documentation's Benchmarks page ("Measured costs of trainer
-options").
+``"fresh"`` costs nothing extra at steps where no episode ends, but a batched reset of
+every environment at each step where one does: with staggered starts some environment
+finishes at almost every step, so an environment whose ``reset`` is expensive (MuJoCo
+Playground's ``CheetahRun`` steps its physics 200 times to settle) pays that at almost
+every step; use ``"cached"`` there. The measured cost of each mode is on the
+documentation's Benchmarks page ("Measured costs of trainer options").
 
 **Truncation.** Truncation is read from ``state.info["truncation"]`` (written by our
 `EpisodeWrapper`, brax's and MuJoCo Playground's); environments
@@ -325,9 +329,14 @@ def unroll(
         values = jax.lax.cond(jnp.any(trunc), compute, zeros, *operands)
         return jax.tree.map(lambda v: jnp.where(trunc, v, jnp.zeros_like(v)), values)
 
+    # An EpisodeWrapper with staggered starts redraws the start of an episode that
+    # restarts from the cached state (else every episode of an env would repeat it).
+    redraw_starts = getattr(env, "redraw_starts", None)
+
     def restart(next_env: Any, done: jax.Array, step_key: jax.Array) -> Any:
         if reset_state is not None:
-            return reset_done(next_env, reset_state)
+            restarted = reset_done(next_env, reset_state)
+            return restarted if redraw_starts is None else redraw_starts(restarted, done, step_key)
         return jax.lax.cond(
             jnp.any(done),
             lambda: reset_done(next_env, batched_reset(jax.random.split(step_key, n_envs))),

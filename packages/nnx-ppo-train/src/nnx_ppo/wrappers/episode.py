@@ -59,10 +59,13 @@ class EpisodeWrapper(Wrapper):
             wrapper always does this with ``episode_length // 2``. The draw uses a key
             split from the reset key; with the default 0 the wrapped environment gets
             the reset key unchanged. Use it on the training environment only: an
-            evaluation should play whole episodes. Train with
-            ``PPOConfig(reset_mode="fresh")``, which redraws the start for every
-            episode; with ``"cached"`` an environment repeats its first draw, so all
-            its episodes are shorter by it. A curriculum that acts on an episode's
+            evaluation should play whole episodes. Every training episode gets a new
+            start with each of the trainer's ``PPOConfig.reset_mode``: ``"fresh"``
+            draws it in `reset`; ``"cached"`` and ``"refresh"`` restart from the cached
+            reset state and redraw only its start (`redraw_starts`, one integer draw
+            per environment, so staggering adds no reset to an environment whose
+            ``reset`` is expensive, e.g. Playground's ``CheetahRun``, which settles
+            its physics for 200 steps). A curriculum that acts on an episode's
             first step cannot test ``info["steps"] == 0`` then: mark the first step
             with an ``info`` flag that the environment's ``reset`` sets and ``step``
             clears.
@@ -121,6 +124,37 @@ class EpisodeWrapper(Wrapper):
         info = dict(state.info)
         info["steps"] = steps
         info["truncation"] = jnp.zeros_like(state.done)
+        return state.replace(info=info)
+
+    def redraw_starts(self, state: Any, done: jax.Array, key: jax.Array) -> Any:
+        """``state`` with a new staggered start where ``done``: ``info["steps"]`` drawn
+        in ``[0, stagger)`` from ``key``, as `reset` draws it; the rest unchanged.
+
+        The trainer calls it after restarting finished environments from a cached reset
+        state (``PPOConfig.reset_mode`` ``"cached"`` or ``"refresh"``), which would
+        otherwise repeat each environment's first start. Without ``stagger`` it returns
+        ``state`` itself.
+
+        Args:
+            state: A state of this wrapper, one environment or a batch (``[B]``).
+            done: bool, ``done``'s shape: the environments that restart.
+            key: The key of the draws.
+
+        Examples:
+            >>> import jax, jax.numpy as jnp
+            >>> from nnx_ppo.envs import PointMass
+            >>> env = EpisodeWrapper(PointMass(), episode_length=100, stagger=50)
+            >>> s = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 4))
+            >>> done = jnp.array([True, False, True, False])
+            >>> new = env.redraw_starts(s, done, jax.random.key(1))
+            >>> bool((new.info["steps"] == s.info["steps"])[~done].all())
+            True
+        """
+        if not self.stagger:
+            return state
+        starts = jax.random.randint(key, jnp.shape(done), 0, self.stagger, jnp.int32)
+        info = dict(state.info)
+        info["steps"] = jnp.where(done, starts, info["steps"])
         return state.replace(info=info)
 
     def step(self, state: Any, action: Any) -> Any:

@@ -44,9 +44,13 @@ def wrap_for_training(
 ) -> EpisodeWrapper:
     """Wrap an unbatched brax, Playground or nnx-ppo environment for `train_ppo`.
 
-    Train the result with ``PPOConfig(reset_mode="fresh")``, which draws a new start for
-    every episode (with ``"cached"`` each environment repeats its first draw). Auto-reset
-    is the trainer's (``reset_mode``); do not add brax's ``AutoResetWrapper``.
+    Every training episode gets a newly drawn start with any ``PPOConfig.reset_mode``:
+    ``"fresh"`` also redraws the environment's own initial state, at the cost of a
+    batched reset at almost every step once the starts are staggered; ``"cached"``
+    (brax's) restarts from each environment's cached state and redraws only the start
+    step, which is the choice for an environment whose ``reset`` is expensive (e.g.
+    Playground's ``CheetahRun``). Auto-reset is the trainer's (``reset_mode``); do not
+    add brax's ``AutoResetWrapper``.
 
     Args:
         env: The unbatched environment.
