@@ -66,8 +66,6 @@ LR_SCHEDULES = ("linear", "constant")
 """The choices of ``--lr-schedule`` (`with_learning_rate_schedule`)."""
 
 PRESET_LR_SCHEDULE = {"mlp": "constant", "lstm": "linear", "graph": "linear"}
-RESETS = ("fresh", "cached")
-"""The choices of ``--reset`` (``PPOConfig.reset_mode``; ``"refresh"`` is not offered)."""
 """``--lr-schedule`` when not given, per ``--network`` preset. The LSTM decays its rate:
 at a constant rate it drifts through collapses of its return after learning
 ``CartpoleBalance`` (see `with_learning_rate_schedule`). The graph preset
@@ -75,6 +73,9 @@ at a constant rate it drifts through collapses of its return after learning
 seed of the learning suite, and with the velocities hidden ended at twice the MLP's
 return, where at a constant rate it fell back late in training. The MLP's documented
 curves are measured at a constant rate."""
+
+RESETS = ("fresh", "cached")
+"""The choices of ``--reset`` (``PPOConfig.reset_mode``; ``"refresh"`` is not offered)."""
 
 
 def _parser() -> argparse.ArgumentParser:
