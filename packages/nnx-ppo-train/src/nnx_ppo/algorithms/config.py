@@ -126,11 +126,12 @@ class PPOConfig(OnPolicyRun):
             False, follow brax: the TD error at a truncated step is zeroed, so that
             step carries no advantage.
         reset_mode: How finished environments restart. ``"cached"`` (brax): every env
-            restarts from the state its first reset produced, at no per-step cost.
+            restarts from the state its first reset produced, at no per-step cost
+            (with `nnx_ppo.wrappers.EpisodeWrapper`'s ``stagger``, a new start is drawn).
             ``"refresh"``: the same, but the cache is re-drawn with fresh keys once per
             iteration (one batched reset per iteration). ``"fresh"``: every finished
             env gets a newly drawn reset state (a batched reset in every step in which
-            any env finished).
+            any env finished: with staggered starts, almost every step).
         iterations_per_call: Iterations run inside one jitted device call (one
             ``lax.scan``); logging, evaluation and checkpoints happen between calls.
         log_level: Which metric groups to compute (see `LogLevel`).
