@@ -561,6 +561,12 @@ def test_a_resumed_run_keeps_its_preset_and_one_from_before_presets_the_defaults
     args = parse_args(["--resume", "--output-dir", str(tmp_path / "a")])
     assert (args.preset, args.n_epochs, args.clip_range) == ("CheetahRun", 2, 0.3)
     assert (recorded["reset"], args.reset) == ("cached", "cached")
+    # A preset run recorded before --reset existed trained with a fresh reset.
+    record = json.loads((tmp_path / "a" / "config.json").read_text())
+    del record["cli"]["reset"]
+    (tmp_path / "a" / "config.json").write_text(json.dumps(record))
+    args = parse_args(["--resume", "--output-dir", str(tmp_path / "a")])
+    assert (args.preset, args.reset) == ("CheetahRun", "fresh")
     # A run recorded before the presets (and their options) existed trained on the
     # quickstart's defaults: its resume must not pick up the task's preset.
     old = tmp_path / "b"

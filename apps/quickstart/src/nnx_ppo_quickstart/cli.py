@@ -289,9 +289,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(words)
     if explicit.get("resume") and not any(w.startswith("--preset") for w in run_words):
         args.preset = QUICKSTART  # a run from before presets: trained on these defaults
-    if explicit.get("resume") and not any(w.startswith("--reset") for w in run_words):
-        # A run from before --reset: it restarted as the quickstart's default did then.
-        args.reset = args.reset or default_reset(args.no_stagger, QUICKSTART)
+    # A run recorded before --reset restarted as the quickstart's default did then.
+    before_reset = explicit.get("resume") and not any(w.startswith("--reset") for w in run_words)
     if args.video and "mujoco" not in sys.modules:
         # MuJoCo fixes its OpenGL backend when imported, which the presets do next.
         from nnx_ppo.algorithms.video import choose_mujoco_gl
@@ -304,7 +303,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.lr_schedule is None:
         args.lr_schedule = PRESET_LR_SCHEDULE[args.network]
     if args.reset is None:
-        args.reset = default_reset(args.no_stagger, args.preset)
+        args.reset = default_reset(args.no_stagger, QUICKSTART if before_reset else args.preset)
     return args
 
 
