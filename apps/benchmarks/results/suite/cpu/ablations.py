@@ -4,9 +4,11 @@
 Each arm trains K seeds of ours in one ``train_many`` program at the suite's settings
 (Playground's brax-PPO settings of ``--task``, default ``CartpoleBalance``, 256 envs,
 8 minibatches, 307,200 env steps in 4 chunks, the ``mlp_small`` network of the harness's
-``ours`` child), then
+``ours`` child, or another of its families with ``--network``), then
 evaluates every run as that child does (128 envs x 1000 steps, deterministic, key
-``seed + 10_000``), and appends one JSON line per arm to ``--out``.
+``seed + 10_000``), and appends one JSON line per arm to ``--out``. The ``base`` arm with
+``--network lstm_quickstart`` or ``graph_quickstart`` is how the stateful families ran K
+seeds in one program (``../masked/README.md``).
 
 Arms (join several with ``+``; ``base`` changes nothing):
 
@@ -134,7 +136,11 @@ def normalizer_first_update_phase(
 
 
 def run_arm(
-    arm: str, seeds: list[int], steps: int, task: str = "CartpoleBalance"
+    arm: str,
+    seeds: list[int],
+    steps: int,
+    task: str = "CartpoleBalance",
+    network: str = "mlp_small",
 ) -> dict[str, Any]:
     """Train and evaluate one arm; returns its JSON record."""
     from flax import nnx
@@ -161,13 +167,15 @@ def run_arm(
     _, total = chunk_plan(steps, 4, ppo.steps_per_iteration)
     spec = RunSpec(
         implementation="ours-minibatch-gae" if "mb_gae" in parts else "ours",
-        network="mlp_small",
+        network=network,
         env_name=task,
         seed=seeds[0],
         total_steps=total,
         n_chunks=4,
         ppo=ppo,
     )
+    if "lecun_uniform" in parts and spec.family.kind != "mlp":
+        raise ValueError(f"lecun_uniform rebuilds an MLP; --network {network} is not one")
     env, eval_env = make_envs(spec)
     config = dataclasses.replace(make_train_config(spec), log_every_calls=10**6)
     family = spec.family
@@ -204,6 +212,7 @@ def run_arm(
     return {
         "task": task,
         "arm": arm,
+        "network": network,
         "seeds": seeds,
         "total_steps": result.total_steps,
         "returns": returns,
@@ -218,11 +227,12 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2,3,4,5,6,7,8,9")
     parser.add_argument("--steps", type=int, default=307_200)
     parser.add_argument("--task", default="CartpoleBalance", help="a control-suite task")
+    parser.add_argument("--network", default="mlp_small", help="a harness network family")
     parser.add_argument("--out", required=True, help="JSON lines, one per arm (appended)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     for arm in args.arms.split(","):
-        record = run_arm(arm, seeds, args.steps, args.task)
+        record = run_arm(arm, seeds, args.steps, args.task, args.network)
         print(json.dumps(record), flush=True)
         with open(args.out, "a") as f:
             f.write(json.dumps(record) + "\n")

@@ -1,0 +1,70 @@
+"""Per-iteration training metrics of the suite's ``ours`` child: one network, one seed.
+
+How far each iteration moves the policy (``actor/approx_kl``, ``actor/clip_fraction``),
+the entropy estimate and the rollout's reward, at the suite's settings of ``--task``
+(Playground's brax-PPO settings, 256 envs, 8 minibatches, ``--steps`` rounded up to 4
+chunks of whole iterations), one JSON line per iteration to ``--out``. ``--desired-kl``
+and ``--learning-rate`` replace those two settings (``PPOConfig``'s fields). The
+traces in this folder (``README.md``) compare the LSTM with the MLP on
+``CartpoleBalance``. Run from the repository root::
+
+    PYTHONPATH=apps/benchmarks/src uv run python apps/benchmarks/results/suite/masked/kl_trace.py \\
+        lstm_quickstart 0 --task CartpoleBalance --steps 307200 --out trace.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any
+
+
+def main() -> None:
+    """Command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("network", help="a harness network family, e.g. lstm_quickstart")
+    parser.add_argument("seed", type=int)
+    parser.add_argument("--task", default="CartpoleBalance")
+    parser.add_argument("--steps", type=int, default=307_200)
+    parser.add_argument("--desired-kl", type=float, default=None)
+    parser.add_argument("--learning-rate", type=float, default=None)
+    parser.add_argument("--out", required=True, help="JSON lines, one per iteration")
+    args = parser.parse_args()
+
+    from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
+    from nnx_ppo_benchmarks.settings import RunSpec, chunk_plan
+    from nnx_ppo_benchmarks.suite.tasks import task_settings
+
+    from nnx_ppo.algorithms import train_ppo
+
+    ppo = task_settings(args.task, n_envs=256, n_minibatches=8)
+    _, total = chunk_plan(args.steps, 4, ppo.steps_per_iteration)
+    spec = RunSpec(
+        implementation="ours",
+        network=args.network,
+        env_name=args.task,
+        seed=args.seed,
+        total_steps=total,
+        n_chunks=4,
+        ppo=ppo,
+    )
+    env, _ = make_envs(spec)
+    config = dataclasses.replace(make_train_config(spec), log_every_calls=1)
+    changes = {"desired_kl": args.desired_kl, "learning_rate": args.learning_rate}
+    changes = {k: v for k, v in changes.items() if v is not None}
+    config = dataclasses.replace(config, ppo=dataclasses.replace(config.ppo, **changes))
+
+    with open(args.out, "w") as out:
+
+        def log(metrics: dict[str, Any], step: int) -> None:
+            record = {"step": int(step), **{k: float(v) for k, v in metrics.items()}}
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+
+        network = build_network(spec, env.observation_size, env.action_size)
+        train_ppo(env, network, config, log_fn=log, progress=False)
+
+
+if __name__ == "__main__":
+    main()
