@@ -22,7 +22,7 @@ from nnx_ppo_quickstart import envs as envs_module
 from nnx_ppo_quickstart.cli import main, options_text, parse_args, with_learning_rate_schedule
 from nnx_ppo_quickstart.envs import EnvPair, make_envs
 from nnx_ppo_quickstart.networks import make_network
-from nnx_ppo_quickstart.presets import NETWORK_SIZES, preset_names, preset_options
+from nnx_ppo_quickstart.presets import NETWORK_SIZES, preset_names, preset_note, preset_options
 
 TINY = [
     "--steps", "2400", "--n-envs", "8", "--rollout-length", "10", "--n-minibatches", "2",
@@ -676,6 +676,26 @@ def test_a_tiny_run_with_history_and_tensorboard_records_its_preset(tmp_path, ca
     printed = capsys.readouterr().out
     assert "--obs-history=2 --logger jsonl tensorboard" in printed
     assert "(preset quickstart; all of them in config.json)" in printed
+    assert "Note:" not in printed  # the quickstart's own preset, an MLP
+
+
+@pytest.mark.parametrize(
+    ("preset", "network", "noted"),
+    [
+        ("CartpoleBalance", "lstm", True),
+        ("CheetahRun", "graph", True),
+        ("CartpoleBalance", "mlp", False),
+        ("quickstart", "lstm", False),
+    ],
+)
+def test_a_playground_preset_with_a_recurrent_network_gets_the_measured_note(
+    preset, network, noted
+):
+    note = preset_note(preset, network)
+    assert (note is not None) == noted
+    if noted:
+        assert f"Playground's {preset} preset was tuned for --network mlp" in note
+        assert "medians 154 and 207 against 327" in note and "--preset quickstart" in note
 
 
 def test_critic_obs_makes_a_privileged_critic_of_a_dict_observation():

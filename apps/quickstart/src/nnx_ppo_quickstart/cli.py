@@ -34,7 +34,7 @@ from nnx_ppo_apps_common.runs import (
 )
 from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
 
-from nnx_ppo_quickstart.presets import QUICKSTART, preset_options, resolve_preset
+from nnx_ppo_quickstart.presets import QUICKSTART, preset_note, preset_options, resolve_preset
 from nnx_ppo_quickstart.run_options import config_argv, resume_argv
 
 __all__ = [
@@ -588,6 +588,9 @@ def main(argv: list[str] | None = None) -> int:
         f"with {args.n_envs} envs; outputs in {out}/"
     )
     print(f"Options: {options_text(args)} (preset {args.preset}; all of them in config.json)")
+    note = preset_note(args.preset, args.network)
+    if note is not None:
+        print(note)
     sinks = _log_sinks(args.logger, out, record)
     start = time.perf_counter()
     # The with-block closes the checkpointer (waiting for its last save) even if
