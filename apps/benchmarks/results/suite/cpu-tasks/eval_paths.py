@@ -26,23 +26,23 @@ def main() -> None:
     from brax.training import acting
     from nnx_ppo_benchmarks.children._common import brax_training_wrapper, load_env
     from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
-    from nnx_ppo_benchmarks.settings import RunSpec, chunk_plan
-    from nnx_ppo_benchmarks.suite.tasks import task_settings
+    from nnx_ppo_benchmarks.suite.run import SuiteOptions, plan_suite
 
     from nnx_ppo.algorithms import train_ppo
     from nnx_ppo.algorithms.evaluation import evaluate
 
     task, seed = "brax/hopper", int(sys.argv[1])
-    ppo = task_settings(task, n_envs=256, n_minibatches=8)
-    _, total = chunk_plan(307_200, 4, ppo.steps_per_iteration)
-    spec = RunSpec(
-        implementation="ours",
-        network="mlp_small",
-        env_name=task,
-        seed=seed,
-        total_steps=total,
-        n_chunks=4,
-        ppo=ppo,
+    [spec] = plan_suite(
+        SuiteOptions(
+            tasks=(task,),
+            networks=("mlp_small",),
+            implementations=("ours",),
+            seeds=(seed,),
+            total_steps=307_200,
+            n_chunks=4,
+            n_envs=256,
+            n_minibatches=8,
+        )
     )
     env, eval_env = make_envs(spec)
     network = build_network(spec, env.observation_size, env.action_size)

@@ -33,21 +33,21 @@ def main() -> None:
     args = parser.parse_args()
 
     from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
-    from nnx_ppo_benchmarks.settings import RunSpec, chunk_plan
-    from nnx_ppo_benchmarks.suite.tasks import task_settings
+    from nnx_ppo_benchmarks.suite.run import SuiteOptions, plan_suite
 
     from nnx_ppo.algorithms import train_ppo
 
-    ppo = task_settings(args.task, n_envs=256, n_minibatches=8)
-    _, total = chunk_plan(args.steps, 4, ppo.steps_per_iteration)
-    spec = RunSpec(
-        implementation="ours",
-        network=args.network,
-        env_name=args.task,
-        seed=args.seed,
-        total_steps=total,
-        n_chunks=4,
-        ppo=ppo,
+    [spec] = plan_suite(
+        SuiteOptions(
+            tasks=(args.task,),
+            networks=(args.network,),
+            implementations=("ours",),
+            seeds=(args.seed,),
+            total_steps=args.steps,
+            n_chunks=4,
+            n_envs=256,
+            n_minibatches=8,
+        )
     )
     env, _ = make_envs(spec)
     config = dataclasses.replace(make_train_config(spec), log_every_calls=1)
