@@ -33,6 +33,18 @@ lecun_uniform,lecun_uniform+mb_gae+brax_adv+norm_first --seeds 0,1,2,3,4,5,6,7,8
 
 and with ``--task TASK --out .../cpu-tasks/TASK-ablations.jsonl`` for the other tasks
 (the arms each ran are in ``../cpu-tasks/README.md``).
+
+Settings other than the task's (``../masked/README.md``: the stateful families'
+settings): ``--set FIELD=VALUE`` replaces a `PPOConfig` field for every run (e.g.
+``--set n_epochs=4``); ``--grid FIELD=V1,V2,...`` (repeatable) trains every combination
+of the values times every seed in the same ``train_many`` program, through its
+``overrides`` (sweepable fields only: ``learning_rate``, ``max_grad_norm``,
+``clip_range``, ...; a sweep cannot mix ``None`` with numbers, so "no clipping" in a
+``max_grad_norm`` grid is a norm of ``1e9``), and writes one JSON line per combination.
+Values are JSON (``none`` is ``None``). ``--stagger`` starts every training episode at a
+random step in the first half of the episode (`nnx_ppo.wrappers.EpisodeWrapper`'s
+``stagger``, what the quickstart does by default), instead of at step 0 as the suite
+and brax do; evaluation still plays whole episodes from step 0.
 """
 
 from __future__ import annotations
@@ -135,14 +147,35 @@ def normalizer_first_update_phase(
     return next_state, metrics
 
 
+def parse_value(text: str) -> Any:
+    """A ``--set`` / ``--grid`` value: JSON, with ``none`` for ``None``.
+
+    >>> parse_value("3e-4"), parse_value("none"), parse_value("4")
+    (0.0003, None, 4)
+    """
+    return None if text.lower() == "none" else json.loads(text)
+
+
+def parse_assignment(text: str, option: str) -> tuple[str, str]:
+    """``FIELD=VALUE`` of ``--set`` / ``--grid``, or a ValueError naming the option."""
+    field, sep, value = text.partition("=")
+    if not sep or not field or not value:
+        raise ValueError(f"{option} {text!r}: write FIELD=VALUE (e.g. {option} n_epochs=4)")
+    return field, value
+
+
 def run_arm(
     arm: str,
     seeds: list[int],
     steps: int,
     task: str = "CartpoleBalance",
     network: str = "mlp_small",
-) -> dict[str, Any]:
-    """Train and evaluate one arm; returns its JSON record."""
+    fixed: dict[str, Any] | None = None,
+    grid_values: dict[str, list[Any]] | None = None,
+    stagger: bool = False,
+) -> list[dict[str, Any]]:
+    """Train and evaluate one arm; returns one JSON record per ``grid_values``
+    combination (one record without a grid)."""
     from flax import nnx
     from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
     from nnx_ppo_benchmarks.settings import RunSpec, chunk_plan
@@ -152,7 +185,7 @@ def run_arm(
     from nnx_ppo.algorithms.evaluation import evaluate
     from nnx_ppo.algorithms.gae import gae
     from nnx_ppo.algorithms.phases import update_phase
-    from nnx_ppo.algorithms.sweeps import train_many
+    from nnx_ppo.algorithms.sweeps import grid, train_many
     from nnx_ppo.networks.factories import make_mlp_actor_critic
 
     parts = set(arm.split("+")) - {"base"}
@@ -177,7 +210,20 @@ def run_arm(
     if "lecun_uniform" in parts and spec.family.kind != "mlp":
         raise ValueError(f"lecun_uniform rebuilds an MLP; --network {network} is not one")
     env, eval_env = make_envs(spec)
+    if stagger:
+        from nnx_ppo.wrappers import EpisodeWrapper, RewardScalingWrapper
+
+        length = ppo.episode_length
+        staggered = EpisodeWrapper(eval_env.env, length, stagger=length // 2)
+        env = RewardScalingWrapper(staggered, ppo.reward_scaling)
     config = dataclasses.replace(make_train_config(spec), log_every_calls=10**6)
+    fixed = dict(fixed or {})
+    if fixed:
+        config = dataclasses.replace(config, ppo=dataclasses.replace(config.ppo, **fixed))
+    points = grid(**(grid_values or {})) if grid_values else {}
+    n_points = len(next(iter(points.values()))) if points else 1
+    run_seeds = [seed for _ in range(n_points) for seed in seeds]
+    overrides = {name: [v for v in values for _ in seeds] for name, values in points.items()}
     family = spec.family
 
     def factory(rngs: nnx.Rngs) -> nnx.Module:
@@ -197,10 +243,12 @@ def run_arm(
         )
 
     start = time.time()
-    result = train_many(env, factory, config, seeds=seeds, progress=False)
+    result = train_many(
+        env, factory, config, seeds=run_seeds, overrides=overrides or None, progress=False
+    )
     train_s = time.time() - start
     returns = []
-    for run, seed in enumerate(seeds):
+    for run, seed in enumerate(run_seeds):
         metrics = evaluate(
             eval_env,
             result.network(run),
@@ -209,15 +257,25 @@ def run_arm(
             max_episode_length=1000,
         )
         returns.append(float(metrics["eval/episode_reward/mean"]))
-    return {
-        "task": task,
-        "arm": arm,
-        "network": network,
-        "seeds": seeds,
-        "total_steps": result.total_steps,
-        "returns": returns,
-        "train_s": round(train_s, 1),
-    }
+    records = []
+    for point in range(n_points):
+        record = {
+            "task": task,
+            "arm": arm,
+            "network": network,
+            "seeds": seeds,
+            "total_steps": result.total_steps,
+            "returns": returns[point * len(seeds) : (point + 1) * len(seeds)],
+            "train_s": round(train_s, 1),
+        }
+        settings = {**fixed, **{name: values[point] for name, values in points.items()}}
+        if stagger:
+            settings["stagger"] = ppo.episode_length // 2
+        if settings:
+            record["settings"] = settings
+            record["runs_in_program"] = len(run_seeds)
+        records.append(record)
+    return records
 
 
 def main() -> None:
@@ -228,14 +286,25 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=307_200)
     parser.add_argument("--task", default="CartpoleBalance", help="a control-suite task")
     parser.add_argument("--network", default="mlp_small", help="a harness network family")
+    parser.add_argument("--set", action="append", default=[], help="FIELD=VALUE, every run")
+    parser.add_argument("--grid", action="append", default=[], help="FIELD=V1,V2,... swept")
+    parser.add_argument("--stagger", action="store_true", help="staggered training episodes")
     parser.add_argument("--out", required=True, help="JSON lines, one per arm (appended)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    fixed = dict(parse_assignment(text, "--set") for text in args.set)
+    fixed = {field: parse_value(value) for field, value in fixed.items()}
+    grid_values = {}
+    for text in args.grid:
+        field, values = parse_assignment(text, "--grid")
+        grid_values[field] = [parse_value(v) for v in values.split(",")]
     for arm in args.arms.split(","):
-        record = run_arm(arm, seeds, args.steps, args.task, args.network)
-        print(json.dumps(record), flush=True)
-        with open(args.out, "a") as f:
-            f.write(json.dumps(record) + "\n")
+        for record in run_arm(
+            arm, seeds, args.steps, args.task, args.network, fixed, grid_values, args.stagger
+        ):
+            print(json.dumps(record), flush=True)
+            with open(args.out, "a") as f:
+                f.write(json.dumps(record) + "\n")
 
 
 if __name__ == "__main__":
