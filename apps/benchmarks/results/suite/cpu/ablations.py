@@ -220,10 +220,9 @@ def run_arm(
     fixed = dict(fixed or {})
     if fixed:
         config = dataclasses.replace(config, ppo=dataclasses.replace(config.ppo, **fixed))
-    points = grid(**(grid_values or {})) if grid_values else {}
-    n_points = len(next(iter(points.values()))) if points else 1
-    run_seeds = [seed for _ in range(n_points) for seed in seeds]
-    overrides = {name: [v for v in values for _ in seeds] for name, values in points.items()}
+    overrides = grid(**(grid_values or {}), seeds=seeds)  # seeds vary fastest
+    run_seeds = overrides.pop("seeds")
+    n_points = len(run_seeds) // len(seeds)
     family = spec.family
 
     def factory(rngs: nnx.Rngs) -> nnx.Module:
@@ -268,7 +267,8 @@ def run_arm(
             "returns": returns[point * len(seeds) : (point + 1) * len(seeds)],
             "train_s": round(train_s, 1),
         }
-        settings = {**fixed, **{name: values[point] for name, values in points.items()}}
+        first = point * len(seeds)
+        settings = {**fixed, **{name: values[first] for name, values in overrides.items()}}
         if stagger:
             settings["stagger"] = ppo.episode_length // 2
         if settings:
@@ -292,8 +292,10 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="JSON lines, one per arm (appended)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    fixed = dict(parse_assignment(text, "--set") for text in args.set)
-    fixed = {field: parse_value(value) for field, value in fixed.items()}
+    fixed = {
+        field: parse_value(value)
+        for field, value in (parse_assignment(text, "--set") for text in args.set)
+    }
     grid_values = {}
     for text in args.grid:
         field, values = parse_assignment(text, "--grid")
