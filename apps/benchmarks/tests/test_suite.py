@@ -7,6 +7,7 @@ tiny end-to-end run of ``--suite gpu`` (ours) is ``extended``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -14,6 +15,7 @@ import pytest
 from nnx_ppo_benchmarks.cli import main as bench_main
 from nnx_ppo_benchmarks.settings import PPOSettings
 from nnx_ppo_benchmarks.suite import gpu
+from nnx_ppo_benchmarks.suite.cli import main as suite_main
 from nnx_ppo_benchmarks.suite.report import markdown, summarize
 from nnx_ppo_benchmarks.suite.run import SuiteOptions, collect, plan_suite, task_dir
 from nnx_ppo_benchmarks.suite.tasks import BRAX_COMMON, CONTROL_TASKS, task_settings
@@ -72,6 +74,34 @@ def test_plan_runs_brax_only_for_mlps_and_alternates_by_seed():
         SuiteOptions(implementations=("nnx-ppo-0.3.0",))
 
 
+def test_staggered_starts_are_ours_only_and_start_within_the_first_half(tmp_path, capsys):
+    import jax
+    import numpy as np
+    from nnx_ppo_benchmarks.children.ours import make_envs
+
+    options = SuiteOptions(
+        tasks=("CartpoleBalance",), networks=("mlp_small",), implementations=("ours",),
+        seeds=(0,), n_envs=16, n_minibatches=4, total_steps=1000, n_chunks=2, stagger=True,
+    )  # fmt: skip
+    [spec] = plan_suite(options, published=COMMON)
+    assert spec.stagger == COMMON["episode_length"] // 2 > 0
+    unstaggered = dataclasses.replace(options, stagger=False)
+    assert [s.stagger for s in plan_suite(unstaggered, published=COMMON)] == [0]
+    # The child's training episodes start at steps in [0, stagger); evaluation's at 0.
+    train_env, eval_env = make_envs(spec)
+    keys = jax.random.split(jax.random.key(0), 64)
+    steps = np.asarray(jax.jit(jax.vmap(train_env.reset))(keys).info["steps"])
+    assert steps.min() >= 0 and steps.max() < spec.stagger and len(set(steps.tolist())) > 8
+    assert not np.asarray(jax.jit(jax.vmap(eval_env.reset))(keys).info["steps"]).any()
+    # brax PPO starts every episode at step 0: refused, with the fix, before any run.
+    with pytest.raises(ValueError, match=r"stagger=True: brax PPO .*\(--implementations ours\)"):
+        SuiteOptions(stagger=True)
+    argv = ["--tasks", "CartpoleBalance", "--stagger", "--output-dir", str(tmp_path)]
+    assert suite_main(argv) == 2
+    assert "brax PPO 0.14.2 starts every training episode at step 0" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
 def _run(task, impl, seed, ret, sps, status="ok"):
     return {
         "env_name": task,
@@ -128,6 +158,12 @@ def test_collect_reports_missing_runs_as_not_run(tmp_path):
         ("ours", "ok"),
         ("brax", "not run"),
     ]
+    # A file written before RunSpec had `stagger` is the unstaggered run, not a staggered one.
+    del raw["spec"]["stagger"]
+    (runs_dir / "mlp_small__ours__seed0.json").write_text(json.dumps(raw))
+    assert collect(specs, tmp_path)["runs"][0]["status"] == "ok"
+    staggered = [dataclasses.replace(specs[0], stagger=50)]
+    assert collect(staggered, tmp_path)["runs"][0]["status"] == "not run"
     assert runs[0]["derived"]["steady_sps"] == 160.0
 
 

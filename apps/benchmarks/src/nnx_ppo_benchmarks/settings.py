@@ -212,6 +212,9 @@ class RunSpec:
         iterations_per_call: ``ours*`` only: ``PPOConfig.iterations_per_call``
             (``None``: the trainer's default).
         profile_dir: If set, ``ours*`` write a ``jax.profiler`` trace there.
+        stagger: ``ours*`` only: each training episode starts at a random step in
+            ``[0, stagger)`` (`nnx_ppo.wrappers.EpisodeWrapper`'s ``stagger``, the
+            quickstart's way); 0: every episode at step 0, as brax PPO's.
     """
 
     implementation: str
@@ -224,6 +227,7 @@ class RunSpec:
     eval: EvalSettings = dataclasses.field(default_factory=EvalSettings)
     iterations_per_call: int | None = None
     profile_dir: str | None = None
+    stagger: int = 0
 
     @property
     def iterations_per_chunk(self) -> int:

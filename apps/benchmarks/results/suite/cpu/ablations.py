@@ -43,8 +43,9 @@ of the values times every seed in the same ``train_many`` program, through its
 ``max_grad_norm`` grid is a norm of ``1e9``), and writes one JSON line per combination.
 Values are JSON (``none`` is ``None``). ``--stagger`` starts every training episode at a
 random step in the first half of the episode (`nnx_ppo.wrappers.EpisodeWrapper`'s
-``stagger``, what the quickstart does by default), instead of at step 0 as the suite
-and brax do; evaluation still plays whole episodes from step 0.
+``stagger``, what the quickstart does by default; the harness's ``RunSpec.stagger``, as
+``nnx-ppo-suite --stagger``), instead of at step 0 as brax does; evaluation still plays
+whole episodes from step 0.
 """
 
 from __future__ import annotations
@@ -206,16 +207,11 @@ def run_arm(
         total_steps=total,
         n_chunks=4,
         ppo=ppo,
+        stagger=ppo.episode_length // 2 if stagger else 0,
     )
     if "lecun_uniform" in parts and spec.family.kind != "mlp":
         raise ValueError(f"lecun_uniform rebuilds an MLP; --network {network} is not one")
     env, eval_env = make_envs(spec)
-    if stagger:
-        from nnx_ppo.wrappers import EpisodeWrapper, RewardScalingWrapper
-
-        length = ppo.episode_length
-        staggered = EpisodeWrapper(eval_env.env, length, stagger=length // 2)
-        env = RewardScalingWrapper(staggered, ppo.reward_scaling)
     config = dataclasses.replace(make_train_config(spec), log_every_calls=10**6)
     fixed = dict(fixed or {})
     if fixed:
@@ -269,8 +265,8 @@ def run_arm(
         }
         first = point * len(seeds)
         settings = {**fixed, **{name: values[first] for name, values in overrides.items()}}
-        if stagger:
-            settings["stagger"] = ppo.episode_length // 2
+        if spec.stagger:
+            settings["stagger"] = spec.stagger
         if settings:
             record["settings"] = settings
             record["runs_in_program"] = len(run_seeds)

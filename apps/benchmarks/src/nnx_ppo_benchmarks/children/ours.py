@@ -19,12 +19,14 @@ __all__ = ["build_network", "make_envs", "make_train_config", "run"]
 
 def make_envs(spec: RunSpec) -> tuple[Any, Any]:
     """``(train_env, eval_env)``: the environment (see `load_env`) with our episode and
-    reward scaling wrappers; evaluation sees the raw rewards."""
+    reward scaling wrappers (training episodes staggered by ``spec.stagger``);
+    evaluation sees the raw rewards of whole episodes from step 0."""
     from nnx_ppo.wrappers import EpisodeWrapper, RewardScalingWrapper
 
     base = load_env(spec.env_name)
     episode = EpisodeWrapper(base, spec.ppo.episode_length)
-    return RewardScalingWrapper(episode, spec.ppo.reward_scaling), episode
+    train = EpisodeWrapper(base, spec.ppo.episode_length, stagger=spec.stagger)
+    return RewardScalingWrapper(train, spec.ppo.reward_scaling), episode
 
 
 def build_network(spec: RunSpec, obs_size: int, action_size: int, rngs: Any = None) -> Any:

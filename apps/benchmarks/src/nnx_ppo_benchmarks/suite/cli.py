@@ -11,6 +11,12 @@ the last 4 observations stacked, the quickstart's LSTM and graph, ours and brax)
     uv run nnx-ppo-suite --tasks CartpoleBalance/masked,CartpoleBalance/masked-history4 \\
         --networks mlp_default,lstm_quickstart,graph_quickstart --seeds 0,1,2,3,4
 
+The stateful families with staggered training episodes, as the quickstart trains them
+(ours only: brax PPO starts every episode at step 0)::
+
+    uv run nnx-ppo-suite --tasks CartpoleBalance/masked --implementations ours \\
+        --networks lstm_quickstart,graph_quickstart --seeds 0,1,2,3,4 --stagger
+
 ``nnx-ppo-bench --suite gpu`` is the GPU benchmark (:mod:`.gpu`).
 """
 
@@ -89,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", type=Path, default=d.output_dir)
     p.add_argument("--note", default=None, help="a remark printed above the table")
     p.add_argument(
+        "--stagger",
+        action="store_true",
+        help="start each training episode at a random step of its first half, as the "
+        "quickstart does (brax PPO starts every one at step 0, so ours only); "
+        "evaluation still plays whole episodes",
+    )
+    p.add_argument(
         "--compile-cache",
         type=Path,
         default=None,
@@ -124,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             jax_version=args.jax,
             timeout_s=args.timeout,
             output_dir=args.output_dir,
+            stagger=args.stagger,
         )
         specs = plan_suite(options)
     except ValueError as e:

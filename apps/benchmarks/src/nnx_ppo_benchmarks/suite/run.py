@@ -34,7 +34,7 @@ from nnx_ppo_benchmarks.venvs import (
     ensure_environments,
 )
 
-__all__ = ["SuiteOptions", "collect", "plan_suite", "refusals", "run_plan", "task_dir"]
+__all__ = ["SuiteOptions", "collect", "plan_suite", "refusals", "run_plan", "same_spec", "task_dir"]
 
 SUITE_IMPLEMENTATIONS = ("ours", "brax")
 """The implementations the suite compares."""
@@ -71,6 +71,9 @@ class SuiteOptions:
         jax_version: JAX of the isolated venvs.
         timeout_s: Limit per child.
         output_dir: ``<output_dir>/<task>/runs|logs`` per task, plus the report.
+        stagger: Start each training episode at a random step in the first half of the
+            episode (`RunSpec.stagger`, the quickstart's way), instead of at step 0 as
+            brax PPO does; ours only (evaluation plays whole episodes from step 0).
     """
 
     tasks: tuple[str, ...] = DEFAULT_TASKS
@@ -86,6 +89,7 @@ class SuiteOptions:
     jax_version: str = DEFAULT_JAX
     timeout_s: float = 7200.0
     output_dir: Path = Path("outputs/suite")
+    stagger: bool = False
 
     def __post_init__(self) -> None:
         for task in self.tasks:
@@ -109,6 +113,12 @@ class SuiteOptions:
                     f"{', '.join(self.implementations)} ({reasons}); add "
                     f"{' or '.join(able)} to the implementations or leave the network out"
                 )
+        if self.stagger and "brax" in self.implementations:
+            raise ValueError(
+                "stagger=True: brax PPO 0.14.2 starts every training episode at step 0, so "
+                "its runs would not match; give implementations=('ours',) (--implementations "
+                "ours) or leave stagger off"
+            )
         if not self.seeds:
             raise ValueError("seeds=() is empty; give at least one seed (3-5 for an interval)")
         if self.n_chunks < 2:
@@ -135,8 +145,12 @@ def plan_suite(options: SuiteOptions, *, published: dict[str, Any] | None = None
         [('mlp_small', 'ours', 0), ('mlp_small', 'brax', 0),
          ('mlp_small', 'brax', 1), ('mlp_small', 'ours', 1),
          ('lstm', 'ours', 0), ('lstm', 'ours', 1)]
-        >>> plan[0].total_steps, plan[0].ppo.rollout_length
-        (1280, 10)
+        >>> plan[0].total_steps, plan[0].ppo.rollout_length, plan[0].stagger
+        (1280, 10, 0)
+        >>> staggered = SuiteOptions(tasks=("CheetahRun",), networks=("lstm",),
+        ...                          implementations=("ours",), stagger=True)
+        >>> plan_suite(staggered, published=common)[0].stagger  # half of episode_length
+        50
     """
     specs = []
     for task in options.tasks:
@@ -165,6 +179,7 @@ def plan_suite(options: SuiteOptions, *, published: dict[str, Any] | None = None
                             n_chunks=options.n_chunks,
                             ppo=ppo,
                             eval=evaluation,
+                            stagger=ppo.episode_length // 2 if options.stagger else 0,
                         )
                     )
     return specs
@@ -249,7 +264,7 @@ def run_plan(
         folder = task_dir(output_dir, spec.env_name)
         name = f"{spec.network}__{spec.implementation}__seed{spec.seed}"
         previous = _finished(folder / "runs" / f"{name}.json") if resume else None
-        if previous is not None and previous.get("spec") == json.loads(spec.to_json()):
+        if previous is not None and same_spec(previous.get("spec"), spec):
             raw = {**previous, "resumed": True}
         else:
             env = envs[ENV_OF_IMPLEMENTATION[spec.implementation]]
@@ -276,6 +291,26 @@ def run_plan(
     return {"meta": meta, "runs": runs}
 
 
+def same_spec(recorded: Any, spec: RunSpec) -> bool:
+    """Whether a run file's ``spec`` record is ``spec``. A field added to `RunSpec` after
+    the file was written (``stagger``) is missing from it, and matches only at its
+    default (the file's run was made without it).
+
+    Example:
+        >>> spec = RunSpec("ours", "mlp_small")
+        >>> old = {k: v for k, v in json.loads(spec.to_json()).items() if k != "stagger"}
+        >>> same_spec(old, spec), same_spec(old, dataclasses.replace(spec, stagger=50))
+        (True, False)
+    """
+    if not isinstance(recorded, dict):
+        return False
+    current = json.loads(spec.to_json())
+    default = json.loads(RunSpec(spec.implementation, spec.network).to_json())
+    missing = current.keys() - recorded.keys()
+    kept = {name: value for name, value in current.items() if name not in missing}
+    return recorded == kept and all(current[name] == default[name] for name in missing)
+
+
 def collect(specs: list[RunSpec], output_dir: Path, *, command: list[str] | None = None) -> dict:
     """``{"meta", "runs"}`` from the result files already in ``output_dir`` (no training);
     a planned run without a finished result is recorded as ``"not run"``."""
@@ -283,7 +318,7 @@ def collect(specs: list[RunSpec], output_dir: Path, *, command: list[str] | None
     for spec in specs:
         name = f"{spec.network}__{spec.implementation}__seed{spec.seed}"
         raw = _finished(task_dir(output_dir, spec.env_name) / "runs" / f"{name}.json")
-        if raw is None or raw.get("spec") != json.loads(spec.to_json()):
+        if raw is None or not same_spec(raw.get("spec"), spec):
             raw = {"status": "not run", "error": "no finished result with this spec"}
         raw.update(
             env_name=spec.env_name,
