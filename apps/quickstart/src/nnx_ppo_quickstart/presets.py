@@ -64,8 +64,9 @@ RECURRENT_N_EPOCHS = 4
 Playground's ``num_updates_per_batch`` (16 on every dm_control task), which was tuned for
 its MLP. Measured with staggered episode starts (the quickstart's), 5 seeds per cell, at
 each task's preset otherwise: on ``CheetahRun`` (TPU, 2M steps) the LSTM ended at a
-median return of 742 with 4 epochs against 393 with 16 (every seed higher), the MLP at
-876; on ``CartpoleBalance`` with the velocities masked (CPU, 1M steps) at 749 against
+median return of 742 with 4 epochs against 393 with 16 (every seed higher), the
+recommended graph at 638 against 417 (less clearly: p = 0.55), the MLP at 876 with 16 and
+829 with 4; on ``CartpoleBalance`` with the velocities masked (CPU, 1M steps) at 749 against
 290, the recommended graph at 464 against 310 (less clearly: p = 0.15), the MLP at 587.
 With 16 epochs each update moved the LSTM's policy about four times as far as the MLP's
 (``actor/approx_kl``). See 'Stateful families' on the benchmarks page."""
