@@ -1,0 +1,104 @@
+"""One environment, two training wrappers: does ours' path through an episode differ
+from brax PPO's?
+
+Steps ``brax/hopper`` (backend ``generalized``) behind the suite's two training paths with
+the same actions: ours (the ``ours`` child's ``make_envs``: `EpisodeWrapper` and
+`RewardScalingWrapper`, vmapped, finished environments restarted from the cached first
+reset with `reset_done`, as ours' rollout does with ``reset_mode="cached"``) and brax's
+(``brax.envs.training.wrap``: episode limit, vmap and brax's cached auto-reset, which
+brax's PPO steps). Both reset from the same keys; the actions are uniform in [-1, 1],
+drawn per step. Compares, per step and environment, what each trainer stores in its
+rollout: the reward (ours' divided by the reward scale), ``done``, the truncation flag and
+the next observation (after the restart). Prints one JSON line per episode length.
+
+Run from the repository root in the workspace's environment (brax's environments work
+with its JAX)::
+
+    uv run python apps/benchmarks/results/suite/cpu-tasks/wrapper_paths.py
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def compare(episode_length: int, n_envs: int, n_steps: int, seed: int = 0) -> dict[str, Any]:
+    """Steps both paths ``n_steps`` times and returns the largest differences."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+    from brax.envs import training
+    from nnx_ppo_benchmarks.children._common import load_env
+    from nnx_ppo_benchmarks.children.ours import make_envs
+    from nnx_ppo_benchmarks.suite.run import SuiteOptions, plan_suite
+
+    from nnx_ppo.algorithms.rollout import reset_envs
+    from nnx_ppo.wrappers.auto_reset import reset_done
+
+    task = "brax/hopper"
+    [spec] = plan_suite(
+        SuiteOptions(
+            tasks=(task,), networks=("mlp_small",), implementations=("ours",), seeds=(seed,)
+        )
+    )
+    spec = dataclasses.replace(
+        spec, ppo=dataclasses.replace(spec.ppo, episode_length=episode_length)
+    )
+    ours_env, _ = make_envs(spec)
+    brax_env = training.wrap(load_env(task), episode_length=episode_length, action_repeat=1)
+    scale = spec.ppo.reward_scaling
+
+    key = jax.random.PRNGKey(seed)
+    ours_first = reset_envs(ours_env, key, n_envs)
+    brax_first = brax_env.reset(jax.random.split(key, n_envs))
+    ours_step = jax.vmap(ours_env.step)
+
+    @jax.jit
+    def step(carry: Any, action_key: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
+        ours, brax = carry
+        actions = jax.random.uniform(action_key, (n_envs, ours_env.action_size), minval=-1.0)
+        ours_next = ours_step(ours, actions)
+        brax_next = brax_env.step(brax, actions)
+        ours_trunc = ours_next.info["truncation"] * ours_next.done
+        diff = {
+            "reward": jnp.max(jnp.abs(ours_next.reward / scale - brax_next.reward)),
+            "done": jnp.max(jnp.abs(ours_next.done - brax_next.done)),
+            "truncation": jnp.max(jnp.abs(ours_trunc - brax_next.info["truncation"])),
+            "dones": jnp.sum(brax_next.done),
+            "truncations": jnp.sum(brax_next.info["truncation"]),
+        }
+        ours_next = reset_done(ours_next, ours_first)
+        diff["next_obs"] = jnp.max(jnp.abs(ours_next.obs - brax_next.obs))
+        return (ours_next, brax_next), diff
+
+    carry = (ours_first, brax_first)
+    worst: dict[str, float] = {
+        "first_obs": float(jnp.max(jnp.abs(ours_first.obs - brax_first.obs)))
+    }
+    counts = {"dones": 0, "truncations": 0}
+    for action_key in jax.random.split(jax.random.PRNGKey(seed + 1), n_steps):
+        carry, diff = step(carry, action_key)
+        for name, value in diff.items():
+            if name in counts:
+                counts[name] += int(value)
+            else:
+                worst[name] = max(worst.get(name, 0.0), float(value))
+    return {
+        "task": task,
+        "episode_length": episode_length,
+        "n_envs": n_envs,
+        "steps": n_steps,
+        "max_abs_difference": worst,
+        **counts,
+    }
+
+
+def main() -> None:
+    for episode_length in (1000, 40):
+        print(json.dumps(compare(episode_length, n_envs=16, n_steps=1200)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
