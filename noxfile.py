@@ -68,17 +68,14 @@ def _install(session: nox.Session, *args: str) -> None:
     session.install("--no-config", *args)
 
 
-def _parallel(dist: str = "loadfile", *, extra_worker: bool = False) -> list[str]:
+def _parallel(dist: str = "loadfile") -> list[str]:
     """pytest-xdist options: one worker per CPU this process may use (at most 8; the
     suites are dominated by single-threaded XLA compiles). ``dist="loadfile"`` keeps each
     test file on one worker, so its module-scoped fixtures are built once; ``"load"``
-    spreads a file's cases (the docs pages are the cases of one test). ``extra_worker``
-    adds one worker, for a suite whose tests wait on processes they start (the
-    ``extended`` session on 2 cores: 14.5 min with 3 workers against 15.5 with 2); where
-    the tests compile in their own process it costs time (nnx-ppo-train's fast tests at
-    the floors: 284 s with 3 workers against 234 s with 2). ``-- -n 0`` turns it off."""
+    spreads a file's cases (the docs pages are the cases of one test). ``-- -n 0`` turns
+    it off."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = min((cpus or 1) + int(extra_worker), 8)
+    workers = min(cpus or 1, 8)
     return ["-n", str(workers), "--dist", dist] if workers > 1 else []
 
 
@@ -250,7 +247,7 @@ def extended(session: nox.Session) -> None:
     _install_workspace(session, "test", apps=True)
     session.run(
         "pytest",
-        *_parallel(extra_worker=True),
+        *_parallel(),
         *[f"packages/{p}/tests" for p in PACKAGES],
         *[str(d / "tests") for d in _app_dirs()],
         "-m",
