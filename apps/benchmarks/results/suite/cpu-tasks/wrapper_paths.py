@@ -55,7 +55,6 @@ def compare(episode_length: int, n_envs: int, n_steps: int, seed: int = 0) -> di
     brax_first = brax_env.reset(jax.random.split(key, n_envs))
     ours_step = jax.vmap(ours_env.step)
 
-    @jax.jit
     def step(carry: Any, action_key: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
         ours, brax = carry
         actions = jax.random.uniform(action_key, (n_envs, ours_env.action_size), minval=-1.0)
@@ -73,18 +72,11 @@ def compare(episode_length: int, n_envs: int, n_steps: int, seed: int = 0) -> di
         diff["next_obs"] = jnp.max(jnp.abs(ours_next.obs - brax_next.obs))
         return (ours_next, brax_next), diff
 
-    carry = (ours_first, brax_first)
-    worst: dict[str, float] = {
-        "first_obs": float(jnp.max(jnp.abs(ours_first.obs - brax_first.obs)))
-    }
-    counts = {"dones": 0, "truncations": 0}
-    for action_key in jax.random.split(jax.random.PRNGKey(seed + 1), n_steps):
-        carry, diff = step(carry, action_key)
-        for name, value in diff.items():
-            if name in counts:
-                counts[name] += int(value)
-            else:
-                worst[name] = max(worst.get(name, 0.0), float(value))
+    action_keys = jax.random.split(jax.random.PRNGKey(seed + 1), n_steps)
+    _, diffs = jax.jit(lambda c, k: jax.lax.scan(step, c, k))((ours_first, brax_first), action_keys)
+    counts = {name: int(jnp.sum(diffs.pop(name))) for name in ("dones", "truncations")}
+    worst = {"first_obs": float(jnp.max(jnp.abs(ours_first.obs - brax_first.obs)))}
+    worst.update({name: float(jnp.max(value)) for name, value in diffs.items()})
     return {
         "task": task,
         "episode_length": episode_length,
