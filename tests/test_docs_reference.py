@@ -223,7 +223,7 @@ def _two_agent_setup() -> tuple[Any, Any]:
 @pytest.fixture(scope="module")
 def emitted() -> list[dict[str, float]]:
     """The records of a tiny run with every log group on."""
-    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.algorithms.ppo.train import train_ppo
 
     env, network = _two_agent_setup()
     config = TrainConfig(
@@ -254,14 +254,14 @@ def test_every_documented_metric_is_emitted(emitted: list[dict[str, float]]) -> 
 
 
 _JIT_GROUPS = (
-    "LOSSES", "ACTOR", "CRITIC", "ROLLOUT", "ENV_METRICS", "NETWORK_METRICS", "GRAD_NORM",
-    "WEIGHTS", "DIAGNOSTICS",
+    "LOSSES", "ACTOR", "CRITIC", "ROLLOUT", "ROLLOUT_OBS", "ENV_METRICS", "NETWORK_METRICS",
+    "GRAD_NORM", "WEIGHTS", "DIAGNOSTICS",
 )  # fmt: skip
 
 
 def _iteration_keys(level: LogLevel) -> set[str]:
     """Metric names one jitted iteration returns at ``level`` (traced, not compiled)."""
-    from nnx_ppo.algorithms.iteration import (
+    from nnx_ppo.algorithms.ppo.iteration import (
         init_train_state,
         make_optimizer,
         make_training_iteration,
@@ -318,7 +318,7 @@ def _api_directives() -> set[str]:
 
 def test_public_modules_are_found() -> None:
     modules = set(_public_modules())
-    assert {"nnx_ppo.networks.types", "nnx_ppo.algorithms.ppo", "nnx_ppo.envs"} <= modules
+    assert {"nnx_ppo.networks.types", "nnx_ppo.algorithms.ppo.train", "nnx_ppo.envs"} <= modules
 
 
 def test_every_public_name_has_an_api_page() -> None:

@@ -216,7 +216,7 @@ def test_every_family_of_ours_builds_a_network_that_steps_and_sweeps():
     from nnx_ppo_benchmarks.learning.families import FAMILIES
     from nnx_ppo_benchmarks.learning.tasks import TASKS
 
-    from nnx_ppo.algorithms.sweeps import _build_networks
+    from nnx_ppo.algorithms.sweeps.many import _build_networks
 
     # graph_nv is the graph network with value normalisation in its training config.
     assert FAMILIES["graph_nv"].network_family == "graph"

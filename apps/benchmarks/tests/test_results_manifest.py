@@ -1,5 +1,6 @@
 """``results/README.md`` lists every results folder, and only those, with the pages
-that cite it; each page it names does cite the folder."""
+that cite it; each page it names does cite the folder. ``results/`` holds results, not
+code: the commands that write them are the app's (``nnx_ppo_benchmarks``)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,8 @@ def test_every_page_the_manifest_names_cites_the_folder():
         for page in pages:
             text = (ROOT / page).read_text()
             assert cited.search(text), f"{page} does not cite apps/benchmarks/results/{folder}"
+
+
+def test_results_hold_no_code():
+    scripts = sorted(path.relative_to(RESULTS).as_posix() for path in RESULTS.rglob("*.py"))
+    assert scripts == [], "a study is a module of nnx_ppo_benchmarks (studies/), not a script here"

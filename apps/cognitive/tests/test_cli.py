@@ -18,7 +18,7 @@ from nnx_ppo_cognitive.networks import make_ei_actor_critic, make_gru_actor_crit
 from nnx_ppo_cognitive.summary import results_table, summarize
 from nnx_ppo_cognitive.tasks import TASKS
 
-from nnx_ppo.algorithms.checks import check_env_network
+from nnx_ppo.algorithms.core.checks import check_env_network
 
 DT = 100.0  # short trials: every task builds and steps fast
 

@@ -51,16 +51,22 @@ def test_play_saves_activations(run_dir: Path, tmp_path: Path, capsys: Any) -> N
         assert lstm and all(data[k].shape[:2] == (40, 2) for k in lstm), data.files
 
 
-def _no_rebuild(*args: Any, **kwargs: Any) -> Any:
-    raise AssertionError("the run was rebuilt before --randomized was refused")
+def _randomized_refusal(folder: Path, capsys: Any, monkeypatch: Any) -> str:
+    """``nnx-ppo-play FOLDER --randomized``: exit code 2 before anything is rebuilt; the
+    error output."""
+
+    def no_rebuild(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the run was rebuilt before --randomized was refused")
+
+    monkeypatch.setattr(rebuild_module, "rebuild", no_rebuild)
+    assert main([str(folder), "--randomized"]) == 2
+    return capsys.readouterr().err
 
 
 def test_randomized_is_refused_naming_the_run_before_anything_is_built(
     run_dir: Path, capsys: Any, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr(rebuild_module, "rebuild", _no_rebuild)
-    assert main([str(run_dir), "--randomized"]) == 2
-    err = capsys.readouterr().err
+    err = _randomized_refusal(run_dir, capsys, monkeypatch)
     assert err.startswith(f"nnx-ppo-play: error: --randomized: run {run_dir} was trained")
     assert "inverted_pendulum's nominal model" in err  # the run's env, from its config.json
     assert "Leave out --randomized" in err and "EvalConfig(randomized=True)" in err
@@ -70,9 +76,7 @@ def test_randomized_is_refused_naming_the_run_before_anything_is_built(
 def test_randomized_on_a_folder_that_is_no_run(
     tmp_path: Path, capsys: Any, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr(rebuild_module, "rebuild", _no_rebuild)
-    assert main([str(tmp_path), "--randomized"]) == 2
-    err = capsys.readouterr().err
+    err = _randomized_refusal(tmp_path, capsys, monkeypatch)
     assert f"--randomized: {tmp_path} holds no config.json of an nnx-ppo-quickstart run" in err
 
 
@@ -90,7 +94,7 @@ def test_no_progress_bars_silences_tqdm_inside_the_block_only(capsys: Any) -> No
 
 _RENDER_TWICE = """
 import sys
-from nnx_ppo.algorithms.video import choose_mujoco_gl
+from nnx_ppo.algorithms.observe.video import choose_mujoco_gl
 if choose_mujoco_gl(("egl", "osmesa")) is None:  # before MuJoCo is imported
     print("no OpenGL backend")
     raise SystemExit(0)

@@ -4,12 +4,12 @@ results (run by `nox -s apps`)."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from nnx_ppo_apps_common.results import readme_results
 from nnx_ppo_memory_task.cli import main
 from nnx_ppo_memory_task.networks import NETWORKS, make_graph, make_network
 from nnx_ppo_memory_task.plotting import results_table
@@ -109,10 +109,7 @@ def test_bad_settings_are_one_line_errors(tmp_path, capsys):
 
 def test_readme_shows_the_committed_results():
     results = json.loads((APP / "docs" / "results.json").read_text())
-    readme = (APP / "README.md").read_text()
-    block = re.search(r"<!-- results -->\n(.*?)\n<!-- /results -->", readme, re.S)
-    assert block is not None, "README lacks the <!-- results --> block"
-    assert block.group(1) == results_table(results)
+    assert readme_results((APP / "README.md").read_text()) == results_table(results)
     # The committed run shows the point of the app: the MLP fails, the others succeed.
     finals = {k: np.mean([r[-1] for r in v["returns"]]) for k, v in results["runs"].items()}
     assert abs(finals["mlp"]) < 2

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from nnx_ppo_apps_common.results import readme_results
 from nnx_ppo_modular_controller.body import ANT, LEGS, layout_from_model
 from nnx_ppo_modular_controller.cli import main, summary_table
 from nnx_ppo_modular_controller.controller import make_controller, make_graph
@@ -227,10 +228,7 @@ def test_draw_writes_the_topology_png(tmp_path):
 
 def test_readme_reports_the_committed_run():
     summary = json.loads((APP / "docs" / "summary.json").read_text())
-    readme = (APP / "README.md").read_text()
-    block = re.search(r"<!-- results -->\n(.*?)\n<!-- /results -->", readme, re.S)
-    assert block is not None, "README lacks the <!-- results --> block"
-    assert block.group(1) == summary_table(summary)
+    assert readme_results((APP / "README.md").read_text()) == summary_table(summary)
     assert (APP / "docs" / "learning_curve.png").stat().st_size > 0
 
 

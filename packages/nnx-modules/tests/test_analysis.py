@@ -19,7 +19,8 @@ from nnx_ppo.networks.delay import Delay
 from nnx_ppo.networks.export import DeterministicPolicy
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
 from nnx_ppo.networks.feedforward import Dense
-from nnx_ppo.networks.recurrent import CTRNN, GRU
+from nnx_ppo.networks.linear_recurrent import LRU, MinGRU
+from nnx_ppo.networks.recurrent import CTRNN, GRU, LSTM, SimpleRNN
 from nnx_ppo.networks.sampling_layers import NormalTanhSampler
 from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput
 
@@ -162,36 +163,83 @@ def _actor_critic(core: StatefulModule, width: int) -> PPOAdapter:
     )
 
 
+def _mingru_fixed_point(cell: MinGRU, obs: np.ndarray) -> tuple[dict, np.ndarray]:
+    # h = (1 - z) h + z h~ has the one fixed point h* = h~ = obs W_h + b_h, and the
+    # Jacobian diag(1 - z) with z = sigmoid(obs W_z + b_z).
+    pre = obs @ np.asarray(cell.input_proj.kernel[...]) + np.asarray(cell.input_proj.bias[...])
+    z, candidate = np.split(pre, 2)
+    return {"h": candidate}, 1.0 / (1.0 + np.exp(z))
+
+
+def _lru_fixed_point(cell: LRU, obs: np.ndarray) -> tuple[dict, np.ndarray]:
+    # h = lambda h + gamma (obs B) has the one fixed point h* = gamma (obs B) / (1 - lambda);
+    # as a real map of (Re h, Im h) its eigenvalues are lambda and conj(lambda).
+    lam = np.asarray(cell.eigenvalues, complex)
+    drive = obs @ (np.asarray(cell.B_re[...]) + 1j * np.asarray(cell.B_im[...]))
+    h = np.exp(np.asarray(cell.gamma_log[...])) * drive / (1.0 - lam)
+    return {"h_re": h.real, "h_im": h.imag}, np.repeat(np.abs(lam), 2)
+
+
 @pytest.mark.parametrize(
-    ("build", "size"),
+    ("build", "size", "width", "expected"),
     [
-        (lambda: GRU(3, 4, rngs=nnx.Rngs(0)), 4),
-        (lambda: CTRNN(3, 4, dt=1.0, tau=[1.0, 2.0, 4.0, 8.0], rngs=nnx.Rngs(0)), 4),
-        (lambda: Delay(jnp.zeros(3), 2, initial_value=0.5), 6),  # [B, 2, 3] line
+        (lambda: GRU(3, 4, rngs=nnx.Rngs(0)), 4, 4, None),
+        (lambda: CTRNN(3, 4, dt=1.0, tau=[1.0, 2.0, 4.0, 8.0], rngs=nnx.Rngs(0)), 4, 4, None),
+        (lambda: Delay(jnp.zeros(3), 2, initial_value=0.5), 6, 3, None),  # [B, 2, 3] line
+        (lambda: LSTM(3, 4, rngs=nnx.Rngs(0), layer_norm=True), 8, 4, None),
+        (lambda: GRU(3, 4, rngs=nnx.Rngs(0), layer_norm=True), 4, 4, None),
+        (lambda: SimpleRNN(3, 3, rngs=nnx.Rngs(0), residual=True), 3, 3, None),
+        (lambda: MinGRU(3, 4, rngs=nnx.Rngs(0)), 4, 4, _mingru_fixed_point),
+        (lambda: LRU(3, 2, nnx.Rngs(0), state_features=3, r_max=0.9), 6, 2, _lru_fixed_point),
     ],
-    ids=["GRU", "CTRNN", "Delay"],
+    ids=[
+        "GRU",
+        "CTRNN",
+        "Delay",
+        "LSTM-layer-norm",
+        "GRU-layer-norm",
+        "SimpleRNN-residual",
+        "MinGRU",
+        "LRU",
+    ],
 )
-def test_the_carry_map_of_other_families_is_the_policy_step(build, size: int) -> None:
-    width = 3 if size == 6 else 4
+def test_the_carry_map_of_other_families_is_the_policy_step(
+    build, size: int, width: int, expected
+) -> None:
+    core = build()
     obs = jnp.array([0.5, -1.0, 2.0])
-    F = CarryMap(_actor_critic(build(), width), 3, obs=obs)
+    F = CarryMap(_actor_critic(core, width), 3, obs=obs)
     assert F.size == size and F.held == {}
     carry = F.policy.initial_carry(2)
     for t in range(3):  # a visited carry
         carry, _ = F.policy.step(carry, jax.random.normal(jax.random.key(t), (2, 3)))
     stepped, _ = F.policy.step(carry, jnp.broadcast_to(obs, (2, 3)))
     np.testing.assert_allclose(F(F.flatten(carry)), F.flatten(stepped), atol=1e-6)
-    if size == 6:
+    if isinstance(core, Delay):
         # The Delay line's state is its last two inputs, oldest first; the map shifts
         # it and appends the observation: one fixed point, every slot equal to obs.
         np.testing.assert_array_equal(F.initial_state(), np.full(6, 0.5))
         np.testing.assert_allclose(F(F.flatten(carry))[:, 3:], np.broadcast_to(obs, (2, 3)))
-    found = find_fixed_points(F, F.flatten(carry), steps=100, newton_steps=5)
+    # Start from the visited carry relaxed under the fixed observation (the LayerNorm
+    # LSTM's slowest mode decays at 0.94 a step, too slowly for 100 Adam steps).
+    start = F.flatten(carry)
+    for _ in range(50):
+        start = F(start)
+    found = find_fixed_points(F, start, steps=100, newton_steps=5)
     assert len(found) >= 1
     np.testing.assert_allclose(F(found.points[0]), found.points[0], atol=1e-4)
-    if size == 6:
+    if isinstance(core, Delay):
         np.testing.assert_allclose(found.points[0], np.tile(obs, 2), atol=1e-4)
         assert found.stable.tolist() == [True]  # a shift register is nilpotent: |lambda| = 0
+    if expected is not None:
+        # A linear recurrence for a fixed input has exactly one fixed point, known.
+        entries, moduli = expected(core, np.asarray(obs, np.float64))
+        point = F.flatten({n: entries[n.rsplit("/", 1)[1]][None] for n in F.names})[0]
+        assert len(found) == 1 and found.stable.tolist() == [True]
+        np.testing.assert_allclose(found.points[0], point, atol=1e-4)
+        np.testing.assert_allclose(
+            np.sort(np.abs(found.eigenvalues[0])), np.sort(moduli), rtol=1e-4, atol=1e-5
+        )
 
 
 class _Clock(StatefulModule):

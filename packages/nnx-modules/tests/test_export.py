@@ -33,8 +33,10 @@ from nnx_ppo.networks.export import (
 )
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
 from nnx_ppo.networks.feedforward import MLP, Dense
+from nnx_ppo.networks.linear_recurrent import LRU, MinGRU
 from nnx_ppo.networks.normalizer import Normalizer
-from nnx_ppo.networks.recurrent import GRU
+from nnx_ppo.networks.recurrent import GRU, LSTM, SimpleRNN
+from nnx_ppo.networks.residual import ResidualMLP
 from nnx_ppo.networks.sampling_layers import CategoricalSampler, NormalTanhSampler
 from nnx_ppo.networks.types import StatelessModule, reset_where
 from nnx_ppo.networks.utils import Map
@@ -211,6 +213,30 @@ def _variational() -> Any:
     )
 
 
+def _new_cells() -> Any:
+    """Every memory cell added with the linear recurrences, in one network: a residual
+    torso, the LayerNorm LSTM and GRU, a residual SimpleRNN, MinGRU and LRU."""
+    rngs = nnx.Rngs(7)
+    net = Sequential(
+        [
+            Normalizer(4),
+            ResidualMLP(4, 8, rngs, n_blocks=1),
+            LSTM(8, 8, rngs, layer_norm=True),
+            GRU(8, 8, rngs, layer_norm=True),
+            SimpleRNN(8, 8, rngs=rngs, residual=True),
+            MinGRU(8, 8, rngs, activation="tanh"),
+            LRU(8, 8, rngs, state_features=6, r_min=0.5, trainable_initial_state=True),
+            PPOAdapter(
+                action=Sequential([Dense(8, 4, rngs=rngs), NormalTanhSampler(rngs)]),
+                value=Dense(8, 1, rngs=rngs),
+            ),
+        ]
+    )
+    lru = net.layers[6]
+    lru.initial_state["h_re"][...] = jnp.full((6,), 0.3)  # a reset is not a zero carry
+    return _with_statistics(net, 4)
+
+
 NETWORKS = {
     "mlp_normalizer": (_mlp, 4),
     "lstm": (_lstm, 4),
@@ -219,6 +245,7 @@ NETWORKS = {
     "dict_obs_action": (_dict, DICT_OBS),
     "categorical": (_categorical, 4),
     "variational": (_variational, 4),
+    "new_cells": (_new_cells, 4),
 }
 
 

@@ -12,10 +12,16 @@ from flax import nnx
 
 from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Sequential
-from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
+from nnx_ppo.networks.factories import (
+    make_lstm_actor_critic,
+    make_mlp_actor_critic,
+    make_recurrent_actor_critic,
+)
 from nnx_ppo.networks.feedforward import MLP
+from nnx_ppo.networks.linear_recurrent import LRU, MinGRU
 from nnx_ppo.networks.normalizer import Normalizer
-from nnx_ppo.networks.recurrent import LSTM
+from nnx_ppo.networks.recurrent import GRU, LSTM
+from nnx_ppo.networks.residual import ResidualMLP
 from nnx_ppo.networks.sampling_layers import (
     CategoricalSampler,
     NormalSampler,
@@ -142,7 +148,11 @@ def test_lstm_actor_critic_structure_and_memory(shared: bool) -> None:
         assert isinstance(net.layers[1].value.layers[0], LSTM)
         assert state[1]["action"][0]["c"].shape == (B, 8)
         assert state[1]["value"][0]["h"].shape == (B, 8)
+    _check_memory_and_reset(net, state)
 
+
+def _check_memory_and_reset(net: Sequential, state: Any) -> None:
+    """The network remembers its input, and a reset of env 0 forgets it there only."""
     net.eval()
     x0 = jnp.ones((B, 5))
     x1 = jnp.zeros((B, 5))
@@ -159,6 +169,32 @@ def test_lstm_actor_critic_structure_and_memory(shared: bool) -> None:
     np.testing.assert_allclose(
         after.value_estimates[1:], with_memory.value_estimates[1:], rtol=1e-6
     )
+
+
+@pytest.mark.parametrize(
+    ("cell", "layer_norm", "shared", "cls"),
+    [
+        ("lstm", True, False, LSTM),
+        ("gru", False, True, GRU),
+        ("mingru", False, False, MinGRU),
+        ("lru", False, True, LRU),
+    ],
+)
+def test_recurrent_actor_critic_structure_and_memory(
+    cell: Any, layer_norm: bool, shared: bool, cls: type
+) -> None:
+    sizes = {"torso_size": 6, "torso_blocks": 2}
+    kwargs = {"cell": cell, "layer_norm": layer_norm, "shared": shared, **sizes}
+    net = make_recurrent_actor_critic(5, 2, 8, (16,), (16,), rngs=nnx.Rngs(0), **kwargs)
+    ports = (
+        [net.layers[1:3]] if shared else [net.layers[1].action.layers, net.layers[1].value.layers]
+    )
+    for torso, memory in (layers[:2] for layers in ports):
+        assert isinstance(torso, ResidualMLP) and isinstance(memory, cls)
+        assert (torso.in_features, torso.out_features, len(torso.blocks)) == (5, 6, 2)
+        assert (memory.in_features, memory.hidden_features) == (6, 8)
+        assert getattr(memory, "layer_norm", False) == layer_norm
+    _check_memory_and_reset(net, net.initialize_state(B))
 
 
 def test_lstm_trainable_initial_state_and_categorical() -> None:
@@ -198,7 +234,9 @@ def test_lstm_trainable_initial_state_and_categorical() -> None:
         ({"min_std": 0.0}, ValueError, r"min_std"),
     ],
 )
-@pytest.mark.parametrize("factory", [make_mlp_actor_critic, make_lstm_actor_critic])
+@pytest.mark.parametrize(
+    "factory", [make_mlp_actor_critic, make_lstm_actor_critic, make_recurrent_actor_critic]
+)
 def test_bad_arguments_raise(factory: Any, kwargs: dict, error: type, match: str) -> None:
     args: dict[str, Any] = {"obs_size": 4, "action_size": 2, "rngs": nnx.Rngs(0)}
     args.update(kwargs)
@@ -211,3 +249,22 @@ def test_lstm_specific_bad_arguments_raise() -> None:
         make_lstm_actor_critic(4, 2, 0, rngs=nnx.Rngs(0))
     with pytest.raises(TypeError, match=r"shared_lstm must be True or False"):
         make_lstm_actor_critic(4, 2, rngs=nnx.Rngs(0), shared_lstm=1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"cell": "transformer"}, ValueError, r"cell='transformer' is not one of \['lstm', 'gru'"),
+        ({"cell": "lru", "layer_norm": True}, ValueError, r"layer_norm=True .*cell='lru' has no"),
+        ({"layer_norm": 1}, TypeError, r"layer_norm must be True or False, got 1"),
+        ({"hidden_size": 0}, ValueError, r"hidden_size must be a positive int, got 0"),
+        ({"torso_size": -3}, ValueError, r"torso_size must be a positive int, got -3"),
+        ({"torso_blocks": -1}, ValueError, r"torso_blocks must be an int >= 0, got -1"),
+        ({"torso_blocks": 1.5}, TypeError, r"torso_blocks must be an int, got float 1.5"),
+        ({"shared": "no"}, TypeError, r"shared must be True or False, got 'no'"),
+        ({"shared": True, "critic_obs": "x"}, ValueError, r"shared=True feeds one memory"),
+    ],
+)
+def test_recurrent_specific_bad_arguments_raise(kwargs: dict, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        make_recurrent_actor_critic(4, 2, rngs=nnx.Rngs(0), **kwargs)

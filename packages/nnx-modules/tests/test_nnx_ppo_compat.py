@@ -22,7 +22,7 @@ from nnx_ppo.networks.delay import Delay
 from nnx_ppo.networks.factories import make_mlp, make_mlp_actor_critic, make_mlp_layers
 from nnx_ppo.networks.feedforward import Dense
 from nnx_ppo.networks.normalizer import Normalizer, NormalizerStatistic, NormalizerStatistics
-from nnx_ppo.networks.recurrent import GRU, LSTM
+from nnx_ppo.networks.recurrent import GRU, LSTM, SimpleRNN
 from nnx_ppo.networks.sampling_layers import NormalTanhSampler
 from nnx_ppo.networks.types import PPONetworkOutput, reset_where
 from nnx_ppo.networks.utils import Filter, Flattener
@@ -55,6 +55,18 @@ def test_recurrent_cells_take_rngs_positionally():
     )
     assert lstm(lstm.initialize_state(2), jnp.ones((2, 3))).output.shape == (2, 5)
     assert gru(gru.initialize_state(2), jnp.ones((2, 3))).output.shape == (2, 5)
+
+
+def test_simple_rnn_takes_rngs_positionally_and_the_residual_option():
+    # nnx-ppo's SimpleRNN(in, hidden, rngs, residual=True) adds the input back to the
+    # new hidden state: h' = x + tanh(x W_in + h W_rec + b), with the same parameters
+    # (drawn in the same order) as the plain cell.
+    residual, plain = SimpleRNN(4, 4, nnx.Rngs(0), residual=True), SimpleRNN(4, 4, nnx.Rngs(0))
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(2, 4)), jnp.float32)
+    state = {"h": jnp.full((2, 4), 0.5)}
+    np.testing.assert_allclose(residual(state, x).output, plain(state, x).output + x, rtol=1e-6)
+    with pytest.raises(ValueError, match="in_features must equal hidden_features"):
+        SimpleRNN(3, 4, nnx.Rngs(0), residual=True)
 
 
 def test_lstm_accepts_nnx_ppo_keywords():

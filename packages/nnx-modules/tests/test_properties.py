@@ -37,11 +37,18 @@ from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Concat, Parallel, Sequential, Splitter
 from nnx_ppo.networks.conv import Conv, ConvEncoder
 from nnx_ppo.networks.delay import Delay
-from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp, make_mlp_actor_critic
+from nnx_ppo.networks.factories import (
+    make_lstm_actor_critic,
+    make_mlp,
+    make_mlp_actor_critic,
+    make_recurrent_actor_critic,
+)
 from nnx_ppo.networks.feedforward import MLP, Dense
+from nnx_ppo.networks.linear_recurrent import LRU, MinGRU
 from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.recording import ACTIVATION_KEY, Recorder, with_recording
 from nnx_ppo.networks.recurrent import CTRNN, GRU, LSTM, SimpleRNN
+from nnx_ppo.networks.residual import ResidualMLP
 from nnx_ppo.networks.sampling_layers import (
     CategoricalSampler,
     NormalSampler,
@@ -54,7 +61,13 @@ from nnx_ppo.networks.variational import AR1VariationalBottleneck, VariationalBo
 B = 3
 STEPS = 3
 # Base classes that are not meant to be instantiated.
-ABSTRACT = {"StatefulModule", "StatelessModule", "ActionSampler", "RecurrentCell"}
+ABSTRACT = {
+    "StatefulModule",
+    "StatelessModule",
+    "ActionSampler",
+    "RecurrentCell",
+    "LinearRecurrentCell",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +151,18 @@ CASES = [
         "CTRNN-learned-tau",
         lambda: CTRNN(4, 5, tau=3.0, learn_tau=True, trainable_initial_state=True, rngs=_rngs()),
         _vec(4),
+    ),
+    Case("LSTM-layer-norm", lambda: LSTM(4, 5, rngs=_rngs(), layer_norm=True), _vec(4)),
+    Case("GRU-layer-norm", lambda: GRU(4, 5, rngs=_rngs(), layer_norm=True), _vec(4)),
+    Case("SimpleRNN-residual", lambda: SimpleRNN(4, 4, residual=True, rngs=_rngs()), _vec(4)),
+    Case("MinGRU", lambda: MinGRU(4, 5, rngs=_rngs(), activation="tanh"), _vec(4)),
+    Case(
+        "LRU",
+        lambda: LRU(4, 5, rngs=_rngs(), state_features=3, trainable_initial_state=True),
+        _vec(4),
+    ),
+    Case(
+        "ResidualMLP", lambda: ResidualMLP(4, 6, rngs=_rngs(), n_blocks=2, out_features=3), _vec(4)
     ),
     Case("Delay", lambda: Delay(jnp.zeros(4), 2, initial_value=0.5), _vec(4)),
     Case(
@@ -226,6 +251,22 @@ CASES = [
     Case(
         "make_lstm_actor_critic-shared",
         lambda: make_lstm_actor_critic(4, 2, 5, (), (), rngs=_rngs(), shared_lstm=True),
+        _vec(4),
+        container=True,
+    ),
+    Case(
+        "make_recurrent_actor_critic-gru-layer-norm",
+        lambda: make_recurrent_actor_critic(
+            4, 2, 5, (), (), rngs=_rngs(), cell="gru", layer_norm=True
+        ),
+        _vec(4),
+        container=True,
+    ),
+    Case(
+        "make_recurrent_actor_critic-lru-shared",
+        lambda: make_recurrent_actor_critic(
+            4, 2, 5, (8,), (8,), rngs=_rngs(), cell="lru", shared=True
+        ),
         _vec(4),
         container=True,
     ),

@@ -86,6 +86,7 @@ from nnx_ppo.networks.factories import (  # noqa: E402
     make_mlp_actor_critic,
 )
 from nnx_ppo.networks.feedforward import MLP  # noqa: E402
+from nnx_ppo.networks.linear_recurrent import LRU, MinGRU  # noqa: E402
 from nnx_ppo.networks.recording import (  # noqa: E402
     ACTIVATION_KEY,
     Recorder,
@@ -177,9 +178,22 @@ def test_two_layer_mlp_activations_equal_hand_computed_layers():
         np.testing.assert_array_equal(acts[1], net(net.initialize_state(5), x).output)
 
 
-def test_lstm_recorded_hidden_state_equals_its_carry_inside_a_scan():
-    lstm = LSTM(3, 5, rngs=nnx.Rngs(0))
-    recording = with_recording(Sequential([lstm]))
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: LSTM(3, 5, rngs=nnx.Rngs(0)),
+        lambda: LSTM(3, 5, rngs=nnx.Rngs(0), layer_norm=True),
+        lambda: MinGRU(3, 5, rngs=nnx.Rngs(0)),
+        lambda: LRU(3, 5, rngs=nnx.Rngs(0), state_features=4),
+    ],
+    ids=["lstm", "lstm_layer_norm", "mingru", "lru"],
+)
+def test_cell_recorded_activation_equals_its_output_inside_a_scan(make):
+    # A cell's activation is its output: the new hidden state h (LSTM, MinGRU), or the
+    # LRU's read-out y = Re(h C) + x D. Loss replay (an associative scan for MinGRU
+    # and LRU) records the same [T, B, 5].
+    cell = make()
+    recording = with_recording(Sequential([cell]))
     graphdef, variables = nnx.split(recording)
     T, B = 6, 2
     xs = jax.random.normal(jax.random.key(0), (T, B, 3))
@@ -192,14 +206,16 @@ def test_lstm_recorded_hidden_state_equals_its_carry_inside_a_scan():
             module = nnx.merge(graphdef, variables)
             out = module(carry, x)
             next_carry = reset_where(module, d, out.next_state)
-            return next_carry, (extract_activations(out.metrics), out.next_state)
+            return next_carry, (extract_activations(out.metrics), out.next_state, out.output)
 
         model = nnx.merge(graphdef, variables)
         return jax.lax.scan(step, model.initialize_state(B), (xs, done))[1]
 
-    acts, carries = run(variables, xs, done)
+    acts, carries, outputs = run(variables, xs, done)
     assert acts[0].shape == (T, B, 5)
-    np.testing.assert_array_equal(acts[0], carries[0]["h"])
+    np.testing.assert_array_equal(acts[0], outputs)
+    if "h" in carries[0]:
+        np.testing.assert_array_equal(acts[0], carries[0]["h"])
     # And the replay of the whole sequence records the same [T, B, 5].
     _, replayed = recording.replay_sequence(recording.initialize_state(B), xs, [()], done)
     np.testing.assert_allclose(extract_activations(replayed.metrics)[0], acts[0], atol=1e-6)

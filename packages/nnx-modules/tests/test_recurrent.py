@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from nnx_ppo.networks.linear_recurrent import LRU, LinearRecurrentCell, MinGRU
 from nnx_ppo.networks.recurrent import CTRNN, GRU, LSTM, SimpleRNN, TimeConstant
-from nnx_ppo.networks.types import reset_where
+from nnx_ppo.networks.types import replay_scanned, reset_where
 
 
 def _sigmoid(v):
@@ -86,6 +87,52 @@ def test_gru_matches_numpy_reference_over_steps():
     assert np.abs(h).min() > 0
 
 
+def _numpy_gate_norm(v, scale, shift, n_gates, eps=1e-5):
+    """LayerNorm of each H-wide gate block of v [B, n * H] (Ba et al. 2016, per gate)."""
+    blocks = v.reshape(v.shape[0], n_gates, -1)
+    mean, var = blocks.mean(-1, keepdims=True), blocks.var(-1, keepdims=True)
+    return ((blocks - mean) / np.sqrt(var + eps)).reshape(v.shape) * scale + shift
+
+
+def _norm_params(norm, width):
+    scale = np.asarray(norm.scale[...], np.float64)
+    shift = np.zeros(width) if norm.bias is None else np.asarray(norm.bias[...], np.float64)
+    return scale, shift
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_layer_norm_cells_match_numpy_reference(kind):
+    # LSTM: [i, f, g, o] = LN_x(x W) + LN_h(h U), c' = f c + i g, h' = o tanh(LN_c(c')).
+    # GRU: the PyTorch GRU with x W + b -> LN_x(x W) and h U + a -> LN_h(h U).
+    # Random shifts and scales, so a norm left out or applied jointly cannot pass.
+    cls, n = (LSTM, 4) if kind == "lstm" else (GRU, 3)
+    cell = cls(3, 2, rngs=nnx.Rngs(0), layer_norm=True, bias_init=_random_bias)
+    for norm in (cell.input_norm, cell.recurrent_norm, getattr(cell, "cell_norm", None)):
+        if norm is not None:
+            norm.scale[...] = 1.0 + 0.5 * jax.random.normal(jax.random.key(9), norm.scale.shape)
+    assert cell.input_proj.bias is None and cell.recurrent_proj.bias is None
+    W = np.asarray(cell.input_proj.kernel[...], np.float64)
+    U = np.asarray(cell.recurrent_proj.kernel[...], np.float64)
+    ln_x, ln_h = _norm_params(cell.input_norm, 2 * n), _norm_params(cell.recurrent_norm, 2 * n)
+    state = cell.initialize_state(5)
+    c, h = np.zeros((5, 2)), np.zeros((5, 2))
+    for x in np.asarray(jax.random.normal(jax.random.key(3), (4, 5, 3))):
+        xs = _numpy_gate_norm(x @ W, *ln_x, n)
+        hs = _numpy_gate_norm(h @ U, *ln_h, n)
+        if kind == "lstm":
+            i, f, g, o = np.split(xs + hs, 4, axis=-1)
+            c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+            h = _sigmoid(o) * np.tanh(_numpy_gate_norm(c, *_norm_params(cell.cell_norm, 2), 1))
+        else:
+            (xr, xz, xn), (hr, hz, hn) = np.split(xs, 3, -1), np.split(hs, 3, -1)
+            r, z = _sigmoid(xr + hr), _sigmoid(xz + hz)
+            h = (1.0 - z) * np.tanh(xn + r * hn) + z * h
+        out = cell(state, jnp.asarray(x))
+        state = out.next_state
+        np.testing.assert_allclose(out.output, h, rtol=1e-5, atol=1e-5)
+    assert np.abs(h).min() > 0
+
+
 def test_recurrent_kernel_is_orthogonal_per_gate():
     cell = LSTM(3, 4, rngs=nnx.Rngs(0))
     U = np.asarray(cell.recurrent_proj.kernel[...])
@@ -105,7 +152,8 @@ CELLS = [
 def _set_initial_state(cell, value):
     if cell.initial_state is not None:
         for name in cell.initial_state:
-            cell.initial_state[name][...] = jnp.full((4,), value)
+            param = cell.initial_state[name]
+            param[...] = jnp.full(param.shape, value)
 
 
 @pytest.mark.parametrize("make", CELLS)
@@ -254,15 +302,18 @@ def _set_weights(cell):
     return cell
 
 
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
 @pytest.mark.parametrize(
     ("activation", "expected"),
     [("relu", [[1.0, 0.0]]), ("tanh", np.tanh(_PRE)), (jnp.sin, np.sin(_PRE))],
     ids=["relu", "tanh", "callable"],
 )
-def test_simple_rnn_one_step_by_hand(activation, expected):
-    # h' = f(pre-activation) = f([1, -4]) (see above): relu gives [1, 0].
-    cell = _set_weights(SimpleRNN(2, 2, activation=activation, rngs=nnx.Rngs(0)))
-    out = cell({"h": jnp.array(_H)}, jnp.array(_X))
+def test_simple_rnn_one_step_by_hand(activation, expected, residual):
+    # h' = f(pre-activation) = f([1, -4]) (see above): relu gives [1, 0]. With residual
+    # the input x = [1, -2] is added back: relu gives [1 + 1, 0 - 2] = [2, -2].
+    cell = SimpleRNN(2, 2, activation=activation, residual=residual, rngs=nnx.Rngs(0))
+    out = _set_weights(cell)({"h": jnp.array(_H)}, jnp.array(_X))
+    expected = np.asarray(expected) + (np.asarray(_X) if residual else 0.0)
     np.testing.assert_allclose(out.output, expected, rtol=1e-6)
     np.testing.assert_array_equal(out.output, out.next_state["h"])
 
@@ -342,6 +393,19 @@ def _ctrnn(**kwargs):
     [
         (lambda: SimpleRNN(0, 4, rngs=nnx.Rngs(0)), ValueError, "SimpleRNN: in_features"),
         (
+            lambda: SimpleRNN(3, 4, residual=True, rngs=nnx.Rngs(0)),
+            ValueError,
+            r"residual=True .* in_features must equal hidden_features; got in_features=3 "
+            r"and hidden_features=4.*Dense\(3, 4\)",
+        ),
+        (lambda: SimpleRNN(3, 3, residual=1, rngs=nnx.Rngs(0)), TypeError, "residual must be"),
+        (
+            lambda: LSTM(3, 4, rngs=nnx.Rngs(0), layer_norm="yes"),
+            TypeError,
+            "LSTM: layer_norm must be True or False, got 'yes'",
+        ),
+        (lambda: GRU(3, 4, rngs=nnx.Rngs(0), layer_norm=1), TypeError, "GRU: layer_norm must"),
+        (
             lambda: SimpleRNN(3, 4, activation="gelu", rngs=nnx.Rngs(0)),
             ValueError,
             r"activation must be one of \['relu', 'tanh'\].*got 'gelu'",
@@ -392,26 +456,60 @@ REPLAY_CELLS = [
         ),
         id="ctrnn_learned_tau",
     ),
+    pytest.param(
+        lambda: LSTM(3, 4, rngs=nnx.Rngs(0), layer_norm=True, trainable_initial_state=True),
+        id="lstm_layer_norm",
+    ),
+    pytest.param(lambda: GRU(3, 4, rngs=nnx.Rngs(0), layer_norm=True), id="gru_layer_norm"),
+    pytest.param(
+        lambda: SimpleRNN(3, 3, residual=True, rngs=nnx.Rngs(0), trainable_initial_state=True),
+        id="simple_rnn_residual",
+    ),
+    pytest.param(lambda: MinGRU(3, 4, rngs=nnx.Rngs(0), trainable_initial_state=True), id="mingru"),
+    pytest.param(
+        lambda: LRU(
+            3, 4, rngs=nnx.Rngs(0), state_features=4, r_min=0.9, trainable_initial_state=True
+        ),
+        id="lru",
+    ),
 ]
 
 
 @pytest.mark.parametrize("make", REPLAY_CELLS)
 def test_replay_sequence_equals_step_by_step_with_resets(make):
+    # A random done mask (and env 0 done after step 1, for the check at the end). The
+    # reference is the step-by-step replay (replay_scanned: one call per step, then
+    # reset_where), compared in outputs, final carry and parameter gradients. The
+    # linear-recurrence cells replay with an associative scan, not a sequential one.
     cell = make()
     _set_initial_state(cell, 0.5)  # so that a reset is visible (GRU: from zeros)
-    T, B = 6, 3
+    T, B = 12, 3
     xs = jax.random.normal(jax.random.key(0), (T, B, 3))
-    done = jnp.zeros((T, B), bool).at[1, 0].set(True).at[3, 2].set(True)
+    done = jax.random.bernoulli(jax.random.key(1), 0.25, (T, B)).at[:2, 0].set([False, True])
+    assert 2 < int(done.sum()) < T * B - 2
     state0 = cell.initialize_state(B)
-    final, out = nnx.jit(lambda c, s, d: c.replay_sequence(s, xs, None, d))(cell, state0, done)
-    state, outputs = state0, []
-    for t in range(T):
-        step = cell(state, xs[t])
-        outputs.append(step.output)
-        state = reset_where(cell, done[t], step.next_state)
-    np.testing.assert_allclose(out.output, jnp.stack(outputs), rtol=1e-5, atol=1e-6)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), final, state)
+
+    def loss(cell, done, replay):
+        final, out = replay(cell, state0, xs, None, done)
+        weights = jnp.cos(jnp.arange(out.output.size)).reshape(out.output.shape)
+        return jnp.sum(weights * out.output), (final, out)
+
+    @nnx.jit
+    def both(cell, done):
+        sequence = type(cell).replay_sequence
+        grads, seq = nnx.grad(loss, has_aux=True)(cell, done, sequence)
+        ref_grads, ref = nnx.grad(loss, has_aux=True)(cell, done, replay_scanned)
+        return seq, ref, grads, ref_grads
+
+    (final, out), (ref_final, ref), grads, ref_grads = both(cell, done)
+    close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    close(out.output, ref.output)
+    jax.tree.map(close, final, ref_final)
+    jax.tree.map(close, grads, ref_grads)
+    assert all(np.abs(g).max() > 0 for g in jax.tree.leaves(grads))
     assert out.regularization_loss.shape == (T, B)
+    jaxpr = str(jax.make_jaxpr(lambda s: cell.replay_sequence(s, xs, None, done))(state0))
+    assert ("scan[" in jaxpr) != isinstance(cell, LinearRecurrentCell)
     # The resets mattered: without them the replay differs after the first one.
-    _, no_reset = cell.replay_sequence(state0, xs, None, jnp.zeros_like(done))
+    (_, no_reset), *_ = both(cell, jnp.zeros_like(done))  # compiled above
     assert not np.allclose(no_reset.output[2:, 0], out.output[2:, 0], atol=1e-4)

@@ -6,6 +6,8 @@ resets: every log-likelihood must come back to float precision, for all environm
 and for a minibatch slice of them. The network holds every kind of state the library
 has: normalizer statistics (extras), LSTM carries at two levels, a delay line, per-env
 noise keys (variational bottleneck) and a sampler that draws from its own RNG stream.
+The sequence replay is also checked with linear-recurrence cells (`LRU`, `MinGRU`) in
+place of the LSTMs, whose replay is an associative scan rather than a sequential one.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.delay import Delay
 from nnx_ppo.networks.feedforward import MLP
+from nnx_ppo.networks.linear_recurrent import LRU, MinGRU
 from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.recurrent import LSTM
 from nnx_ppo.networks.sampling_layers import CategoricalSampler, NormalTanhSampler
@@ -33,7 +36,9 @@ T, B, OBS, H, L, A, N = 8, 5, 3, 6, 4, 2, 3
 MINIBATCH = np.array([1, 4])
 
 
-def _network(categorical: bool, resample_every: int = 1) -> Sequential:
+def _network(categorical: bool, resample_every: int = 1, linear: bool = False) -> Sequential:
+    """The network; ``linear`` puts an `LRU` trunk and a `MinGRU` in the action port in
+    place of the two LSTMs."""
     rngs = nnx.Rngs(0)
     if categorical:
         head, n_params = CategoricalSampler(rngs, entropy_weight=1e-2), N
@@ -42,14 +47,19 @@ def _network(categorical: bool, resample_every: int = 1) -> Sequential:
             rngs, entropy_weight=1e-2, resample_every=resample_every, action_size=A
         )
         n_params = 2 * A
+    trunk, memory = (
+        (LRU(OBS, H, rngs, state_features=4, r_min=0.5), MinGRU(L, H, rngs, activation="tanh"))
+        if linear
+        else (LSTM(OBS, H, rngs=rngs), LSTM(L, H, rngs=rngs))
+    )
     net = Sequential(
         [
             Normalizer(OBS),
-            LSTM(OBS, H, rngs=rngs),
+            trunk,
             Delay(jnp.zeros(H), 2),
             VariationalBottleneck(H, L, rngs=rngs, kl_weight=1e-2),
             PPOAdapter(
-                action=Sequential([LSTM(L, H, rngs=rngs), MLP(H, (8,), n_params, rngs=rngs), head]),
+                action=Sequential([memory, MLP(H, (8,), n_params, rngs=rngs), head]),
                 value=MLP(L, (8,), 1, rngs=rngs),
             ),
         ]
@@ -215,19 +225,25 @@ def _sequence_and_stepwise(net: Any, params: Any, carry0: Any, obs, done, extras
 
 
 @pytest.mark.parametrize(
-    ("categorical", "resample_every"),
-    [(False, 1), (True, 1), (False, 3)],
-    ids=["normal_tanh", "categorical", "normal_tanh_held_noise"],
+    ("categorical", "resample_every", "linear"),
+    [
+        (False, 1, False),
+        (True, 1, False),
+        (False, 3, False),
+        pytest.param(False, 1, True, marks=pytest.mark.heavy),  # cells: test_recurrent.py
+    ],
+    ids=["normal_tanh", "categorical", "normal_tanh_held_noise", "linear_recurrences"],
 )
 def test_replay_sequence_equals_the_step_by_step_replay(
-    categorical: bool, resample_every: int
+    categorical: bool, resample_every: int, linear: bool
 ) -> None:
     # Every kind of state at once (see the module docstring): replaying the whole
     # sequence layer by layer (stateless layers batched over T * B, only modules with a
-    # carry scanned, LSTMs projecting their inputs for all steps at once) gives the
-    # step-by-step replay's log-likelihoods, values, regularization, final carry,
-    # metrics and parameter gradients. A sampler holding its noise has a carry too.
-    net = _network(categorical, resample_every)
+    # carry scanned, LSTMs projecting their inputs for all steps at once, LRU and MinGRU
+    # composed by an associative scan) gives the step-by-step replay's log-likelihoods,
+    # values, regularization, final carry, metrics and parameter gradients. A sampler
+    # holding its noise has a carry too.
+    net = _network(categorical, resample_every, linear)
     graphdef, params = nnx.split(net)
     carry0 = net.initialize_state(B)
     obs, done = _data(seed=4)

@@ -65,7 +65,7 @@ def _env():
 def _progress_env():
     """PointMass whose reward penalises the distance more as training progresses, and
     that never ends an episode (its last state keeps the last step's count)."""
-    from nnx_ppo.algorithms.progress import TRAINING_PROGRESS, progress_info
+    from nnx_ppo.algorithms.core.progress import TRAINING_PROGRESS, progress_info
     from nnx_ppo.envs import PointMass
 
     class Harder(PointMass):
@@ -146,8 +146,8 @@ def sharded(out: str) -> None:
     """4 forced CPU devices: 4 vs 1 device (LSTM, adaptive KL), the error for an
     indivisible n_envs, and a 4-device checkpoint resumed on 2 and on 1 device (the
     MLP + Normalizer on 2 devices vs 1, for every trainer: ``test_trainer_contract.py``)."""
-    from nnx_ppo.algorithms.checkpointing import Checkpointer
-    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
+    from nnx_ppo.algorithms.ppo.train import train_ppo
 
     facts: dict = {"device_count": jax.device_count()}
     env = _env()
@@ -222,7 +222,7 @@ def randomized(out: str) -> None:
     """4 forced CPU devices: domain randomization on brax inverted_pendulum, per-env
     models sharded with the environments, a redraw inside the iteration, randomized
     evaluation; 4 vs 1 device. Writes no facts for the models without brax."""
-    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.algorithms.ppo.train import train_ppo
 
     facts: dict = {"device_count": jax.device_count()}
     pendulum = _pendulum()
@@ -261,8 +261,8 @@ def worker(process_id: int, port: int, directory: str, out: str) -> None:
         Path(f"{out}.json").write_text(json.dumps(facts))
         return
 
-    from nnx_ppo.algorithms.checkpointing import Checkpointer
-    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
+    from nnx_ppo.algorithms.ppo.train import train_ppo
 
     facts.update(process_count=jax.process_count(), device_count=jax.device_count())
     env = _env()
@@ -294,7 +294,7 @@ DISTILL_ITERATIONS = 4  # two device calls of two iterations each
 
 def _distill_config(*, evaluate: bool = False):
     from nnx_ppo.algorithms.config import EvalConfig
-    from nnx_ppo.algorithms.distillation import DistillationConfig
+    from nnx_ppo.algorithms.distillation.train import DistillationConfig
 
     return DistillationConfig(
         n_envs=N_ENVS,
@@ -326,8 +326,8 @@ def distill(out: str) -> None:
     devices vs 1, for every trainer: ``test_trainer_contract.py``)."""
     from jax.sharding import PartitionSpec
 
-    from nnx_ppo.algorithms.checkpointing import Checkpointer
-    from nnx_ppo.algorithms.distillation import train_distillation
+    from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
+    from nnx_ppo.algorithms.distillation.train import train_distillation
 
     facts: dict = {"device_count": jax.device_count()}
     env = _env()
@@ -420,8 +420,8 @@ def distill_worker(process_id: int, port: int, directory: str, out: str) -> None
         Path(f"{out}.json").write_text(json.dumps(facts))
         return
 
-    from nnx_ppo.algorithms.checkpointing import Checkpointer
-    from nnx_ppo.algorithms.distillation import train_distillation
+    from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
+    from nnx_ppo.algorithms.distillation.train import train_distillation
 
     facts.update(process_count=jax.process_count(), device_count=jax.device_count())
     logged: list[int] = []

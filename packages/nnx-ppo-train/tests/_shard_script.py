@@ -16,7 +16,7 @@ import sys
 from flax import nnx
 
 from nnx_ppo.algorithms import EvalConfig, PPOConfig, StopOnSignal, TrainConfig
-from nnx_ppo.algorithms.shards import Shard, train_shard
+from nnx_ppo.algorithms.sweeps.shards import Shard, train_shard
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper

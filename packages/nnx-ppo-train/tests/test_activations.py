@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from nnx_ppo.algorithms.activations import record_activations_rollout
-from nnx_ppo.algorithms.rollout import record_activations_rollout as reexported
+from nnx_ppo.algorithms.observe.activations import record_activations_rollout
+from nnx_ppo.algorithms.rollout import record_activations_rollout as reexported  # 0.3.0 path
 from nnx_ppo.envs.base import Env, State
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
 from nnx_ppo.networks.recording import is_recording, with_recording

@@ -27,7 +27,7 @@ import pytest
 from _train_test_helpers import COMPILED, assert_trees_equal, host, jax_programs
 from flax import nnx
 
-from nnx_ppo.algorithms.checkpointing import (
+from nnx_ppo.algorithms.checkpointing.checkpointer import (
     Checkpointer,
     CheckpointMismatchError,
     CorruptedCheckpointError,
@@ -39,9 +39,9 @@ from nnx_ppo.algorithms.checkpointing import (
     load_network,
 )
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.faults import NonFiniteError
-from nnx_ppo.algorithms.iteration import init_train_state, make_optimizer
-from nnx_ppo.algorithms.ppo import CheckpointHook, train_ppo
+from nnx_ppo.algorithms.core.faults import NonFiniteError
+from nnx_ppo.algorithms.ppo.iteration import init_train_state, make_optimizer
+from nnx_ppo.algorithms.ppo.train import CheckpointHook, train_ppo
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper, Wrapper
@@ -544,9 +544,9 @@ def test_a_nan_reward_seen_first_by_the_checkpointer_keeps_the_last_good_checkpo
 KILL_SCRIPT = """
 import sys
 from flax import nnx
-from nnx_ppo.algorithms.checkpointing import Checkpointer
+from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.ppo import train_ppo
+from nnx_ppo.algorithms.ppo.train import train_ppo
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from flax import nnx
 
-from nnx_ppo.algorithms import iteration as iteration_module
 from nnx_ppo.algorithms.config import PPOConfig
-from nnx_ppo.algorithms.ppo import train_ppo
+from nnx_ppo.algorithms.ppo import iteration as iteration_module
+from nnx_ppo.algorithms.ppo.train import train_ppo
 from nnx_ppo.envs import MemoryTask, PointMass, TwoAgentEnv
 from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Sequential

@@ -195,7 +195,7 @@ def test_every_trainer_refuses_a_cached_reset_before_compiling(trainer):
     from flax import nnx
 
     from nnx_ppo.algorithms import DistillationConfig, PPOConfig, train_many, train_ppo
-    from nnx_ppo.algorithms.distillation import train_distillation
+    from nnx_ppo.algorithms.distillation.train import train_distillation
     from nnx_ppo.networks.factories import make_mlp_actor_critic
 
     env = PerceptualDecisionMaking(dt=100)

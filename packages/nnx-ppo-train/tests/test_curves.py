@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnx_ppo.algorithms.curves import (
+from nnx_ppo.algorithms.analysis.curves import (
     area_under_curve,
     bootstrap_interval,
     curves_of,
@@ -91,7 +91,7 @@ def test_plot_learning_curves(tmp_path):
     pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt
 
-    from nnx_ppo.algorithms.plotting import plot_learning_curves
+    from nnx_ppo.algorithms.analysis.plotting import plot_learning_curves
 
     steps = np.array([0, 10, 20])
     values = np.array([[0.0, 1.0, 2.0], [0.0, 2.0, 4.0], [1.0, 3.0, 3.0]])

@@ -11,9 +11,9 @@ import pytest
 from flax import nnx
 
 from nnx_ppo.algorithms.config import EvalConfig, LoggingLevel, LogLevel, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.logging import in_log_level
-from nnx_ppo.algorithms.ppo import train_ppo
-from nnx_ppo.algorithms.rollout import initial_episode_stats, reset_envs, unroll
+from nnx_ppo.algorithms.core.logging import in_log_level
+from nnx_ppo.algorithms.core.rollout import initial_episode_stats, reset_envs, unroll
+from nnx_ppo.algorithms.ppo.train import train_ppo
 from nnx_ppo.envs import PointMass
 from nnx_ppo.envs.base import Env, State
 from nnx_ppo.networks.factories import make_mlp_actor_critic

@@ -8,7 +8,7 @@ import pytest
 from flax import nnx
 
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.ppo import check_env_network, train_ppo
+from nnx_ppo.algorithms.ppo.train import check_env_network, train_ppo
 from nnx_ppo.envs.base import Env, State
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from nnx_ppo.algorithms import distillation as distillation_module
-from nnx_ppo.algorithms import pairing as pairing_module
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel
-from nnx_ppo.algorithms.distillation import (
+from nnx_ppo.algorithms.core.rollout import eval_copy
+from nnx_ppo.algorithms.distillation import pairing as pairing_module
+from nnx_ppo.algorithms.distillation import train as distillation_module
+from nnx_ppo.algorithms.distillation.train import (
     DistillationConfig,
     DistillationResult,
     DistillationState,
     train_distillation,
 )
-from nnx_ppo.algorithms.rollout import eval_copy
 from nnx_ppo.envs import PointMass, TwoAgentEnv
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper
@@ -257,8 +257,8 @@ def test_lstm_student_learns_from_an_mlp_teacher(lstm_run):
 @pytest.mark.slow
 def test_lstm_student_reaches_90_percent_of_a_ppo_teacher_on_point_mass():
     from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
-    from nnx_ppo.algorithms.evaluation import evaluate
-    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.algorithms.observe.evaluation import evaluate
+    from nnx_ppo.algorithms.ppo.train import train_ppo
 
     # Rewards are negative distances, so "90% of the teacher's return" is measured
     # against doing nothing: over 30 steps that earns about -30 * E|p0| = -23

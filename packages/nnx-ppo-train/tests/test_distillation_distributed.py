@@ -25,7 +25,7 @@ import pytest
 from _train_test_helpers import subprocess_env
 from flax import nnx
 
-from nnx_ppo.algorithms.checkpointing import Checkpointer, load_network
+from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer, load_network
 from nnx_ppo.networks.factories import make_lstm_actor_critic
 
 RUNS = Path(__file__).parent / "_distributed_runs.py"

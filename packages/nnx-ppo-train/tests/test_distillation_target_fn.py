@@ -10,8 +10,8 @@ import pytest
 from flax import nnx
 
 from nnx_ppo.algorithms.config import DistillationConfig, EvalConfig, PPOConfig
-from nnx_ppo.algorithms.distillation import check_distillation_pair, train_distillation
-from nnx_ppo.algorithms.sweeps import train_many
+from nnx_ppo.algorithms.distillation.train import check_distillation_pair, train_distillation
+from nnx_ppo.algorithms.sweeps.many import train_many
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Parallel, Sequential

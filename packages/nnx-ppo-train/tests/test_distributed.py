@@ -1,4 +1,4 @@
-"""Scale-out (nnx_ppo.algorithms.distributed): meshes and placement, sharded vs
+"""Scale-out (nnx_ppo.algorithms.core.distributed): meshes and placement, sharded vs
 one-device training (LSTM, adaptive KL, domain randomization), checkpoints across device
 counts, and a two-process ``jax.distributed`` run. That every trainer trains on 2
 devices like on one is ``test_trainer_contract.py``'s.
@@ -28,9 +28,9 @@ from flax import nnx
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from nnx_ppo.algorithms.checkpointing import Checkpointer, load_network
+from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer, load_network
 from nnx_ppo.algorithms.config import PPOConfig
-from nnx_ppo.algorithms.distributed import (
+from nnx_ppo.algorithms.core.distributed import (
     check_batch_divisible,
     gather_state,
     make_mesh,
@@ -39,7 +39,7 @@ from nnx_ppo.algorithms.distributed import (
     shard_state,
     state_shardings,
 )
-from nnx_ppo.algorithms.iteration import init_train_state, make_optimizer
+from nnx_ppo.algorithms.ppo.iteration import init_train_state, make_optimizer
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper

@@ -21,7 +21,7 @@ class _ConstantReward(PointMass):
 
 @pytest.mark.parametrize(("max_length", "expected"), [(10, 7.0), (5, 5.0)])
 def test_evaluation_counts_one_episode_per_env(max_length, expected):
-    from nnx_ppo.algorithms.evaluation import evaluate
+    from nnx_ppo.algorithms.observe.evaluation import evaluate
 
     # Episodes end after 7 steps; rewards after the end are masked, and an episode still
     # running at max_length is cut there.
@@ -34,7 +34,7 @@ def test_evaluation_counts_one_episode_per_env(max_length, expected):
 
 
 def test_evaluation_is_deterministic_in_eval_mode_and_restores_train_mode():
-    from nnx_ppo.algorithms.evaluation import evaluate
+    from nnx_ppo.algorithms.observe.evaluation import evaluate
 
     env = EpisodeWrapper(PointMass(), episode_length=10)
     net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
@@ -51,7 +51,7 @@ def test_evaluation_is_deterministic_in_eval_mode_and_restores_train_mode():
 
 
 def test_evaluation_compiles_once_per_env_structure_and_sizes(monkeypatch):
-    from nnx_ppo.algorithms import evaluation
+    from nnx_ppo.algorithms.observe import evaluation
 
     built = []
     make = evaluation.make_evaluator

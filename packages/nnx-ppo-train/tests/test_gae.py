@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nnx_ppo.algorithms import gae as gae_module
-from nnx_ppo.algorithms.gae import combine_advantages, gae
+from nnx_ppo.algorithms.ppo import advantages as gae_module
+from nnx_ppo.algorithms.ppo.advantages import combine_advantages, gae
 
 # One env, T = 4, gamma = 0.9, lambda = 0.5, so gamma * lambda = 0.45.
 REWARDS = np.array([1.0, 2.0, 3.0, 4.0])

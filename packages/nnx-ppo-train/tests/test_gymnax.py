@@ -17,10 +17,10 @@ from flax import nnx, struct
 gymnax = pytest.importorskip("gymnax")
 from gymnax.environments import environment, spaces  # noqa: E402
 
-from nnx_ppo.algorithms.checkpointing import Checkpointer  # noqa: E402
+from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer  # noqa: E402
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig  # noqa: E402
-from nnx_ppo.algorithms.ppo import train_ppo  # noqa: E402
-from nnx_ppo.algorithms.sweeps import train_many  # noqa: E402
+from nnx_ppo.algorithms.ppo.train import train_ppo  # noqa: E402
+from nnx_ppo.algorithms.sweeps.many import train_many  # noqa: E402
 from nnx_ppo.envs import GymnaxEnv  # noqa: E402
 from nnx_ppo.networks.export import DeterministicPolicy, export_policy, load_stablehlo  # noqa: E402
 from nnx_ppo.networks.factories import make_mlp_actor_critic  # noqa: E402

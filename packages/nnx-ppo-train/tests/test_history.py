@@ -181,7 +181,7 @@ def test_train_ppo_with_history_and_privileged_critic() -> None:
     from flax import nnx
 
     from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
-    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.algorithms.ppo.train import train_ppo
     from nnx_ppo.networks.export import DeterministicPolicy
     from nnx_ppo.networks.factories import make_mlp_actor_critic
 

@@ -7,10 +7,10 @@ import jax.numpy as jnp
 import pytest
 from flax import struct
 
-from nnx_ppo.algorithms._host_loop import run_calls
 from nnx_ppo.algorithms.config import LogLevel
-from nnx_ppo.algorithms.faults import NonFiniteError, healthy
-from nnx_ppo.algorithms.hooks import Periodic
+from nnx_ppo.algorithms.core.faults import NonFiniteError, healthy
+from nnx_ppo.algorithms.core.hooks import Periodic
+from nnx_ppo.algorithms.trainer.host_loop import run_calls
 from nnx_ppo.algorithms.types import NonFinite
 
 

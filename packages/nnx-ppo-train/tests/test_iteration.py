@@ -11,16 +11,17 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from nnx_ppo.algorithms import iteration as iteration_module
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.iteration import (
+from nnx_ppo.algorithms.core.rollout import replay, reset_envs, unroll_env
+from nnx_ppo.algorithms.ppo import iteration as iteration_module
+from nnx_ppo.algorithms.ppo.advantages import gae
+from nnx_ppo.algorithms.ppo.iteration import (
     init_train_state,
     make_optimizer,
     make_training_iteration,
 )
-from nnx_ppo.algorithms.ppo import TrainResult, train_ppo
-from nnx_ppo.algorithms.rollout import replay, reset_envs, unroll_env
-from nnx_ppo.algorithms.trainer import make_train_call
+from nnx_ppo.algorithms.ppo.train import TrainResult, train_ppo
+from nnx_ppo.algorithms.trainer.skeleton import make_train_call
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper
@@ -50,18 +51,26 @@ def _kinds(kinds):
     return [k if k in CORE else pytest.param(k, marks=pytest.mark.heavy) for k in kinds]
 
 
-@pytest.mark.parametrize("kind", _kinds(NETWORKS))
-def test_replay_ratio_is_one_before_the_first_update(kind, nets):
+@pytest.mark.parametrize(
+    ("kind", "sequence_length"),
+    [(kind, None) for kind in CORE]
+    + [pytest.param(kind, None, marks=pytest.mark.heavy) for kind in NETWORKS if kind not in CORE]
+    + [("lstm", 2), pytest.param("delay", 4, marks=pytest.mark.heavy)],
+)
+def test_replay_ratio_is_one_before_the_first_update(kind, sequence_length, nets):
     # One epoch of one minibatch: the only minibatch is replayed with the rollout's
     # parameters and statistics, so every ratio must be 1 (clip fraction exactly 0).
     # Episodes of 3 steps in a rollout of 8 exercise the carry resets. The second
-    # iteration runs after the normalizer statistics and parameters changed.
+    # iteration runs after the normalizer statistics and parameters changed. With a
+    # sequence_length the rollout is replayed as 2- or 4-step sequences from the carries
+    # it stored (with L=2 one starts right after a reset, at step 6).
     env = EpisodeWrapper(PointMass(), episode_length=3)
     config = PPOConfig(
         n_envs=4,
         rollout_length=8,
         n_epochs=1,
         n_minibatches=1,
+        sequence_length=sequence_length,
         learning_rate=1e-2,
         total_steps=64,
         log_level=LogLevel.ACTOR,
@@ -97,10 +106,10 @@ def test_replay_of_a_subset_of_envs_reproduces_the_rollout(kind, nets):
     np.testing.assert_allclose(out.value, tr.value, atol=1e-5)
 
 
-def _one_iteration(env, net, config):
+def _one_iteration(env, net, config, **variant):
     optimizer = make_optimizer(config)
     graphdef, state = init_train_state(env, net, config, optimizer, jax.random.PRNGKey(0))
-    return jax.jit(make_training_iteration(env, graphdef, optimizer, config))(state)
+    return jax.jit(make_training_iteration(env, graphdef, optimizer, config, **variant))(state)
 
 
 @pytest.mark.parametrize("kind", ["mlp", "lstm"])
@@ -143,8 +152,82 @@ def test_minibatch_advantages_follow_the_updated_critic():
     assert abs(targets[0] - targets[1]) > 1e-3, targets
 
 
+@pytest.mark.parametrize("mode", ["rollout", "minibatch"])
+def test_advantage_fn_replaces_gae_where_it_is_called(mode):
+    # An estimator with gae's targets and zero advantages: the clipped surrogate of a
+    # zero advantage is -min(r * 0, clip(r) * 0) = 0 whatever the ratio r, so the policy
+    # loss is exactly 0 (with gae it is not), and the critic, with its own parameters,
+    # fits the same targets (in "minibatch" mode too, where the estimator runs in every
+    # minibatch on the replay's values).
+    env = EpisodeWrapper(PointMass(), episode_length=3)
+    config = PPOConfig(
+        n_envs=4, rollout_length=8, n_epochs=2, n_minibatches=2, normalize_advantages=False,
+        advantage_estimation=mode, log_level=LogLevel.LOSSES | LogLevel.CRITIC,
+    )  # fmt: skip
+
+    def zero_advantages(*args, **kwargs):
+        advantages, targets = gae(*args, **kwargs)
+        return jnp.zeros_like(advantages), targets
+
+    def net():
+        return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+
+    _, with_gae = _one_iteration(env, net(), config)
+    _, with_zeros = _one_iteration(env, net(), config, advantage_fn=zero_advantages)
+    assert float(with_gae["loss/policy"]) != 0.0
+    assert float(with_zeros["loss/policy"]) == 0.0
+    np.testing.assert_allclose(
+        with_zeros["critic/target_mean"], with_gae["critic/target_mean"], rtol=1e-5
+    )
+
+
+def test_statistics_first_lets_the_replay_see_the_rollouts_statistics():
+    # One epoch of one minibatch (as in the replay-ratio test): by default the replay
+    # normalizes with the rollout's statistics, so every ratio is 1. With
+    # statistics_first the normalizer takes in the rollout before the gradient phase,
+    # so the replay's inputs differ from the rollout's and the ratios move off 1; the
+    # statistics the iteration ends with are the same (the same rollout, taken in once).
+    # A network without statistics trains the same either way.
+    env = EpisodeWrapper(PointMass(), episode_length=3)
+    config = PPOConfig(
+        n_envs=4, rollout_length=8, n_epochs=1, n_minibatches=1, log_level=LogLevel.ACTOR
+    )
+
+    def net(normalize):
+        return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0), normalize_obs=normalize)
+
+    after, after_metrics = _one_iteration(env, net(True), config)
+    first, first_metrics = _one_iteration(env, net(True), config, statistics_first=True)
+    assert float(after_metrics["actor/ratio_max_deviation"]) < 1e-5
+    assert float(first_metrics["actor/ratio_max_deviation"]) > 1e-3
+    for a, b in zip(
+        jax.tree.leaves(after.network_state), jax.tree.leaves(first.network_state), strict=True
+    ):
+        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):  # the sampler's stream
+            a, b = jax.random.key_data(a), jax.random.key_data(b)
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    plain = [
+        _one_iteration(env, net(False), config, statistics_first=flag)[0].params
+        for flag in (False, True)
+    ]
+    for a, b in zip(*map(jax.tree.leaves, plain), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_variant_options_are_checked_when_the_iteration_is_built():
+    env = EpisodeWrapper(PointMass(), episode_length=3)
+    config = PPOConfig(n_envs=4, rollout_length=8, n_minibatches=1)
+    net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+    optimizer = make_optimizer(config)
+    graphdef, _ = init_train_state(env, net, config, optimizer, jax.random.PRNGKey(0))
+    with pytest.raises(TypeError, match=r"advantage_fn='gae' must be an advantage estimator"):
+        make_training_iteration(env, graphdef, optimizer, config, advantage_fn="gae")
+    with pytest.raises(TypeError, match=r"statistics_first=1 must be True or False"):
+        make_training_iteration(env, graphdef, optimizer, config, statistics_first=1)
+
+
 def test_rollout_without_stored_values():
-    from nnx_ppo.algorithms.rollout import initial_episode_stats, unroll
+    from nnx_ppo.algorithms.core.rollout import initial_episode_stats, unroll
 
     env = EpisodeWrapper(PointMass(), episode_length=3)
     net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))

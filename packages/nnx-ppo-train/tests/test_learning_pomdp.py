@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.sweeps import train_many
+from nnx_ppo.algorithms.sweeps.many import train_many
 from nnx_ppo.networks.factories import make_lstm_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper, RewardScalingWrapper, Wrapper
 

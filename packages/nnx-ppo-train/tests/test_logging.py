@@ -8,7 +8,7 @@ import pytest
 
 
 def test_jsonl_writer_writes_strict_json(tmp_path):
-    from nnx_ppo.algorithms.logging import JSONLWriter
+    from nnx_ppo.algorithms.core.logging import JSONLWriter
 
     path = tmp_path / "sub" / "metrics.jsonl"
     with JSONLWriter(path) as log:
@@ -21,7 +21,7 @@ def test_jsonl_writer_writes_strict_json(tmp_path):
 def test_progress_bar_shows_sps_and_latest_eval(capsys):
     import io
 
-    from nnx_ppo.algorithms.logging import ProgressBar
+    from nnx_ppo.algorithms.core.logging import ProgressBar
 
     out = io.StringIO()
     bar = ProgressBar(100, disable=False, file=out)
@@ -33,7 +33,7 @@ def test_progress_bar_shows_sps_and_latest_eval(capsys):
 
 
 def test_tensorboard_writer_and_combine(tmp_path):
-    from nnx_ppo.algorithms.logging import TensorBoardWriter, combine
+    from nnx_ppo.algorithms.core.logging import TensorBoardWriter, combine
 
     pytest.importorskip("tensorboardX")
     seen = []
@@ -54,7 +54,7 @@ def test_tensorboard_writer_and_combine(tmp_path):
 
 
 def test_jsonl_writer_rewinds_to_the_resume_step(tmp_path):
-    from nnx_ppo.algorithms.logging import JSONLWriter
+    from nnx_ppo.algorithms.core.logging import JSONLWriter
 
     path = tmp_path / "metrics.jsonl"
     with JSONLWriter(path) as log:
@@ -77,7 +77,7 @@ def test_jsonl_writer_rewinds_to_the_resume_step(tmp_path):
 
 
 def test_jsonl_writer_refuses_to_rewind_a_foreign_file(tmp_path):
-    from nnx_ppo.algorithms.logging import JSONLWriter
+    from nnx_ppo.algorithms.core.logging import JSONLWriter
 
     path = tmp_path / "notes.jsonl"
     path.write_text('{"step": 1}\n["not", "a", "record"]\n')

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nnx_ppo.algorithms.losses import (
+from nnx_ppo.algorithms.core.losses import (
     critic_loss,
     distillation_loss,
     explained_variance,

@@ -55,13 +55,13 @@ from _train_test_helpers import (
 )
 from flax import nnx
 
-from nnx_ppo.algorithms.activations import record_activations_rollout
-from nnx_ppo.algorithms.checkpointing import Checkpointer, load_metadata, load_network
+from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer, load_metadata, load_network
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig, VideoConfig
-from nnx_ppo.algorithms.ppo import TrainResult, train_ppo
-from nnx_ppo.algorithms.progress import TRAINING_PROGRESS, TRAINING_STEP, progress_info
-from nnx_ppo.algorithms.randomization import make_randomization, model_holder
-from nnx_ppo.algorithms.sweeps import SweepResult, train_many
+from nnx_ppo.algorithms.core.progress import TRAINING_PROGRESS, TRAINING_STEP, progress_info
+from nnx_ppo.algorithms.core.randomization import make_randomization, model_holder
+from nnx_ppo.algorithms.observe.activations import record_activations_rollout
+from nnx_ppo.algorithms.ppo.train import TrainResult, train_ppo
+from nnx_ppo.algorithms.sweeps.many import SweepResult, train_many
 from nnx_ppo.envs import DictObsEnv, GymnaxEnv
 from nnx_ppo.envs.cognitive import PerceptualDecisionMaking
 from nnx_ppo.networks.adapter import PPOAdapter

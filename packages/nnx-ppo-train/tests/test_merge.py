@@ -11,11 +11,11 @@ import math
 import numpy as np
 import pytest
 
+from nnx_ppo.algorithms.analysis.curves import curves_of
+from nnx_ppo.algorithms.analysis.statistics import iqm, load_scores
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.curves import curves_of
-from nnx_ppo.algorithms.merge import merge_shards
-from nnx_ppo.algorithms.shards import Shard, SweepMismatchError, sweep_identity
-from nnx_ppo.algorithms.statistics import iqm, load_scores
+from nnx_ppo.algorithms.sweeps.merge import merge_shards
+from nnx_ppo.algorithms.sweeps.shards import Shard, SweepMismatchError, sweep_identity
 
 CONFIG = TrainConfig(ppo=PPOConfig(n_envs=4, n_minibatches=2), eval=EvalConfig(enabled=False))
 # 5 runs: seeds 0..4, two learning rates; 2 shards: shard 0 holds runs 0, 2, 4.
@@ -132,7 +132,7 @@ def test_a_run_without_a_finite_evaluation_is_reported_not_averaged(tmp_path):
 
 
 def test_the_command_line_merges_or_says_why_not(tmp_path, capsys):
-    from nnx_ppo.algorithms.merge import _main
+    from nnx_ppo.algorithms.sweeps.merge import _main
 
     folders = [str(_write_shard(tmp_path / "sweep", i)) for i in range(2)]
     out = tmp_path / "merged"

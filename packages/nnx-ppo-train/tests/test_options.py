@@ -9,12 +9,12 @@ import dataclasses
 import pytest
 from flax import nnx
 
-from nnx_ppo.algorithms import trainer
 from nnx_ppo.algorithms.config import PPOConfig
-from nnx_ppo.algorithms.hooks import Periodic
-from nnx_ppo.algorithms.options import Host, RunOptions, RunSettings, resolve_options
-from nnx_ppo.algorithms.ppo import train_ppo
-from nnx_ppo.algorithms.sweeps import train_many
+from nnx_ppo.algorithms.core.hooks import Periodic
+from nnx_ppo.algorithms.ppo.train import train_ppo
+from nnx_ppo.algorithms.sweeps.many import train_many
+from nnx_ppo.algorithms.trainer import skeleton as trainer
+from nnx_ppo.algorithms.trainer.options import Host, RunOptions, RunSettings, resolve_options
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper

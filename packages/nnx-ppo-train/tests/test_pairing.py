@@ -7,14 +7,14 @@ import jax
 import pytest
 from flax import nnx
 
-from nnx_ppo.algorithms import pairing as pairing_module
 from nnx_ppo.algorithms.config import EvalConfig
-from nnx_ppo.algorithms.distillation import (
+from nnx_ppo.algorithms.core.rollout import reset_envs
+from nnx_ppo.algorithms.distillation import pairing as pairing_module
+from nnx_ppo.algorithms.distillation.train import (
     DistillationConfig,
     check_distillation_pair,
     train_distillation,
 )
-from nnx_ppo.algorithms.rollout import reset_envs
 from nnx_ppo.envs import PointMass, TwoAgentEnv
 from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Parallel, Sequential

@@ -11,7 +11,7 @@ from _train_test_helpers import dict_obs_network
 from flax import nnx
 
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.ppo import train_ppo
+from nnx_ppo.algorithms.ppo.train import train_ppo
 from nnx_ppo.envs import DictObsEnv, MemoryTask, PointMass, TwoAgentEnv
 from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Sequential
@@ -138,7 +138,7 @@ def test_per_key_mode_needs_the_action_tree_to_match_the_reward_tree():
 
 
 def test_evaluation_reports_dict_rewards_per_key():
-    from nnx_ppo.algorithms.evaluation import evaluate
+    from nnx_ppo.algorithms.observe.evaluation import evaluate
 
     metrics = evaluate(
         EpisodeWrapper(TwoAgentEnv(), 4),
@@ -152,7 +152,9 @@ def test_evaluation_reports_dict_rewards_per_key():
 
 
 def test_docstring_examples_run(docstring_examples):
-    from nnx_ppo.algorithms import evaluation, logging, ppo
+    from nnx_ppo.algorithms.core import logging
+    from nnx_ppo.algorithms.observe import evaluation
+    from nnx_ppo.algorithms.ppo import train as ppo
 
     docstring_examples(ppo, evaluation, logging)
 

@@ -1,4 +1,4 @@
-"""A clean stop (`nnx_ppo.algorithms.preemption`): SIGTERM to a training process stops
+"""A clean stop (`nnx_ppo.algorithms.core.preemption`): SIGTERM to a training process stops
 it through `StopOnSignal` with a checkpoint, and running it again continues bit for bit.
 That a stop request ends every trainer's run after a device call with a checkpoint, and
 that resuming continues it exactly, is `test_trainer_contract.py`'s."""
@@ -18,10 +18,10 @@ import pytest
 from _train_test_helpers import assert_trees_equal
 from flax import nnx
 
-from nnx_ppo.algorithms.checkpointing import Checkpointer
+from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.preemption import StopOnSignal
-from nnx_ppo.algorithms.sweeps import train_many
+from nnx_ppo.algorithms.core.preemption import StopOnSignal
+from nnx_ppo.algorithms.sweeps.many import train_many
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper
@@ -75,9 +75,9 @@ def test_stop_on_signal_restores_handlers_and_ctrl_c_twice_interrupts():
 SWEEP_SCRIPT = """
 import sys
 from flax import nnx
-from nnx_ppo.algorithms.checkpointing import Checkpointer
-from nnx_ppo.algorithms.preemption import StopOnSignal
-from nnx_ppo.algorithms.sweeps import train_many
+from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
+from nnx_ppo.algorithms.core.preemption import StopOnSignal
+from nnx_ppo.algorithms.sweeps.many import train_many
 from test_preemption import ENV, _config, _mlp
 
 directory, total = sys.argv[1], int(sys.argv[2])

@@ -12,11 +12,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from nnx_ppo.algorithms.checkpointing import Checkpointer
+from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.evaluation import evaluate
-from nnx_ppo.algorithms.ppo import train_ppo
-from nnx_ppo.algorithms.progress import (
+from nnx_ppo.algorithms.core.progress import (
     IS_TRAINING,
     TRAINING_PROGRESS,
     TRAINING_STEP,
@@ -25,6 +23,8 @@ from nnx_ppo.algorithms.progress import (
     training_progress,
     write_progress,
 )
+from nnx_ppo.algorithms.observe.evaluation import evaluate
+from nnx_ppo.algorithms.ppo.train import train_ppo
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper

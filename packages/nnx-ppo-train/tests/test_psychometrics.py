@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from nnx_ppo.algorithms.psychometrics import MAX_LAPSE, PsychometricFit, fit_psychometric
+from nnx_ppo.algorithms.analysis.psychometrics import MAX_LAPSE, PsychometricFit, fit_psychometric
 
 _PHI_1 = 0.5 * math.erfc(-1 / math.sqrt(2))  # the standard normal CDF at 1, 0.8413...
 

@@ -1,4 +1,4 @@
-"""Domain randomization (nnx_ppo.algorithms.randomization): per-environment models on brax
+"""Domain randomization (nnx_ppo.algorithms.core.randomization): per-environment models on brax
 ``inverted_pendulum`` (generalized backend) and a Playground dm_control-suite env, exact
 identity / resume, bad input before compiling, evaluation on nominal vs randomized models.
 
@@ -18,12 +18,12 @@ import pytest
 from _train_test_helpers import randomize_cartpole, randomize_pendulum
 from flax import nnx, struct
 
-from nnx_ppo.algorithms.checkpointing import Checkpointer
+from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.distillation import DistillationConfig, train_distillation
-from nnx_ppo.algorithms.evaluation import evaluate
-from nnx_ppo.algorithms.ppo import train_ppo
-from nnx_ppo.algorithms.randomization import batched, make_randomization, model_holder
+from nnx_ppo.algorithms.core.randomization import batched, make_randomization, model_holder
+from nnx_ppo.algorithms.distillation.train import DistillationConfig, train_distillation
+from nnx_ppo.algorithms.observe.evaluation import evaluate
+from nnx_ppo.algorithms.ppo.train import train_ppo
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper

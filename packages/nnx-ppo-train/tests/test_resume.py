@@ -23,11 +23,11 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from nnx_ppo.algorithms.checkpointing import Checkpointer, load_metadata, load_network
+from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer, load_metadata, load_network
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.evaluation import evaluate
-from nnx_ppo.algorithms.faults import NonFiniteError
-from nnx_ppo.algorithms.ppo import train_ppo
+from nnx_ppo.algorithms.core.faults import NonFiniteError
+from nnx_ppo.algorithms.observe.evaluation import evaluate
+from nnx_ppo.algorithms.ppo.train import train_ppo
 from nnx_ppo.envs import MemoryTask, PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper
@@ -44,9 +44,9 @@ ENV = EpisodeWrapper(PointMass(), episode_length=8)
 SPLIT_SCRIPT = """
 import json, sys
 from flax import nnx
-from nnx_ppo.algorithms.checkpointing import Checkpointer
+from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.ppo import train_ppo
+from nnx_ppo.algorithms.ppo.train import train_ppo
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper
@@ -243,7 +243,7 @@ def test_the_documented_recoveries_from_a_divergence_resume_and_train_on(recover
     [({}, {"max_grad_norm": 1.0}), ({"max_grad_norm": 1.0}, {}), ({}, {"weight_decay": 1e-4})],
 )
 def test_changing_stateless_optimizer_transforms_restores_adams_state(before, after, tmp_path):
-    from nnx_ppo.algorithms.iteration import init_train_state, make_optimizer
+    from nnx_ppo.algorithms.ppo.iteration import init_train_state, make_optimizer
 
     def config(**kwargs):
         ppo = PPOConfig(n_envs=4, rollout_length=4, n_minibatches=2, total_steps=32, **kwargs)
@@ -283,8 +283,8 @@ def test_changing_stateless_optimizer_transforms_restores_adams_state(before, af
 
 
 def test_a_schedule_replaced_by_a_constant_is_still_a_clear_mismatch(tmp_path):
-    from nnx_ppo.algorithms.checkpointing import CheckpointMismatchError
-    from nnx_ppo.algorithms.iteration import init_train_state, make_optimizer
+    from nnx_ppo.algorithms.checkpointing.checkpointer import CheckpointMismatchError
+    from nnx_ppo.algorithms.ppo.iteration import init_train_state, make_optimizer
 
     # The saved state's optimizer layout is what matters; it is the one training keeps.
     old = _tiny(16, _lowered).ppo
@@ -307,7 +307,7 @@ class _EvalFails(Exception):
 def test_a_run_whose_final_evaluation_raises_still_writes_its_final_checkpoint(
     monkeypatch, tmp_path
 ):
-    import nnx_ppo.algorithms.trainer as trainer_module
+    import nnx_ppo.algorithms.trainer.skeleton as trainer_module
 
     real = trainer_module.evaluation_task
 
@@ -349,7 +349,7 @@ def _never_compiled(monkeypatch):
     def unreachable(*args, **kwargs):
         raise AssertionError("compiled before checking the arguments")
 
-    from nnx_ppo.algorithms import trainer as trainer_module
+    from nnx_ppo.algorithms.trainer import skeleton as trainer_module
 
     monkeypatch.setattr(trainer_module, "init_state", unreachable)  # both trainers' run
 

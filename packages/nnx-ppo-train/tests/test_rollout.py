@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from nnx_ppo.algorithms.rollout import replay, reset_envs, unroll_env
+from nnx_ppo.algorithms.core.rollout import replay, reset_envs, unroll_env
 from nnx_ppo.envs import PointMass, State
 from nnx_ppo.networks.types import PPONetworkOutput, StatefulModule, StatefulModuleOutput
 from nnx_ppo.wrappers import EpisodeWrapper
@@ -204,7 +204,7 @@ def test_non_ppo_output_is_a_clear_type_error():
 
 
 def test_docstring_examples_run(docstring_examples):
-    from nnx_ppo.algorithms import rollout
+    from nnx_ppo.algorithms.core import rollout
 
     docstring_examples(rollout)
 

@@ -11,18 +11,18 @@ import optax
 import pytest
 from flax import nnx
 
-from nnx_ppo.algorithms.checkpointing import Checkpointer
+from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.iteration import make_optimizer
-from nnx_ppo.algorithms.phases import gradient_phase, split_minibatches
-from nnx_ppo.algorithms.ppo import train_ppo
-from nnx_ppo.algorithms.schedules import (
+from nnx_ppo.algorithms.core.phases import gradient_phase, split_minibatches
+from nnx_ppo.algorithms.core.schedules import (
     AdaptiveKL,
     adapt_learning_rate,
     learning_rate_state,
     linear_decay,
     with_learning_rate,
 )
+from nnx_ppo.algorithms.ppo.iteration import make_optimizer
+from nnx_ppo.algorithms.ppo.train import train_ppo
 from nnx_ppo.algorithms.types import TrainState
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic

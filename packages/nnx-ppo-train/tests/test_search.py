@@ -27,7 +27,7 @@ from optuna.distributions import (  # noqa: E402
 )
 
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig  # noqa: E402
-from nnx_ppo.algorithms.search import (  # noqa: E402
+from nnx_ppo.algorithms.sweeps.search import (  # noqa: E402
     SearchResult,
     _fingerprint,
     final_return,

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.shards import (
+from nnx_ppo.algorithms.sweeps.shards import (
     Shard,
     SweepMismatchError,
     shard_runs,
@@ -136,8 +136,8 @@ def test_shards_as_processes_one_preempted_merge_into_the_one_program_sweep(tmp_
         import _shard_script as script
     finally:
         sys.path.remove(str(SCRIPT.parent))
-    from nnx_ppo.algorithms.merge import merge_shards
-    from nnx_ppo.algorithms.sweeps import train_many
+    from nnx_ppo.algorithms.sweeps.many import train_many
+    from nnx_ppo.algorithms.sweeps.merge import merge_shards
 
     root = tmp_path / "sweep"
 

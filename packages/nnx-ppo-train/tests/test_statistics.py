@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnx_ppo.algorithms.statistics import (
+from nnx_ppo.algorithms.analysis.statistics import (
     Estimate,
     interval_estimates,
     iqm,

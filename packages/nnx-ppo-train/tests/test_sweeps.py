@@ -4,15 +4,16 @@ exact resume, divergence, run options and devices are `test_trainer_contract.py`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 from flax import nnx
 
-from nnx_ppo.algorithms import _run_axis
 from nnx_ppo.algorithms.config import (
     DistillationConfig,
     EvalConfig,
@@ -21,12 +22,15 @@ from nnx_ppo.algorithms.config import (
     TrainConfig,
     VideoConfig,
 )
-from nnx_ppo.algorithms.distillation import train_distillation
-from nnx_ppo.algorithms.evaluation import evaluate
-from nnx_ppo.algorithms.faults import NonFiniteError, healthy, raise_if_non_finite
-from nnx_ppo.algorithms.logging import PerRun
-from nnx_ppo.algorithms.ppo import train_ppo
-from nnx_ppo.algorithms.sweeps import grid, plan_runs, train_many
+from nnx_ppo.algorithms.core.faults import NonFiniteError, healthy, raise_if_non_finite
+from nnx_ppo.algorithms.core.logging import PerRun
+from nnx_ppo.algorithms.distillation.train import train_distillation
+from nnx_ppo.algorithms.observe.evaluation import evaluate
+from nnx_ppo.algorithms.ppo.advantages import gae
+from nnx_ppo.algorithms.ppo.iteration import make_training_iteration
+from nnx_ppo.algorithms.ppo.train import ppo_algorithm, train_ppo
+from nnx_ppo.algorithms.sweeps.many import grid, plan_runs, train_many
+from nnx_ppo.algorithms.trainer import run_axis as _run_axis
 from nnx_ppo.algorithms.types import DistillationState
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.containers import Sequential
@@ -198,6 +202,35 @@ def test_run_of_a_distillation_sweep_equals_its_own_train_distillation_run(tmp_p
         train_many(ENV, lstm, CONFIG, seeds=[0, 1], teacher=teacher)
     with pytest.raises(TypeError, match="a distillation sweep takes a DistillationConfig"):
         train_many(ENV, lstm, config, seeds=[0, 1])
+    with pytest.raises(TypeError, match="algorithm='train_ppo' with a teacher"):
+        train_many(ENV, lstm, config, seeds=[0, 1], teacher=teacher, algorithm=ppo_algorithm())
+
+
+def test_a_sweep_trains_the_algorithm_it_is_given():
+    # A variant of PPO: ppo_algorithm's record whose iteration estimates zero advantages.
+    # Every run's policy loss is then exactly -min(r * 0, clip(r) * 0) = 0, which PPO's
+    # is not (test_iteration.py).
+    def zero_advantages(*args, **kwargs):
+        advantages, targets = gae(*args, **kwargs)
+        return jnp.zeros_like(advantages), targets
+
+    ppo = ppo_algorithm()
+
+    def prepare(env, config, mesh):
+        def iteration(graphdef, run, own, mesh):
+            return make_training_iteration(
+                env, graphdef, own.optimizer, run, mesh=mesh, learning_rate=own.learning_rate,
+                advantage_fn=zero_advantages,
+            )  # fmt: skip
+
+        return dataclasses.replace(ppo.prepare(env, config, mesh), iteration=iteration)
+
+    variant = dataclasses.replace(ppo, prepare=prepare)
+    config = TrainConfig(ppo=PPO, eval=EvalConfig(enabled=False))
+    result = train_many(ENV, mlp, config, seeds=[0, 1], algorithm=variant, progress=False)
+    assert [m["loss/policy"] for m in result.metrics] == [0.0, 0.0]
+    with pytest.raises(TypeError, match="algorithm='ppo' must be an Algorithm record"):
+        train_many(ENV, mlp, config, seeds=[0, 1], algorithm="ppo")
 
 
 def test_bad_input_fails_before_anything_is_compiled(monkeypatch):

@@ -52,8 +52,7 @@ from _train_test_helpers import (
 from flax import nnx
 from jax.sharding import PartitionSpec
 
-from nnx_ppo.algorithms import trainer as trainer_module
-from nnx_ppo.algorithms.checkpointing import (
+from nnx_ppo.algorithms.checkpointing.checkpointer import (
     Checkpointer,
     CheckpointMismatchError,
     load_metadata,
@@ -66,11 +65,12 @@ from nnx_ppo.algorithms.config import (
     PPOConfig,
     TrainConfig,
 )
-from nnx_ppo.algorithms.distillation import train_distillation
-from nnx_ppo.algorithms.distributed import make_mesh
-from nnx_ppo.algorithms.faults import NonFiniteError
-from nnx_ppo.algorithms.ppo import train_ppo
-from nnx_ppo.algorithms.sweeps import train_many
+from nnx_ppo.algorithms.core.distributed import make_mesh
+from nnx_ppo.algorithms.core.faults import NonFiniteError
+from nnx_ppo.algorithms.distillation.train import train_distillation
+from nnx_ppo.algorithms.ppo.train import train_ppo
+from nnx_ppo.algorithms.sweeps.many import train_many
+from nnx_ppo.algorithms.trainer import skeleton as trainer_module
 from nnx_ppo.algorithms.types import batch_fields
 from nnx_ppo.envs import MemoryTask, PointMass
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic

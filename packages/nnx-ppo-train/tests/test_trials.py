@@ -19,9 +19,9 @@ import pytest
 from _cognitive_helpers import run_trials
 from flax import nnx
 
-from nnx_ppo.algorithms import trials as trials_module
-from nnx_ppo.algorithms.psychometrics import PsychometricFit, fit_psychometric
-from nnx_ppo.algorithms.trials import TrialResults, evaluate_trials, evaluate_trials_many
+from nnx_ppo.algorithms.analysis.psychometrics import PsychometricFit, fit_psychometric
+from nnx_ppo.algorithms.observe import trials as trials_module
+from nnx_ppo.algorithms.observe.trials import TrialResults, evaluate_trials, evaluate_trials_many
 from nnx_ppo.envs.cognitive import Outcome, PerceptualDecisionMaking
 from nnx_ppo.envs.point_mass import PointMass
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
@@ -322,7 +322,7 @@ def test_to_dict_is_json_serialisable():
 
 def test_evaluate_trials_many_equals_evaluate_trials_per_run():
     from nnx_ppo.algorithms import EvalConfig, PPOConfig, TrainConfig, train_many
-    from nnx_ppo.algorithms.sweeps import grid
+    from nnx_ppo.algorithms.sweeps.many import grid
 
     def make(rngs):
         return make_mlp_actor_critic(3, 3, (4,), (4,), rngs=rngs, action_distribution="categorical")
@@ -387,7 +387,7 @@ def test_plots_draw_the_data_and_the_fits(tmp_path):
     pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt
 
-    from nnx_ppo.algorithms.plotting import plot_chronometric, plot_psychometric
+    from nnx_ppo.algorithms.analysis.plotting import plot_chronometric, plot_psychometric
 
     net = linear_policy(BRIGHTER)
     runs = [evaluate_trials(REACTION, net, trials_per_condition=100, key=jax.random.key(k))

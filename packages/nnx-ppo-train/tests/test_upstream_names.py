@@ -5,15 +5,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from flax import nnx
 
-from nnx_ppo.algorithms.checkpointing import Checkpointer
+from nnx_ppo.algorithms.checkpointing import Checkpointer, latest_checkpoint
+from nnx_ppo.algorithms.checkpointing.loading import load_metadata
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.loading import load_metadata
-from nnx_ppo.algorithms.options import resolve_options
-from nnx_ppo.algorithms.ppo import train_ppo
-from nnx_ppo.algorithms.trainer import with_initial_eval
+from nnx_ppo.algorithms.ppo.train import train_ppo
+from nnx_ppo.algorithms.trainer.options import resolve_options
+from nnx_ppo.algorithms.trainer.skeleton import with_initial_eval
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper
@@ -80,6 +81,8 @@ def test_upstream_names_in_one_run_initial_eval_stop_fn_and_a_light_checkpoint(t
         assert result.eval_history[0][0] == 0
         assert checkpointer.steps == [24]
     assert load_metadata(tmp_path)["env_state"] is False
+    # checkpointing.latest_checkpoint, nnx-ppo's name: the newest step, None where none.
+    assert latest_checkpoint(tmp_path) == 24 and latest_checkpoint(tmp_path / "none") is None
 
 
 @pytest.mark.extended
@@ -99,3 +102,45 @@ def test_a_resumed_run_does_not_evaluate_at_step_0_again(tmp_path):
     # Without the override the config's at_start=False holds: no step-0 evaluation.
     plain = train_ppo(ENV, _mlp(), CONFIG, progress=False)
     assert [step for step, _ in plain.eval_history] == [48]
+
+
+def test_nnx_ppo_log_level_names_are_ours_and_rollout_obs_is_a_group():
+    from nnx_ppo.algorithms.config import LoggingLevel, LogLevel
+    from nnx_ppo.algorithms.core.logging import in_log_level, observation_statistics
+
+    assert LoggingLevel.ACTOR_EXTRA is LogLevel.ACTOR
+    assert LoggingLevel.CRITIC_EXTRA is LogLevel.CRITIC
+    assert LoggingLevel.ROLLOUT_STATS is LogLevel.ROLLOUT
+    assert LoggingLevel.ROLLOUT_OBS in LogLevel.ALL and LoggingLevel.ROLLOUT_OBS not in (
+        LogLevel.DEFAULT
+    )
+    assert in_log_level("rollout_obs/mean", LogLevel.ROLLOUT_OBS)
+    assert not in_log_level("rollout_obs/mean", LogLevel.ROLLOUT)
+    stats = observation_statistics(np.array([[[0.0, 4.0]], [[2.0, 2.0]]], np.float32))
+    assert {k: float(v) for k, v in stats.items()} == {
+        "rollout_obs/mean": 2.0,
+        "rollout_obs/std": pytest.approx(2.0**0.5),
+    }
+    # Integer leaves (e.g. a step counter in a dict observation) are left out.
+    assert set(observation_statistics({"t": np.zeros((2, 1), np.int32)})) == set()
+
+
+def test_non_finite_error_counts_the_runs_per_quantity():
+    from nnx_ppo.algorithms.core.faults import NonFiniteError, raise_if_non_finite
+    from nnx_ppo.algorithms.types import NonFinite
+
+    # Four runs of a sweep: run 1 diverged in the loss at iteration 3, run 3 in the
+    # parameters at iteration 2; runs 0 and 2 are healthy.
+    record = NonFinite(
+        iteration=np.array([0, 3, 0, 2], np.int32),
+        quantity=np.array([-1, 0, -1, 1], np.int32),
+        value=np.array([0.0, np.nan, 0.0, np.inf], np.float32),
+    )
+    with pytest.raises(NonFiniteError) as caught:
+        raise_if_non_finite(record, step=96)
+    error = caught.value
+    assert (error.run, error.quantity, error.iteration) == (1, "loss/total", 3)
+    assert error.counts == {"loss/total": 1, "params": 1, "network_state": 0}
+    assert NonFiniteError(1, "params", float("inf")).counts == {
+        "loss/total": 0, "params": 1, "network_state": 0,
+    }  # fmt: skip

@@ -9,12 +9,12 @@ import pytest
 from flax import nnx
 
 from nnx_ppo.algorithms.config import LogLevel, PPOConfig
-from nnx_ppo.algorithms.iteration import (
+from nnx_ppo.algorithms.ppo.iteration import (
     init_train_state,
     make_optimizer,
     make_training_iteration,
 )
-from nnx_ppo.algorithms.value_normalization import (
+from nnx_ppo.algorithms.ppo.value_normalization import (
     ValueStatistics,
     denormalize,
     initial_value_statistics,

@@ -13,8 +13,8 @@ import pytest
 from flax import nnx
 
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
-from nnx_ppo.algorithms.ppo import train_ppo
-from nnx_ppo.algorithms.video import choose_mujoco_gl
+from nnx_ppo.algorithms.observe.video import choose_mujoco_gl
+from nnx_ppo.algorithms.ppo.train import train_ppo
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper
@@ -30,8 +30,8 @@ class _RenderablePointMass(PointMass):
 
 
 def test_video_is_rendered_after_training(monkeypatch, tmp_path):
-    from nnx_ppo.algorithms import video as video_module
     from nnx_ppo.algorithms.config import VideoConfig
+    from nnx_ppo.algorithms.observe import video as video_module
 
     written = []
     monkeypatch.setattr(video_module, "_write_video", lambda *a: written.append(a))
@@ -71,7 +71,7 @@ def _video_config(tmp_path):
 
 
 def test_a_machine_that_cannot_render_fails_before_training(monkeypatch, tmp_path):
-    from nnx_ppo.algorithms import video as video_module
+    from nnx_ppo.algorithms.observe import video as video_module
 
     monkeypatch.setattr(video_module, "_writer_problem", lambda: None)
     logged = []
@@ -96,7 +96,7 @@ def test_videos_need_mediapy_and_ffmpeg(mediapy, ffmpeg, match, monkeypatch, tmp
     import sys
     import types
 
-    from nnx_ppo.algorithms import video as video_module
+    from nnx_ppo.algorithms.observe import video as video_module
 
     monkeypatch.setitem(sys.modules, "mediapy", types.ModuleType("mediapy") if mediapy else None)
     monkeypatch.setattr(video_module.shutil, "which", lambda name: ffmpeg)
@@ -122,7 +122,7 @@ def test_choose_mujoco_gl_keeps_a_choice_and_refuses_after_mujoco_is_imported(mo
 CHOOSE = """
 import dataclasses
 import os
-from nnx_ppo.algorithms.video import choose_mujoco_gl
+from nnx_ppo.algorithms.observe.video import choose_mujoco_gl
 backend = choose_mujoco_gl()
 print("CHOSEN", backend, os.environ.get("MUJOCO_GL"))
 if backend is not None:  # what it chose renders in this process
@@ -157,10 +157,10 @@ class _StatePointMass(_RenderablePointMass):
 def test_a_sweep_records_each_runs_video_as_its_own_run_does(algorithm, monkeypatch, tmp_path):
     # The same code records a PPO sweep's and a distillation sweep's videos (the
     # skeleton's, reading config.video of either config).
-    from nnx_ppo.algorithms import video as video_module
     from nnx_ppo.algorithms.config import DistillationConfig, VideoConfig
-    from nnx_ppo.algorithms.distillation import train_distillation
-    from nnx_ppo.algorithms.sweeps import train_many
+    from nnx_ppo.algorithms.distillation.train import train_distillation
+    from nnx_ppo.algorithms.observe import video as video_module
+    from nnx_ppo.algorithms.sweeps.many import train_many
 
     written = {}
     monkeypatch.setattr(

@@ -225,7 +225,7 @@ def test_staggered_training_episodes_are_shorter_by_the_mean_start():
     from flax import nnx
 
     from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
-    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.algorithms.ppo.train import train_ppo
     from nnx_ppo.networks.factories import make_mlp_actor_critic
 
     lengths = []

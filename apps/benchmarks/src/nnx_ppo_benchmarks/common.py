@@ -5,7 +5,7 @@ the statistics over seeds their reports print.
 A learning curve is a list of ``(env steps, mean evaluation return)`` points; its area
 is the trapezoidal integral divided by the steps covered, i.e. the average return over
 training (in return units, comparable with the final return). The statistics import
-numpy and `nnx_ppo.algorithms.curves` when first called, so importing this module stays
+numpy and `nnx_ppo.algorithms.analysis.curves` when first called, so importing this module stays
 as cheap as the benchmark's parent process was without them.
 
 Examples:
@@ -109,7 +109,7 @@ def _git(*args: str) -> str:
 
 def area_under_curve(curve: Sequence[Sequence[float]]) -> float:
     """Average return over training: trapezoidal area / steps covered
-    (`nnx_ppo.algorithms.curves.area_under_curve` of one curve).
+    (`nnx_ppo.algorithms.analysis.curves.area_under_curve` of one curve).
 
     Args:
         curve: ``[(step, return), ...]`` in increasing steps, at least two points.
@@ -119,7 +119,7 @@ def area_under_curve(curve: Sequence[Sequence[float]]) -> float:
     """
     import numpy as np
 
-    from nnx_ppo.algorithms import curves as over_runs
+    from nnx_ppo.algorithms.analysis import curves as over_runs
 
     points = np.asarray(curve, dtype=float)
     if points.ndim != 2 or len(points) < 2 or points[-1, 0] <= points[0, 0]:
@@ -129,7 +129,7 @@ def area_under_curve(curve: Sequence[Sequence[float]]) -> float:
 
 def median_ci(values: Sequence[float], seed: int = 0) -> tuple[float, float, float]:
     """``(low, median, high)``: the median and its 95% percentile-bootstrap interval
-    (`nnx_ppo.algorithms.curves.bootstrap_interval`).
+    (`nnx_ppo.algorithms.analysis.curves.bootstrap_interval`).
 
     Args:
         values: One number per seed (at least one).
@@ -137,7 +137,7 @@ def median_ci(values: Sequence[float], seed: int = 0) -> tuple[float, float, flo
     """
     import numpy as np
 
-    from nnx_ppo.algorithms import curves as over_runs
+    from nnx_ppo.algorithms.analysis import curves as over_runs
 
     data = np.asarray(values, dtype=float)
     if data.size == 0:
@@ -148,7 +148,7 @@ def median_ci(values: Sequence[float], seed: int = 0) -> tuple[float, float, flo
 
 def band(curves: Sequence[Sequence[Sequence[float]]], seed: int = 0) -> dict[str, list[float]]:
     """Pointwise median and 95% bootstrap band of several curves on the same steps
-    (`nnx_ppo.algorithms.curves.median_band`).
+    (`nnx_ppo.algorithms.analysis.curves.median_band`).
 
     Args:
         curves: One curve per seed, all with the same steps.
@@ -161,7 +161,7 @@ def band(curves: Sequence[Sequence[Sequence[float]]], seed: int = 0) -> dict[str
     """
     import numpy as np
 
-    from nnx_ppo.algorithms import curves as over_runs
+    from nnx_ppo.algorithms.analysis import curves as over_runs
 
     arrays = [np.asarray(c, dtype=float) for c in curves]
     steps = arrays[0][:, 0]

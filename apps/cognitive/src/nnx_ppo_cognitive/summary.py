@@ -5,7 +5,7 @@
 criterion is met, the psychometric fit (``None`` where the task has no psychometric
 variable or the trials allow no fit, with the reason) and the per-condition table.
 `summarize` gives each metric's median over seeds with a 95 % percentile bootstrap
-interval (`nnx_ppo.algorithms.curves.bootstrap_interval`), over the seeds where the
+interval (`nnx_ppo.algorithms.analysis.curves.bootstrap_interval`), over the seeds where the
 metric is a number. `results_table` is the markdown of that summary.
 
 Examples:
@@ -87,7 +87,7 @@ def seed_record(seed: int, trials: Any, *, decision: float, correct: float) -> d
 
 
 def _interval(values: Sequence[float | None]) -> dict[str, Any]:
-    from nnx_ppo.algorithms.curves import bootstrap_interval
+    from nnx_ppo.algorithms.analysis.curves import bootstrap_interval
 
     finite = [v for v in values if v is not None]
     if not finite:

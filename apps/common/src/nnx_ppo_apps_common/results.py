@@ -1,15 +1,18 @@
 """What the apps write and print at the end of a run: JSON files (atomically), the
-throughput summary of a training run and its closing line."""
+throughput summary of a training run, its final return and its closing line, and the
+results block of an app's README."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["done_message", "throughput", "write_json"]
+__all__ = ["done_message", "final_return", "readme_results", "throughput", "write_json"]
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -66,6 +69,34 @@ def throughput(
     if start_step:
         record["resumed_from_step"] = int(start_step)
     return record
+
+
+def final_return(history: Sequence[tuple[int, dict[str, float]]]) -> float:
+    """The last evaluation's mean return (``nan`` without an evaluation).
+
+    Args:
+        history: ``[(step, metrics), ...]``, as `TrainResult.eval_history` holds it.
+
+    Examples:
+        >>> final_return([(0, {"eval/episode_reward/mean": 1.0}),
+        ...               (100, {"eval/episode_reward/mean": 7.5})])
+        7.5
+        >>> final_return([])
+        nan
+    """
+    return history[-1][1]["eval/episode_reward/mean"] if history else float("nan")
+
+
+def readme_results(readme: str) -> str | None:
+    """The text between a README's ``<!-- results -->`` and ``<!-- /results -->`` lines,
+    where an app's README shows its committed results table (``None`` without them).
+
+    Examples:
+        >>> readme_results("# App\\n<!-- results -->\\n| a |\\n<!-- /results -->\\n")
+        '| a |'
+    """
+    block = re.search(r"<!-- results -->\n(.*?)\n<!-- /results -->", readme, re.S)
+    return block.group(1) if block else None
 
 
 def done_message(summary: dict[str, Any], final_return: float, out: Path) -> str:

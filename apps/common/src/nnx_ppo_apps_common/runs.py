@@ -12,7 +12,7 @@ turns it off.
 of the libraries that decide its numbers, the git commit of the working directory's
 repository (and whether it had uncommitted changes) and the command line.
 
-**Stopping.** The apps train inside `nnx_ppo.algorithms.preemption.StopOnSignal`: a
+**Stopping.** The apps train inside `nnx_ppo.algorithms.core.preemption.StopOnSignal`: a
 ``SIGTERM`` (a cluster's preemption) or Ctrl-C stops the run after the current device
 call with a checkpoint, and the app exits with the shell's status for the signal
 (``StopOnSignal.exit_code``: 143 for ``SIGTERM``, 130 for ``SIGINT``); `stopped_message`

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from nnx_ppo_apps_common.cli import positive_int
@@ -60,6 +61,31 @@ class TrainingDefaults:
     eval_envs: int = 16
 
 
+_OPTIONS: tuple[tuple[str, Callable[[str], Any], str, str], ...] = (
+    # (flag, type, the config field it fills, help); the flag's dest is its
+    # `TrainingDefaults` field.
+    ("--steps", positive_int, "ppo.total_steps", "environment steps to train"),
+    ("--n-envs", positive_int, "ppo.n_envs", "parallel environments"),
+    ("--rollout-length", positive_int, "ppo.rollout_length",
+     "steps per environment per iteration (a recurrent policy's replay window)"),
+    ("--n-minibatches", positive_int, "ppo.n_minibatches",
+     "minibatches per epoch; --n-envs must be a multiple of it"),
+    ("--n-epochs", positive_int, "ppo.n_epochs", "passes over each rollout"),
+    ("--learning-rate", float, "ppo.learning_rate", "Adam step size"),
+    ("--discount", float, "ppo.discounting_factor",
+     "discount factor gamma; horizon about 1 / (1 - gamma)"),
+    ("--episode-length", positive_int, "eval.max_episode_length",
+     "steps before an episode is cut (training and evaluation)"),
+    ("--eval-every", positive_int, "eval.every_steps", "environment steps between evaluations"),
+    ("--eval-envs", positive_int, "eval.n_envs", "environments per evaluation"),
+)  # fmt: skip
+"""The shared options, in ``--help`` order: each declared once, with the field it fills."""
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
 def add_training_arguments(parser: argparse.ArgumentParser, defaults: TrainingDefaults) -> None:
     """Add the shared PPO and evaluation options to ``parser``, as a group of ``--help``.
 
@@ -68,57 +94,10 @@ def add_training_arguments(parser: argparse.ArgumentParser, defaults: TrainingDe
         defaults: The app's defaults.
     """
     group = parser.add_argument_group("training (PPO) and evaluation")
-    group.add_argument(
-        "--steps", type=positive_int, default=defaults.steps, help="environment steps to train"
-    )
-    group.add_argument(
-        "--n-envs", type=positive_int, default=defaults.n_envs, help="parallel environments"
-    )
-    group.add_argument(
-        "--rollout-length",
-        type=positive_int,
-        default=defaults.rollout_length,
-        help="steps per environment per iteration (a recurrent policy's replay window)",
-    )
-    group.add_argument(
-        "--n-minibatches",
-        type=positive_int,
-        default=defaults.n_minibatches,
-        help="minibatches per epoch; --n-envs must be a multiple of it",
-    )
-    group.add_argument(
-        "--n-epochs",
-        type=positive_int,
-        default=defaults.n_epochs,
-        help="passes over each rollout",
-    )
-    group.add_argument(
-        "--learning-rate", type=float, default=defaults.learning_rate, help="Adam step size"
-    )
-    group.add_argument(
-        "--discount",
-        type=float,
-        default=defaults.discount,
-        help=defaults.discount_help or "discount factor gamma; horizon about 1 / (1 - gamma)",
-    )
-    group.add_argument(
-        "--episode-length",
-        type=positive_int,
-        default=defaults.episode_length,
-        help="steps before an episode is cut (training and evaluation)",
-    )
-    group.add_argument(
-        "--eval-every",
-        type=positive_int,
-        default=defaults.eval_every,
-        help="environment steps between evaluations",
-    )
-    group.add_argument(
-        "--eval-envs",
-        type=positive_int,
-        default=defaults.eval_envs,
-        help="environments per evaluation",
-    )
+    for flag, kind, _, text in _OPTIONS:
+        if flag == "--discount" and defaults.discount_help:
+            text = defaults.discount_help
+        group.add_argument(flag, type=kind, default=getattr(defaults, _dest(flag)), help=text)
 
 
 def train_config(args: argparse.Namespace, *, seed: int, **ppo_fields: Any) -> TrainConfig:
@@ -136,21 +115,12 @@ def train_config(args: argparse.Namespace, *, seed: int, **ppo_fields: Any) -> T
     """
     from nnx_ppo.algorithms import EvalConfig, PPOConfig, TrainConfig
 
+    fields: dict[str, dict[str, Any]] = {"ppo": {}, "eval": {}}
+    for flag, _, target, _ in _OPTIONS:
+        config, field = target.split(".")
+        fields[config][field] = getattr(args, _dest(flag))
     return TrainConfig(
-        ppo=PPOConfig(
-            n_envs=args.n_envs,
-            rollout_length=args.rollout_length,
-            total_steps=args.steps,
-            n_epochs=args.n_epochs,
-            n_minibatches=args.n_minibatches,
-            learning_rate=args.learning_rate,
-            discounting_factor=args.discount,
-            **ppo_fields,
-        ),
-        eval=EvalConfig(
-            every_steps=args.eval_every,
-            n_envs=args.eval_envs,
-            max_episode_length=args.episode_length,
-        ),
+        ppo=PPOConfig(**fields["ppo"], **ppo_fields),
+        eval=EvalConfig(**fields["eval"]),
         seed=seed,
     )

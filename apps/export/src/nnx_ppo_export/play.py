@@ -12,14 +12,14 @@ The deterministic policy (``eval()`` mode: the samplers' mean action) plays
 ``--episodes`` episodes in parallel on the run's evaluation environment (the nominal
 model, whole episodes of the run's ``--episode-length``), reset from
 ``jax.random.split(PRNGKey(seed), episodes)``: the same rollout as
-`nnx_ppo.algorithms.evaluation.evaluate` with that key, so the mean printed equals its
+`nnx_ppo.algorithms.observe.evaluation.evaluate` with that key, so the mean printed equals its
 ``eval/episode_reward/mean``. ``--video`` renders one episode (reset from
 ``split(PRNGKey(seed), 1)``) to MP4 (MuJoCo's
 OpenGL backend is chosen with `choose_mujoco_gl` before brax or Playground is imported;
 without one it fails at once and names the backends it tried; Playground's per-frame
 progress bar is switched off, so the output is this command's lines only).
 ``--activations`` saves every module's activations over the episodes
-(`nnx_ppo.algorithms.activations.record_activations_rollout`). ``--randomized`` is
+(`nnx_ppo.algorithms.observe.activations.record_activations_rollout`). ``--randomized`` is
 refused, naming the run, before anything is built: a quickstart run trains and
 evaluates on its environment's nominal model, so it has no randomization to play with.
 """
@@ -93,8 +93,8 @@ def play_episodes(env: Any, network: Any, key: Any, n_episodes: int, max_steps: 
     """
     import jax
 
-    from nnx_ppo.algorithms.evaluation import episode_returns
-    from nnx_ppo.algorithms.rollout import eval_copy, split_network, sum_leaves
+    from nnx_ppo.algorithms.core.rollout import eval_copy, split_network, sum_leaves
+    from nnx_ppo.algorithms.observe.evaluation import episode_returns
 
     graphdef, params, network_state = split_network(eval_copy(network))
 
@@ -111,7 +111,7 @@ def play_episodes(env: Any, network: Any, key: Any, n_episodes: int, max_steps: 
 
 def _choose_gl() -> str | None:
     """The MuJoCo GL backend for ``--video`` (before brax or Playground is imported)."""
-    from nnx_ppo.algorithms.video import choose_mujoco_gl
+    from nnx_ppo.algorithms.observe.video import choose_mujoco_gl
 
     return choose_mujoco_gl(GL_CANDIDATES)
 
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     video_config = None
     if args.video is not None:  # check the renderer and the encoder before the rollout
         from nnx_ppo.algorithms import VideoConfig
-        from nnx_ppo.algorithms.video import check_video_env
+        from nnx_ppo.algorithms.observe.video import check_video_env
 
         video_config = VideoConfig(
             enabled=True, episode_length=max_steps, directory=str(args.video.parent)
@@ -237,8 +237,8 @@ def _no_progress_bars() -> Iterator[None]:
 
 
 def _write_video(env: Any, network: Any, key: Any, video: Any, path: Path) -> None:
-    from nnx_ppo.algorithms.rollout import eval_copy, split_network
-    from nnx_ppo.algorithms.video import make_video_recorder
+    from nnx_ppo.algorithms.core.rollout import eval_copy, split_network
+    from nnx_ppo.algorithms.observe.video import make_video_recorder
 
     graphdef, params, network_state = split_network(eval_copy(network))
     record = make_video_recorder(env, graphdef, video)

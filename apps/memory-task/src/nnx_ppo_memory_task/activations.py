@@ -2,7 +2,7 @@
 
 ``python -m nnx_ppo_memory_task.activations`` trains the app's ``lstm`` network on
 ``MemoryTask(delay)`` (the app's PPO settings), records one deterministic episode with
-`nnx_ppo.algorithms.rollout.record_activations_rollout` and draws, for one
+`nnx_ppo.algorithms.observe.activations.record_activations_rollout` and draws, for one
 environment: the cue and the action (with the target, the cue of ``delay`` steps ago),
 then one heatmap (units x time) per recorded layer of the actor, with the library's
 `nnx_ppo.networks.analysis.plotting.plot_activations`.

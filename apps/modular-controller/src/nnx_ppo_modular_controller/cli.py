@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from nnx_ppo_apps_common.cli import arguments_record, fail, positive_int
 from nnx_ppo_apps_common.plotting import plot_learning_curve
-from nnx_ppo_apps_common.results import done_message, throughput, write_json
+from nnx_ppo_apps_common.results import done_message, final_return, throughput, write_json
 from nnx_ppo_apps_common.runs import add_run_arguments, provenance, use_compilation_cache
 from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
 
@@ -183,8 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     plot_learning_curve(
         history, out / "learning_curve.png", f"Modular controller on brax ant ({args.backend})"
     )
-    final = history[-1][1]["eval/episode_reward/mean"] if history else float("nan")
-    print(done_message(summary, final, out))
+    print(done_message(summary, final_return(history), out))
     return 0
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from nnx_ppo_apps_common.cli import HelpFormatter, arguments_record, fail, positive_int
 from nnx_ppo_apps_common.options import given_options, option_defaults, options_argv
 from nnx_ppo_apps_common.plotting import plot_learning_curve
-from nnx_ppo_apps_common.results import done_message, throughput, write_json
+from nnx_ppo_apps_common.results import done_message, final_return, throughput, write_json
 from nnx_ppo_apps_common.runs import (
     add_run_arguments,
     provenance,
@@ -294,7 +294,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     before_reset = explicit.get("resume") and not any(w.startswith("--reset") for w in run_words)
     if args.video and "mujoco" not in sys.modules:
         # MuJoCo fixes its OpenGL backend when imported, which the presets do next.
-        from nnx_ppo.algorithms.video import choose_mujoco_gl
+        from nnx_ppo.algorithms.observe.video import choose_mujoco_gl
 
         choose_mujoco_gl()
     # The preset's values become the defaults; every option given explicitly wins.
@@ -468,7 +468,7 @@ def _with_video(config: Any, args: argparse.Namespace, eval_env: Any) -> Any:
             context, no MP4 writer), naming it and the fix.
     """
     from nnx_ppo.algorithms import VideoConfig
-    from nnx_ppo.algorithms.video import check_video_env
+    from nnx_ppo.algorithms.observe.video import check_video_env
 
     video = VideoConfig(
         enabled=True,
@@ -496,18 +496,29 @@ def _nothing_trained(args: argparse.Namespace, step: int) -> int:
         json.loads(path.read_text())
     except (OSError, ValueError):  # none, or a damaged one: written anew
         history = eval_history(out / "metrics.jsonl")
-        final = history[-1][1]["eval/episode_reward/mean"] if history else float("nan")
-        summary = {
-            "env": args.env,
-            "network": args.network,
-            "steps": step,
-            "steps_per_second": None,  # nothing trained, nothing measured
-            "final_eval_reward": final,
-            "eval_steps": [eval_step for eval_step, _ in history],
-            "finished": True,
-        }
-        write_json(path, summary)
+        # Nothing trained, nothing measured: no throughput.
+        write_json(path, _summary(args, history, {"steps": step, "steps_per_second": None}))
     return 0
+
+
+def _summary(
+    args: argparse.Namespace,
+    history: list[tuple[int, dict[str, float]]],
+    measured: dict[str, Any],
+    *,
+    finished: bool = True,
+) -> dict[str, Any]:
+    """``summary.json``: the run's env and network, ``measured`` (its steps and
+    throughput), then the final return and the steps of ``history``, the whole run's
+    evaluations (`eval_history` of its ``metrics.jsonl``)."""
+    return {
+        "env": args.env,
+        "network": args.network,
+        **measured,
+        "final_eval_reward": final_return(history),
+        "eval_steps": [step for step, _ in history],
+        "finished": finished,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -627,15 +638,8 @@ def main(argv: list[str] | None = None) -> int:
     # holds only those after the resume step. The summary is written before the plot,
     # so a plotting failure loses nothing.
     history = eval_history(out / "metrics.jsonl")
-    final_reward = history[-1][1]["eval/episode_reward/mean"] if history else float("nan")
-    summary = {
-        "env": args.env,
-        "network": args.network,
-        **throughput(result.total_steps, wall, start_step=checkpointer.restored_step or 0),
-        "final_eval_reward": final_reward,
-        "eval_steps": [step for step, _ in history],
-        "finished": not result.stopped,
-    }
+    measured = throughput(result.total_steps, wall, start_step=checkpointer.restored_step or 0)
+    summary = _summary(args, history, measured, finished=not result.stopped)
     if result.stopped:
         summary["stopped_by"] = stop.reason
     write_json(out / "summary.json", summary)
@@ -644,7 +648,7 @@ def main(argv: list[str] | None = None) -> int:
     if result.stopped:
         print(stopped_message(PROG, stop.reason, result.total_steps, out), file=sys.stderr)
         return stop.exit_code
-    print(done_message(summary, final_reward, out))
+    print(done_message(summary, summary["final_eval_reward"], out))
     return 0
 
 

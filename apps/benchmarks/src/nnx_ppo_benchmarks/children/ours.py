@@ -148,8 +148,8 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
     """Train, then evaluate once; returns the result fields."""
     import jax
 
-    from nnx_ppo.algorithms.evaluation import evaluate
-    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.algorithms.observe.evaluation import evaluate
+    from nnx_ppo.algorithms.ppo.train import train_ppo
 
     with recorder.phase("setup"):
         env, eval_env = make_envs(spec)

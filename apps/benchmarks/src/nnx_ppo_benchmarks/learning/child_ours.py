@@ -162,7 +162,7 @@ def _setup(cell: dict[str, Any]) -> tuple[Task, Any, Any, Any, Any]:
     import functools
 
     from nnx_ppo.algorithms.config import EvalConfig
-    from nnx_ppo.algorithms.schedules import linear_decay
+    from nnx_ppo.algorithms.core.schedules import linear_decay
     from nnx_ppo.wrappers import EpisodeWrapper, RewardScalingWrapper
 
     task = TASKS[cell["task"]]
@@ -222,7 +222,7 @@ def _record(
     of the task's ``cross_eval`` tasks (``final_on``), keyed by the seed."""
     import jax
 
-    from nnx_ppo.algorithms.evaluation import evaluate
+    from nnx_ppo.algorithms.observe.evaluation import evaluate
     from nnx_ppo.wrappers import EpisodeWrapper
 
     def final(env: Any) -> float:
@@ -260,7 +260,7 @@ def run_seeds(cell: dict[str, Any], seeds: Sequence[int]) -> list[dict[str, Any]
         of runs: this run's share), ``sweep_s`` (that whole wall time) and
         ``sweep_runs`` (the number of runs trained together).
     """
-    from nnx_ppo.algorithms.sweeps import train_many
+    from nnx_ppo.algorithms.sweeps.many import train_many
 
     task, env, eval_env, make_network, config = _setup(cell)
     start = time.perf_counter()
@@ -289,7 +289,7 @@ def run_seed(cell: dict[str, Any], seed: int) -> dict[str, Any]:
 
     from flax import nnx
 
-    from nnx_ppo.algorithms.ppo import train_ppo
+    from nnx_ppo.algorithms.ppo.train import train_ppo
 
     task, env, eval_env, make_network, config = _setup(cell)
     network = make_network(nnx.Rngs(seed))

@@ -79,7 +79,8 @@ class Cell:
     episode starts at step 0 (ours then caches its reset states, its default)."""
     lr_schedule: str = "constant"
     """ours: the shared learning rate throughout (``"constant"``), or decayed linearly
-    to 0 at the run's last update (``"linear"``, `nnx_ppo.algorithms.schedules.linear_decay`)."""
+    to 0 at the run's last update (``"linear"``,
+    `nnx_ppo.algorithms.core.schedules.linear_decay`)."""
 
     @property
     def name(self) -> str:

@@ -37,8 +37,8 @@ def summarize(cell: dict[str, Any]) -> dict[str, Any] | None:
 
 def _iqm(values: list[float]) -> tuple[float, float, float]:
     """``(low, IQM, high)``: the interquartile mean over seeds and its 95% stratified
-    bootstrap interval (`nnx_ppo.algorithms.statistics`; one task, so the seeds)."""
-    from nnx_ppo.algorithms.statistics import iqm, stratified_bootstrap
+    bootstrap interval (`nnx_ppo.algorithms.analysis.statistics`; one task, so the seeds)."""
+    from nnx_ppo.algorithms.analysis.statistics import iqm, stratified_bootstrap
 
     low, high = stratified_bootstrap(iqm, values, n_resamples=2000)
     return low, iqm(values), high
@@ -46,7 +46,7 @@ def _iqm(values: list[float]) -> tuple[float, float, float]:
 
 def _improvement(x: list[float], y: list[float]) -> float:
     """``P(X > Y)`` over the seeds' final returns (ties count one half)."""
-    from nnx_ppo.algorithms.statistics import probability_of_improvement
+    from nnx_ppo.algorithms.analysis.statistics import probability_of_improvement
 
     return probability_of_improvement(x, y)
 
@@ -101,7 +101,10 @@ def _across_tasks(by_task: dict[str, list[dict[str, Any]]]) -> list[str]:
     same episode starts and learning-rate schedule): per task over the seeds' final
     returns, averaged over the tasks (rliable's probability of improvement), with its
     95% stratified-bootstrap interval when every task has the same number of seeds."""
-    from nnx_ppo.algorithms.statistics import probability_of_improvement, stratified_bootstrap
+    from nnx_ppo.algorithms.analysis.statistics import (
+        probability_of_improvement,
+        stratified_bootstrap,
+    )
 
     finals: dict[tuple[str, str, bool, str], dict[str, list[float]]] = {}
     for task, cells in by_task.items():

@@ -252,7 +252,7 @@ def staggered(cell: dict[str, Any]) -> bool:
 
 LR_SCHEDULES = ("constant", "linear")
 """The suite's learning-rate schedules (``--lr-schedule``): the shared rate throughout,
-or decayed linearly to 0 at the last update (`nnx_ppo.algorithms.schedules.linear_decay`)."""
+or decayed linearly to 0 at the last update (`nnx_ppo.algorithms.core.schedules.linear_decay`)."""
 
 
 def lr_schedule(cell: dict[str, Any]) -> str:

@@ -207,8 +207,8 @@ def run_cell(
     import numpy as np
     from flax import nnx
 
-    from nnx_ppo.algorithms.evaluation import evaluate
-    from nnx_ppo.algorithms.sweeps import train_many
+    from nnx_ppo.algorithms.observe.evaluation import evaluate
+    from nnx_ppo.algorithms.sweeps.many import train_many
     from nnx_ppo.envs import GymnaxEnv
 
     env = GymnaxEnv.make(game)  # gymnax's own time limit, as gymnax-blines
@@ -305,7 +305,7 @@ def cell_name(game: str, network: str, adam_eps: float) -> str:
 
 
 def _row(cell: dict[str, Any]) -> str:
-    from nnx_ppo.algorithms.statistics import iqm, stratified_bootstrap
+    from nnx_ppo.algorithms.analysis.statistics import iqm, stratified_bootstrap
 
     s = cell["summary"]
     finals = [r["final_stochastic"] for r in cell["runs"]]
@@ -361,7 +361,7 @@ def write_report(out: Path) -> Path:
             f"Published: {_SOURCE}. Ours: final stochastic return on fresh episodes, "
             "median over seeds [95% percentile-bootstrap interval]; ratio = our median / "
             "published; IQM [95% stratified-bootstrap interval] "
-            "(`nnx_ppo.algorithms.statistics`).",
+            "(`nnx_ppo.algorithms.analysis.statistics`).",
             "",
             "| game | network | Adam eps | steps | ours, median [95% CI] | published | "
             "ratio | IQM [95% CI] | per-seed final | wall time |",

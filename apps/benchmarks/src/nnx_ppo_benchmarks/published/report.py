@@ -45,8 +45,8 @@ def _ci(values: list[float]) -> str:
 
 def _iqm(values: list[float]) -> str:
     """The interquartile mean over seeds with its 95% stratified-bootstrap interval
-    (rliable's, `nnx_ppo.algorithms.statistics`; one task, so the seeds)."""
-    from nnx_ppo.algorithms.statistics import iqm, stratified_bootstrap
+    (rliable's, `nnx_ppo.algorithms.analysis.statistics`; one task, so the seeds)."""
+    from nnx_ppo.algorithms.analysis.statistics import iqm, stratified_bootstrap
 
     low, high = stratified_bootstrap(iqm, values, n_resamples=2000)
     return f"{iqm(values):.2f} [{low:.2f}, {high:.2f}]"
@@ -62,7 +62,7 @@ def _table(bench: Benchmark, cells: dict[str, dict[str, Any]]) -> list[str]:
         "per-seed final | wall time | final return, IQM [95% CI] | P(final > first row's) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    from nnx_ppo.algorithms.statistics import probability_of_improvement
+    from nnx_ppo.algorithms.analysis.statistics import probability_of_improvement
 
     first: list[float] | None = None  # the first row's finals: the reference
     for family, cell in cells.items():

@@ -106,7 +106,7 @@ def make_config(bench: Benchmark, total_steps: int, eval_envs: int) -> Any:
     import dataclasses
 
     from nnx_ppo.algorithms import EvalConfig, PPOConfig, TrainConfig
-    from nnx_ppo.algorithms.schedules import linear_decay
+    from nnx_ppo.algorithms.core.schedules import linear_decay
 
     fields = dict(bench.ppo)
     per_iteration = fields["n_envs"] * fields["rollout_length"]
@@ -159,8 +159,8 @@ def run_cell(
     """
     import jax
 
-    from nnx_ppo.algorithms.evaluation import evaluate
-    from nnx_ppo.algorithms.sweeps import train_many
+    from nnx_ppo.algorithms.observe.evaluation import evaluate
+    from nnx_ppo.algorithms.sweeps.many import train_many
 
     env, eval_env = make_envs(bench)
     budget = bench.total_steps if total_steps is None else total_steps

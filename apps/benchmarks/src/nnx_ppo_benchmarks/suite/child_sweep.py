@@ -1,4 +1,4 @@
-"""Child: K seeds of ours in one program (`nnx_ppo.algorithms.sweeps.train_many`).
+"""Child: K seeds of ours in one program (`nnx_ppo.algorithms.sweeps.many.train_many`).
 
 ``python -m nnx_ppo_benchmarks.suite.child_sweep --spec JSON --runs K --out PATH``. The
 environment, network and settings are the ``ours`` child's for ``spec``
@@ -19,7 +19,7 @@ __all__ = ["main"]
 
 
 def _train(spec: Any, runs: int, recorder: Any) -> dict[str, Any]:
-    from nnx_ppo.algorithms.sweeps import train_many
+    from nnx_ppo.algorithms.sweeps.many import train_many
     from nnx_ppo_benchmarks.children._common import package_versions
     from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
 

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import numbers
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
     "BothFormsError",
+    "cell_activation",
     "check_features",
     "check_int",
     "describe",
@@ -114,6 +116,37 @@ def check_int(owner: str, argument: str, value: Any, *, minimum: int, example: s
     if number < minimum:
         raise ValueError(f"{owner}: {argument} must be {kind}, got {number!r}; e.g. {example}.")
     return int(number)
+
+
+_CELL_ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "relu": jax.nn.relu,
+    "tanh": jnp.tanh,
+}
+
+
+def cell_activation(owner: str, value: Any) -> Callable[[jax.Array], jax.Array]:
+    """A recurrent cell's ``activation``: a name (``"relu"``, ``"tanh"``) or an
+    elementwise callable, as a function.
+
+    Raises:
+        ValueError: If ``value`` is an unknown name.
+        TypeError: If ``value`` is neither a name nor a callable.
+    """
+    if isinstance(value, str):
+        if value not in _CELL_ACTIVATIONS:
+            raise ValueError(
+                f"{owner}: activation must be one of {sorted(_CELL_ACTIVATIONS)} or an "
+                f"elementwise callable, got {value!r}; e.g. activation='tanh' or "
+                "activation=jax.nn.softplus."
+            )
+        return _CELL_ACTIVATIONS[value]
+    if not callable(value):
+        raise TypeError(
+            f"{owner}: activation must be one of {sorted(_CELL_ACTIVATIONS)} or an "
+            f"elementwise callable, got {value!r} of type {type(value).__name__}; e.g. "
+            "activation='relu' or activation=jax.nn.softplus."
+        )
+    return value  # type: ignore[no-any-return]
 
 
 class BothFormsError(TypeError, ValueError):

@@ -28,7 +28,7 @@ What a module's activation is:
 
 Because the activations ride the ordinary ``metrics`` channel, recording works under
 ``jax.jit``, ``jax.vmap`` and inside ``jax.lax.scan`` (stack them as the scan's
-per-step output, as ``nnx_ppo.algorithms.rollout.record_activations_rollout`` does),
+per-step output, as ``nnx_ppo.algorithms.observe.activations.record_activations_rollout`` does),
 and in loss replay (``replay_sequence``: ``[T, B, ...]``). A recording copy computes the
 same arrays as the original; it only returns more. Its memory cost is what it returns:
 one array per recorded unit per call, i.e. the sum of the module output sizes times the

@@ -9,7 +9,10 @@ per environment. A cell starts each episode from zeros or, with
 Each cell uses one fused input projection and one fused recurrent projection (one
 matmul each per step) rather than one small matmul per gate. All four are written on
 `RecurrentCell` (`nnx_ppo.networks.recurrent_cell`), the base class to subclass for a
-cell of your own.
+cell of your own. `LSTM` and `GRU` have a LayerNorm variant (``layer_norm=True``) and
+`SimpleRNN` a residual one (``residual=True``). Cells whose recurrence is linear in the
+carry, so that loss replay runs in parallel in time, are in
+`nnx_ppo.networks.linear_recurrent` (`MinGRU`, `LRU`).
 
 Examples:
     >>> import jax.numpy as jnp
@@ -35,8 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from nnx_ppo.networks._helpers import check_features
-from nnx_ppo.networks.recurrent_cell import CellOptions, RecurrentCell
+from nnx_ppo.networks._helpers import cell_activation, check_features
+from nnx_ppo.networks.recurrent_cell import CellOptions, RecurrentCell, _GateNorm
 
 __all__ = ["CTRNN", "GRU", "LSTM", "SimpleRNN", "TimeConstant"]
 
@@ -55,6 +58,16 @@ class LSTM(RecurrentCell):
     ``W`` is ``input_proj.kernel`` ``[in_features, 4H]``, ``U`` is
     ``recurrent_proj.kernel`` ``[H, 4H]`` and ``b`` is ``recurrent_proj.bias`` ``[4H]``.
 
+    With ``layer_norm=True`` (the LayerNorm LSTM of Ba et al. 2016, normalised per
+    gate)::
+
+        [i, f, g, o] = LN_x(x W) + LN_h(h U)       (each H-wide gate block normalised)
+        c' = f * c + i * g                         h' = o * tanh(LN_c(c'))
+
+    with the gate nonlinearities as above. ``LN_x`` (``input_norm``) scales, ``LN_h``
+    (``recurrent_norm``) scales and shifts (its shift replaces ``b``), ``LN_c``
+    (``cell_norm``) scales and shifts; the carried ``c'`` is not normalised.
+
     Args:
         in_features: Size of the input's last axis, a positive int.
         hidden_features: Size ``H`` of the hidden and cell state, a positive int.
@@ -64,17 +77,28 @@ class LSTM(RecurrentCell):
         activation_fn: The cell's nonlinearity (``tanh`` above; default ``jnp.tanh``).
         use_optimized: Accepted for nnx-ppo 0.3.0 compatibility and ignored: the cell
             always uses one fused input and one fused recurrent projection.
+        layer_norm: Build the LayerNorm variant above (default ``False``: the plain
+            LSTM, parameters and outputs unchanged).
         **options: The keywords every cell takes (`CellOptions`):
             ``trainable_initial_state`` (learn the episode-start ``h`` and ``c``),
             ``kernel_init``, ``recurrent_kernel_init``, ``bias_init`` (``W``, ``U``,
             ``b`` above) and ``param_dtype``.
 
     Raises:
-        TypeError: If a size is not an int, or ``gate_fn`` or ``activation_fn`` is not
-            callable.
+        TypeError: If a size is not an int, ``gate_fn`` or ``activation_fn`` is not
+            callable, or ``layer_norm`` is not a bool.
         ValueError: If a size is not positive.
 
     The carry is ``{"h": [B, H], "c": [B, H]}``; the output is ``h'``, ``[B, H]``.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from flax import nnx
+        >>> cell = LSTM(3, 4, rngs=nnx.Rngs(0), layer_norm=True)
+        >>> sorted(nnx.state(cell, nnx.Param))
+        ['cell_norm', 'input_norm', 'input_proj', 'recurrent_norm', 'recurrent_proj']
+        >>> cell(cell.initialize_state(2), jnp.ones((2, 3))).output.shape
+        (2, 4)
     """
 
     carry_names = ("c", "h")
@@ -89,6 +113,7 @@ class LSTM(RecurrentCell):
         gate_fn: Activation = jax.nn.sigmoid,
         activation_fn: Activation = jnp.tanh,
         use_optimized: bool = True,
+        layer_norm: bool = False,
         **options: Unpack[CellOptions],
     ) -> None:
         del use_optimized  # one fused implementation (nnx-ppo's two variants agree)
@@ -100,14 +125,27 @@ class LSTM(RecurrentCell):
                 )
         self.gate_fn = gate_fn
         self.activation_fn = activation_fn
-        super().__init__(in_features, hidden_features, rngs=rngs, input_bias=False, **options)
+        super().__init__(
+            in_features,
+            hidden_features,
+            rngs=rngs,
+            input_bias=False,
+            layer_norm=layer_norm,
+            **options,
+        )
+        zeros = nnx.initializers.zeros_init()
+        self.cell_norm = (
+            _GateNorm(1, self.hidden_features, shift=zeros, param_dtype=self.param_dtype, rngs=rngs)
+            if layer_norm
+            else None
+        )
 
     def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
-        gates = projected + self.recurrent_proj(state["h"])
+        gates = projected + self._recurrent(state["h"])
         i, f, g, o = jnp.split(gates, 4, axis=-1)
         gate, act = self.gate_fn, self.activation_fn
         c = gate(f) * state["c"] + gate(i) * act(g)
-        h = gate(o) * act(c)
+        h = gate(o) * act(c if self.cell_norm is None else self.cell_norm(c))
         return {"c": c, "h": h}
 
 
@@ -124,18 +162,26 @@ class GRU(RecurrentCell):
     ``W, b`` are ``input_proj`` ``[in_features, 3H]``, ``[3H]``; ``U, a`` are
     ``recurrent_proj`` ``[H, 3H]``, ``[3H]`` (the PyTorch formulation).
 
+    With ``layer_norm=True`` each H-wide gate block of ``x W`` and of ``h U`` is
+    layer-normalised (Ba et al. 2016, per gate), and the norms' shifts replace ``b``
+    and ``a``: ``x W_k + b_k`` becomes ``LN_x(x W)_k`` and ``h U_k + a_k`` becomes
+    ``LN_h(h U)_k`` in the equations above (``input_norm``, ``recurrent_norm``).
+
     Args:
         in_features: Size of the input's last axis, a positive int.
         hidden_features: Size ``H`` of the hidden state, a positive int.
         rngs: Random streams for the parameter initialisers (by keyword or third
             positional argument).
+        layer_norm: Build the LayerNorm variant above (default ``False``: the plain
+            GRU, parameters and outputs unchanged).
         **options: The keywords every cell takes (`CellOptions`):
             ``trainable_initial_state`` (learn the episode-start ``h``),
             ``kernel_init`` (``W``), ``recurrent_kernel_init`` (each gate's ``[H, H]``
-            block of ``U``), ``bias_init`` (``b`` and ``a``) and ``param_dtype``.
+            block of ``U``), ``bias_init`` (``b`` and ``a``, or the norms' shifts) and
+            ``param_dtype``.
 
     Raises:
-        TypeError: If a size is not an int.
+        TypeError: If a size is not an int or ``layer_norm`` not a bool.
         ValueError: If a size is not positive.
 
     The carry is ``{"h": [B, H]}``; the output is ``h'``, ``[B, H]``.
@@ -149,16 +195,25 @@ class GRU(RecurrentCell):
         in_features: int,
         hidden_features: int,
         rngs: nnx.Rngs,
+        *,
+        layer_norm: bool = False,
         **options: Unpack[CellOptions],
     ) -> None:
         self.gate_fn = jax.nn.sigmoid
         self.activation_fn = jnp.tanh
-        super().__init__(in_features, hidden_features, rngs=rngs, input_bias=True, **options)
+        super().__init__(
+            in_features,
+            hidden_features,
+            rngs=rngs,
+            input_bias=True,
+            layer_norm=layer_norm,
+            **options,
+        )
 
     def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
         h = state["h"]
         xr, xz, xn = jnp.split(projected, 3, axis=-1)
-        hr, hz, hn = jnp.split(self.recurrent_proj(h), 3, axis=-1)
+        hr, hz, hn = jnp.split(self._recurrent(h), 3, axis=-1)
         r = self.gate_fn(xr + hr)
         z = self.gate_fn(xz + hz)
         n = self.activation_fn(xn + r * hn)
@@ -169,30 +224,6 @@ class GRU(RecurrentCell):
 # SimpleRNN and CTRNN
 # --------------------------------------------------------------------------------------
 
-_ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
-    "relu": jax.nn.relu,
-    "tanh": jnp.tanh,
-}
-
-
-def _activation(owner: str, value: Any) -> Callable[[jax.Array], jax.Array]:
-    """``value`` as an elementwise function: a name in `_ACTIVATIONS` or a callable."""
-    if isinstance(value, str):
-        if value not in _ACTIVATIONS:
-            raise ValueError(
-                f"{owner}: activation must be one of {sorted(_ACTIVATIONS)} or an "
-                f"elementwise callable, got {value!r}; e.g. activation='tanh' or "
-                "activation=jax.nn.softplus."
-            )
-        return _ACTIVATIONS[value]
-    if not callable(value):
-        raise TypeError(
-            f"{owner}: activation must be one of {sorted(_ACTIVATIONS)} or an elementwise "
-            f"callable, got {value!r} of type {type(value).__name__}; e.g. "
-            "activation='relu' or activation=jax.nn.softplus."
-        )
-    return value
-
 
 class SimpleRNN(RecurrentCell):
     """The simple (Elman) recurrent cell: ``h' = f(x W_in + h W_rec + b)``.
@@ -202,21 +233,29 @@ class SimpleRNN(RecurrentCell):
     (the input projection has no bias of its own). The carry is ``{"h": [B, H]}``; the
     output is ``h'``, ``[B, H]``.
 
+    With ``residual=True`` the input is added back (nnx-ppo's ``SimpleRNN(residual=...)``
+    option): ``h' = x + f(x W_in + h W_rec + b)``, so the input and hidden sizes must be
+    equal. The sum is both the output and the carried ``h``.
+
     Args:
         in_features: Size of the input's last axis, a positive int.
         hidden_features: Size ``H`` of the hidden state, a positive int.
-        rngs: Random streams for the parameter initialisers.
+        rngs: Random streams for the parameter initialisers (by keyword or third
+            positional argument).
         activation: ``f``: ``"tanh"`` (default), ``"relu"``, or an elementwise
             callable such as ``jax.nn.softplus``.
+        residual: Add the input to the new hidden state (needs ``in_features ==
+            hidden_features``; default ``False``).
         **options: The keywords every cell takes (`CellOptions`):
             ``trainable_initial_state`` (learn the episode-start ``h``),
             ``kernel_init`` (``W_in``), ``recurrent_kernel_init`` (``W_rec``),
             ``bias_init`` (``b``) and ``param_dtype``.
 
     Raises:
-        TypeError: If a size is not an int or ``activation`` is neither a name nor a
-            callable.
-        ValueError: If a size is not positive or ``activation`` is an unknown name.
+        TypeError: If a size is not an int, ``activation`` is neither a name nor a
+            callable, or ``residual`` is not a bool.
+        ValueError: If a size is not positive, ``activation`` is an unknown name, or
+            ``residual=True`` with ``in_features != hidden_features``.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -226,6 +265,15 @@ class SimpleRNN(RecurrentCell):
         >>> out = cell(cell.initialize_state(batch_size=2), jnp.ones((2, 3)))
         >>> out.output.shape, bool((out.output >= 0).all())
         ((2, 4), True)
+
+        With ``residual=True`` the new state is the input plus the Elman update:
+
+        >>> res = SimpleRNN(4, 4, residual=True, rngs=nnx.Rngs(0))
+        >>> x = jnp.ones((2, 4))
+        >>> h = res(res.initialize_state(2), x).output
+        >>> pre = x @ res.input_proj.kernel[...] + res.recurrent_proj.bias[...]  # h = 0
+        >>> bool(jnp.allclose(h, x + jnp.tanh(pre), atol=1e-6))
+        True
     """
 
     carry_names = ("h",)
@@ -235,16 +283,43 @@ class SimpleRNN(RecurrentCell):
         self,
         in_features: int,
         hidden_features: int,
-        *,
         rngs: nnx.Rngs,
+        *,
         activation: str | Callable[[jax.Array], jax.Array] = "tanh",
+        residual: bool = False,
         **options: Unpack[CellOptions],
     ) -> None:
-        self.activation = _activation(type(self).__name__, activation)
+        owner = type(self).__name__
+        self.activation = cell_activation(owner, activation)
+        if not isinstance(residual, bool):
+            raise TypeError(
+                f"{owner}: residual must be True or False, got {residual!r} of type "
+                f"{type(residual).__name__}."
+            )
+        if residual:
+            example = f"{owner}(64, 64, residual=True, rngs=rngs)"
+            width = check_features(owner, "in_features", in_features, example)
+            if check_features(owner, "hidden_features", hidden_features, example) != width:
+                raise ValueError(
+                    f"{owner}: residual=True adds the input to the new hidden state, so "
+                    f"in_features must equal hidden_features; got in_features="
+                    f"{in_features} and hidden_features={hidden_features}. Use "
+                    f"{owner}({hidden_features}, {hidden_features}, residual=True, ...) "
+                    f"behind a Dense({in_features}, {hidden_features}), or residual=False."
+                )
+        self.residual = residual
         super().__init__(in_features, hidden_features, rngs=rngs, input_bias=False, **options)
 
+    def _project(self, x: jax.Array) -> jax.Array:
+        # A residual step needs x itself: it rides beside x W_in, [..., 2H].
+        projected = super()._project(x)
+        return jnp.concatenate([projected, x], axis=-1) if self.residual else projected
+
     def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
-        return {"h": self.activation(projected + self.recurrent_proj(state["h"]))}
+        if not self.residual:
+            return {"h": self.activation(projected + self.recurrent_proj(state["h"]))}
+        projected, x = jnp.split(projected, 2, axis=-1)
+        return {"h": x + self.activation(projected + self.recurrent_proj(state["h"]))}
 
 
 class TimeConstant(nnx.Variable):
@@ -414,7 +489,7 @@ class CTRNN(RecurrentCell):
         **options: Unpack[CellOptions],
     ) -> None:
         owner = type(self).__name__
-        self.activation = _activation(owner, activation)
+        self.activation = cell_activation(owner, activation)
         self.dt = _check_dt(owner, dt)
         if not isinstance(learn_tau, bool):
             raise TypeError(f"{owner}: learn_tau must be True or False, got {learn_tau!r}.")

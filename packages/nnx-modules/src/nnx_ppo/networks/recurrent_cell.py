@@ -5,7 +5,8 @@ A recurrent cell keeps its memory in the module's carry, a dict of ``[B, H]`` ar
 replay from it and reset it per environment. Everything a cell needs besides its update
 rule lives here, once: the carry (zeros, or a learned initial vector per entry with
 ``trainable_initial_state=True``), the reset, the input checks, one fused input
-projection and one fused recurrent projection, and `RecurrentCell.replay_sequence`,
+projection and one fused recurrent projection (each optionally layer-normalised per
+gate, ``layer_norm=True``), and `RecurrentCell.replay_sequence`,
 which projects the inputs of all ``T * B`` samples in one product and scans only the
 recurrent part over time. A cell written on this base is exported by
 ``nnx_ppo.networks.export`` and recorded by ``nnx_ppo.networks.recording`` like the
@@ -48,6 +49,76 @@ def _per_gate(init: Initializer, n_gates: int) -> Initializer:
     return fused
 
 
+class _GateNorm(nnx.Module):
+    """LayerNorm of each ``H``-wide block of a ``[..., n_blocks * H]`` pre-activation
+    (statistics per block, per sample), with a learned scale and optional shift per unit
+    (Ba et al. 2016, per gate)."""
+
+    def __init__(
+        self,
+        n_blocks: int,
+        features: int,
+        *,
+        shift: Initializer | None,
+        param_dtype: Any,
+        rngs: nnx.Rngs,
+        epsilon: float = 1e-5,
+    ) -> None:
+        self.n_blocks, self.features, self.epsilon = n_blocks, features, epsilon
+        width = n_blocks * features
+        self.scale = nnx.Param(jnp.ones((width,), param_dtype))
+        self.bias = (
+            None if shift is None else nnx.Param(shift(rngs.params(), (width,), param_dtype))
+        )
+
+    def __call__(self, v: jax.Array) -> jax.Array:
+        blocks = v.reshape(*v.shape[:-1], self.n_blocks, self.features)
+        centred = blocks - blocks.mean(-1, keepdims=True)
+        variance = (centred * centred).mean(-1, keepdims=True)
+        normed = (centred * jax.lax.rsqrt(variance + self.epsilon)).reshape(v.shape)
+        normed = normed * self.scale[...]
+        return normed if self.bias is None else normed + self.bias[...]
+
+
+def _learned_initial_state(
+    owner: str, names: tuple[str, ...], features: int, trainable: Any, param_dtype: Any
+) -> nnx.Dict | None:
+    """``{name: nnx.Param [features]}`` (zeros) if ``trainable``, else ``None``."""
+    if not isinstance(trainable, bool):
+        raise TypeError(
+            f"{owner}: trainable_initial_state must be True or False, got {trainable!r}."
+        )
+    if not trainable:
+        return None
+    return nnx.Dict({name: nnx.Param(jnp.zeros((features,), param_dtype)) for name in names})
+
+
+def _initial_carry(
+    initial_state: nnx.Dict | None, names: tuple[str, ...], shape: tuple[int, int], dtype: Any
+) -> dict[str, jax.Array]:
+    """The episode-start carry: zeros, or the learned vectors broadcast to ``shape``."""
+    if initial_state is None:
+        return {name: jnp.zeros(shape, dtype) for name in names}
+    return {name: jnp.broadcast_to(initial_state[name][...], shape) for name in names}
+
+
+def _check_carry(
+    owner: str, state: Any, names: tuple[str, ...], x: jax.Array, in_features: int
+) -> None:
+    """A cell's call checks: the carry's keys and the input's last axis."""
+    if not isinstance(state, dict) or set(state) != set(names):
+        keys = sorted(state) if isinstance(state, dict) else type(state).__name__
+        raise ValueError(
+            f"{owner}: state must be a dict with keys {sorted(names)}, got "
+            f"{keys}; pass the carry from initialize_state() or a previous next_state."
+        )
+    if x.shape[-1:] != (in_features,):
+        raise ValueError(
+            f"{owner}: the input's last axis must have size in_features="
+            f"{in_features}, got an input of shape {tuple(x.shape)}."
+        )
+
+
 class CellOptions(TypedDict, total=False):
     """The keywords every recurrent cell takes, owned by `RecurrentCell`.
 
@@ -83,8 +154,10 @@ class RecurrentCell(StatefulModule):
     - ``_step(state, projected)``: the update. ``state`` is the carry (``{name: [B,
       H]}``) and ``projected`` is the input already projected, ``x W (+ b)``, shape
       ``[B, n_gates * H]``; the recurrent projection ``h U + a`` is
-      ``self.recurrent_proj(state["h"])``, same shape. It returns the next carry, a dict
-      with the same keys and ``[B, H]`` arrays; its ``"h"`` is the output.
+      ``self.recurrent_proj(state["h"])``, same shape (or ``self._recurrent(state["h"])``,
+      which also applies the per-gate LayerNorm of a cell built with ``layer_norm=True``).
+      It returns the next carry, a dict with the same keys and ``[B, H]`` arrays; its
+      ``"h"`` is the output.
 
     The base class gives the subclass `__call__`, `initialize_state`, ``reset_state``,
     `replay_sequence` (the input projection of all steps in one product, then a scan),
@@ -109,17 +182,30 @@ class RecurrentCell(StatefulModule):
         param_dtype: Dtype of the parameters and the carry.
         input_bias: Whether ``input_proj`` has a bias of its own (``recurrent_proj``
             always has one, so a cell whose pre-activations add up needs no second).
+        layer_norm: Normalise the input and the recurrent pre-activations separately,
+            each H-wide gate block to zero mean and unit variance per sample, then scale
+            and shift per unit (Ba et al. 2016): ``LN(x W) + LN(h U)``. The norms'
+            shifts (``bias_init``) replace the projections' biases, which are dropped;
+            the input norm has a shift only where ``input_bias`` is set. `_project`
+            and `_recurrent` apply them. Default off: no norm is built and nothing
+            changes.
 
     Raises:
-        TypeError: If a size is not an int, ``trainable_initial_state`` not a bool, or
-            the subclass's ``carry_names`` or ``n_gates`` are malformed.
+        TypeError: If a size is not an int, ``trainable_initial_state`` or
+            ``layer_norm`` not a bool, or the subclass's ``carry_names`` or ``n_gates``
+            are malformed.
         ValueError: If a size is not positive.
 
     Attributes:
         input_proj: The input projection, an ``nnx.Linear`` ``[in_features, n_gates *
             H]``.
         recurrent_proj: The recurrent projection, an ``nnx.Linear`` ``[H, n_gates *
-            H]`` with a bias.
+            H]`` with a bias (none with ``layer_norm``).
+        input_norm: The per-gate LayerNorm of the input projection (``scale``, and
+            ``bias`` where ``input_bias``, each ``[n_gates * H]``) with ``layer_norm``,
+            else ``None``.
+        recurrent_norm: The per-gate LayerNorm of the recurrent projection (``scale``,
+            ``bias``) with ``layer_norm``, else ``None``.
         initial_state: ``{name: nnx.Param [H]}`` with ``trainable_initial_state``, else
             ``None``.
 
@@ -175,6 +261,7 @@ class RecurrentCell(StatefulModule):
         bias_init: Initializer | None = None,
         param_dtype: Any = jnp.float32,
         input_bias: bool = False,
+        layer_norm: bool = False,
     ) -> None:
         owner = type(self).__name__
         self._check_declaration(owner)
@@ -187,18 +274,23 @@ class RecurrentCell(StatefulModule):
         example = f"{owner}(8, 64, rngs=rngs)"
         self.in_features = check_features(owner, "in_features", in_features, example)
         self.hidden_features = check_features(owner, "hidden_features", hidden_features, example)
-        if not isinstance(trainable_initial_state, bool):
+        self.initial_state: nnx.Dict | None = _learned_initial_state(
+            owner, self.carry_names, self.hidden_features, trainable_initial_state, param_dtype
+        )
+        if not isinstance(layer_norm, bool):
             raise TypeError(
-                f"{owner}: trainable_initial_state must be True or False, got "
-                f"{trainable_initial_state!r}."
+                f"{owner}: layer_norm must be True or False, got {layer_norm!r} of type "
+                f"{type(layer_norm).__name__}; e.g. {owner}(8, 64, rngs=rngs, layer_norm=True)."
             )
         self.trainable_initial_state = trainable_initial_state
+        self.layer_norm = layer_norm
         self.param_dtype = param_dtype
         fused = self.n_gates * self.hidden_features
+        # With layer_norm the norms' shifts stand in for the projections' biases.
         self.input_proj = nnx.Linear(
             self.in_features,
             fused,
-            use_bias=input_bias,
+            use_bias=input_bias and not layer_norm,
             kernel_init=kernel_init,
             bias_init=bias_init,
             param_dtype=param_dtype,
@@ -207,22 +299,21 @@ class RecurrentCell(StatefulModule):
         self.recurrent_proj = nnx.Linear(
             self.hidden_features,
             fused,
-            use_bias=True,
+            use_bias=not layer_norm,
             kernel_init=_per_gate(recurrent_kernel_init, self.n_gates),
             bias_init=bias_init,
             param_dtype=param_dtype,
             rngs=rngs,
         )
-        self.initial_state: nnx.Dict | None
-        if trainable_initial_state:
-            self.initial_state = nnx.Dict(
-                {
-                    name: nnx.Param(jnp.zeros((self.hidden_features,), param_dtype))
-                    for name in self.carry_names
-                }
-            )
-        else:
-            self.initial_state = None
+
+        def norm(shift: Initializer | None) -> _GateNorm | None:
+            if not layer_norm:
+                return None
+            width = self.hidden_features
+            return _GateNorm(self.n_gates, width, shift=shift, param_dtype=param_dtype, rngs=rngs)
+
+        self.input_norm = norm(bias_init if input_bias else None)
+        self.recurrent_norm = norm(bias_init)
 
     def initialize_state(self, batch_size: int) -> dict[str, jax.Array]:
         """The carry at the start of an episode.
@@ -235,12 +326,7 @@ class RecurrentCell(StatefulModule):
             ``carry_names``: zeros, or the learned initial state broadcast to the batch.
         """
         shape = (batch_size, self.hidden_features)
-        if self.initial_state is None:
-            return {name: jnp.zeros(shape, self.param_dtype) for name in self.carry_names}
-        return {
-            name: jnp.broadcast_to(self.initial_state[name][...], shape)
-            for name in self.carry_names
-        }
+        return _initial_carry(self.initial_state, self.carry_names, shape, self.param_dtype)
 
     def __call__(
         self, state: dict[str, jax.Array], x: jax.Array, rollout_extras: Any = None
@@ -263,7 +349,7 @@ class RecurrentCell(StatefulModule):
         """
         del rollout_extras
         self._check(state, x)
-        return self._projected_call(state, self.input_proj(x))
+        return self._projected_call(state, self._project(x))
 
     def replay_sequence(
         self, state: dict[str, jax.Array], xs: jax.Array, rollout_extras: Any, done: jax.Array
@@ -283,8 +369,22 @@ class RecurrentCell(StatefulModule):
         """
         self._check(state, xs)
         return replay_scanned(
-            self, state, self.input_proj(xs), rollout_extras, done, step=_projected_step
+            self, state, self._project(xs), rollout_extras, done, step=_projected_step
         )
+
+    def _project(self, x: jax.Array) -> jax.Array:
+        """The input's part of the pre-activations, ``x W (+ b)``, ``[..., n_gates *
+        H]`` (normalised per gate with ``layer_norm``): what `_step` gets as
+        ``projected``, computed for all ``T * B`` samples at once in replay."""
+        projected = self.input_proj(x)
+        return projected if self.input_norm is None else self.input_norm(projected)
+
+    def _recurrent(self, h: jax.Array) -> jax.Array:
+        """The recurrent part of the pre-activations, ``h U + a``, ``[B, n_gates * H]``
+        (normalised per gate with ``layer_norm``, the norm's shift standing in for
+        ``a``). A cell's `_step` calls it on the carry's ``"h"``."""
+        recurrent = self.recurrent_proj(h)
+        return recurrent if self.recurrent_norm is None else self.recurrent_norm(recurrent)
 
     def _step(self, state: dict[str, jax.Array], projected: jax.Array) -> dict[str, jax.Array]:
         """The cell's update (the one hook a subclass implements).
@@ -321,18 +421,7 @@ class RecurrentCell(StatefulModule):
             )
 
     def _check(self, state: Any, x: jax.Array) -> None:
-        owner = type(self).__name__
-        if not isinstance(state, dict) or set(state) != set(self.carry_names):
-            keys = sorted(state) if isinstance(state, dict) else type(state).__name__
-            raise ValueError(
-                f"{owner}: state must be a dict with keys {sorted(self.carry_names)}, got "
-                f"{keys}; pass the carry from initialize_state() or a previous next_state."
-            )
-        if x.shape[-1:] != (self.in_features,):
-            raise ValueError(
-                f"{owner}: the input's last axis must have size in_features="
-                f"{self.in_features}, got an input of shape {tuple(x.shape)}."
-            )
+        _check_carry(type(self).__name__, state, self.carry_names, x, self.in_features)
 
     def _projected_call(
         self, state: dict[str, jax.Array], projected: jax.Array

@@ -4,23 +4,31 @@ accounting (`OnPolicyRun`), one run's values of its sweepable fields
 ``eval``, ``video``, ``seed``, ``log_every_calls`` and `RunConfig.with_run`), and the
 per-field declaration of whether a field may differ between the runs of one sweep
 (`sweep_fields`, `why_fixed`; re-exported by `nnx_ppo.algorithms.config`, where they
-are documented with the configs)."""
+are documented with the configs), and the argument checkers of the configs and entry
+points (`check_int`, ...: ``TypeError`` for a wrong type, ``ValueError`` for a value
+out of range, each naming the argument and its value)."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
 import enum
+import math
+import numbers
 from collections.abc import Callable, Mapping
 from typing import Any, Self
-
-from nnx_ppo.algorithms._validation import check_choice, check_float, check_int
 
 __all__ = [
     "LogLevel",
     "LoggingLevel",
     "OnPolicyRun",
     "RunConfig",
+    "check_bool",
+    "check_choice",
+    "check_float",
+    "check_int",
+    "check_log_level",
+    "check_optional_int",
     "check_swept",
     "fixed",
     "host",
@@ -32,7 +40,7 @@ __all__ = [
 # --------------------------------------------------------------------------- sweeps
 
 # Every field of an algorithm's config declares whether it may differ between the runs
-# of one sweep program (`nnx_ppo.algorithms.sweeps`), and if not, why.
+# of one sweep program (`nnx_ppo.algorithms.sweeps.many`), and if not, why.
 SWEEP = "sweep"
 SIZES = "it sizes an array or a loop of the one program all runs share"
 CODE = "it selects which code is compiled into the one program all runs share"
@@ -57,7 +65,7 @@ def host(factory: Callable[[], Any]) -> Any:
 
 def sweep_fields(config_type: type) -> tuple[str, ...]:
     """The fields of an algorithm config class (`PPOConfig`, `DistillationConfig`) that
-    may differ between the runs of one sweep (`nnx_ppo.algorithms.sweeps`): each enters
+    may differ between the runs of one sweep (`nnx_ppo.algorithms.sweeps.many`): each enters
     the program only as a number in arithmetic, so it can be a traced ``[K]`` input.
 
     Examples:
@@ -121,7 +129,7 @@ class LogLevel(enum.Flag):
 
     Disabled groups are not computed at all: they are dropped before compilation, so
     XLA removes the work. The metric names of each group are listed in
-    `nnx_ppo.algorithms.logging`.
+    `nnx_ppo.algorithms.core.logging`.
     """
 
     NONE = 0
@@ -154,21 +162,33 @@ class LogLevel(enum.Flag):
     would reach the network, and the run stop with a ``NonFiniteError``). Not part of
     ``ALL``: opt in explicitly."""
 
+    ROLLOUT_OBS = enum.auto()
+    """``rollout_obs/*``: mean and standard deviation of each observation leaf over the
+    rollout's steps and environments (what the network saw, before its normalizer):
+    ``rollout_obs/mean`` and ``rollout_obs/std`` for an array observation,
+    ``rollout_obs/<key>/mean`` ... for a dict (nnx-ppo's group name)."""
+    ACTOR_EXTRA = ACTOR
+    """nnx-ppo's name of ``ACTOR`` (the same flag)."""
+    CRITIC_EXTRA = CRITIC
+    """nnx-ppo's name of ``CRITIC`` (the same flag)."""
+    ROLLOUT_STATS = ROLLOUT
+    """nnx-ppo's name of ``ROLLOUT`` (the same flag)."""
+
     DEFAULT = LOSSES | ACTOR | CRITIC | ROLLOUT | THROUGHPUT
     ALL = (
-        LOSSES | ACTOR | CRITIC | ROLLOUT | ENV_METRICS | NETWORK_METRICS | GRAD_NORM
-        | WEIGHTS | THROUGHPUT
+        LOSSES | ACTOR | CRITIC | ROLLOUT | ROLLOUT_OBS | ENV_METRICS | NETWORK_METRICS
+        | GRAD_NORM | WEIGHTS | THROUGHPUT
     )  # fmt: skip
 
 
 LoggingLevel = LogLevel
-"""nnx-ppo's name of `LogLevel`, accepted as an alias (the same class). The groups
-keep this library's names (``ACTOR``, ``CRITIC``, ``ROLLOUT`` for nnx-ppo's
-``ACTOR_EXTRA``, ``CRITIC_EXTRA``, ``ROLLOUT_STATS``); ``DIAGNOSTICS`` means what
-nnx-ppo's does."""
+"""nnx-ppo's name of `LogLevel`, accepted as an alias (the same class). nnx-ppo's group
+names are aliases of this library's (``ACTOR_EXTRA`` is ``ACTOR``, ``CRITIC_EXTRA``
+``CRITIC``, ``ROLLOUT_STATS`` ``ROLLOUT``); ``ROLLOUT_OBS`` and ``DIAGNOSTICS`` mean
+what nnx-ppo's do."""
 
 
-def _check_log_level(value: Any) -> None:
+def check_log_level(value: Any) -> None:
     if not isinstance(value, LogLevel):
         raise TypeError(
             f"log_level={value!r} must be a LogLevel flag, e.g. "
@@ -221,7 +241,7 @@ class OnPolicyRun:
     def with_values(self, values: Mapping[str, Any]) -> Self:
         """This config with its sweepable fields named in ``values`` holding those
         values, which may be traced ``[]`` arrays: one run of a sweep inside the
-        program that vmaps the runs (`nnx_ppo.algorithms.sweeps`). The algorithm reads
+        program that vmaps the runs (`nnx_ppo.algorithms.sweeps.many`). The algorithm reads
         them as it reads any config value, so it is written for one run.
 
         The values are not validated here (they may be traced): a sweep validates each
@@ -271,7 +291,7 @@ class RunConfig:
     """The shape every run's config has (`TrainConfig`, `DistillationConfig`): the
     algorithm's config (``algorithm``, the fields its iteration reads), and the run's
     evaluation (``eval``), videos (``video``), ``seed`` and ``log_every_calls``, which
-    `nnx_ppo.algorithms.trainer.run` reads."""
+    `nnx_ppo.algorithms.trainer.skeleton.run` reads."""
 
     _ALGORITHM: str | None = None  # the field holding the algorithm's config; None: self
     eval: Any
@@ -322,3 +342,57 @@ class RunConfig:
             return dataclasses.replace(self, seed=seed, **values)  # type: ignore[type-var]
         algorithm = dataclasses.replace(self.algorithm, **values)
         return dataclasses.replace(self, seed=seed, **{self._ALGORITHM: algorithm})  # type: ignore[type-var]
+
+
+# ------------------------------------------------------------------ argument checks
+def check_int(name: str, value: Any, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name}={value!r} must be an int (got {type(value).__name__}); "
+            f"pass a whole number >= {minimum}."
+        )
+    if int(value) < minimum:
+        raise ValueError(f"{name}={value} must be >= {minimum}.")
+
+
+def check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}={value!r} must be a bool (True or False).")
+
+
+def check_float(
+    name: str,
+    value: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    optional: bool = False,
+) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        hint = " or None" if optional else ""
+        raise TypeError(f"{name}={value!r} must be a real number{hint}.")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name}={value} must be finite.")
+    if low is not None and (number <= low if low_open else number < low):
+        bound = ">" if low_open else ">="
+        raise ValueError(f"{name}={value} must be {bound} {low}.")
+    if high is not None and number > high:
+        raise ValueError(f"{name}={value} must be <= {high}.")
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}.")
+
+
+def check_optional_int(name: str, value: Any, minimum: int) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}={value!r} must be an int >= {minimum} or None.")
+    if value < minimum:
+        raise ValueError(f"{name}={value} must be >= {minimum} (or None).")

@@ -36,14 +36,18 @@ from nnx_ppo.algorithms._config_base import (
     LogLevel,
     OnPolicyRun,
     RunConfig,
-    _check_log_level,
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    check_log_level,
+    check_optional_int,
     fixed,
     host,
     sweep_fields,
     swept,
     why_fixed,
 )
-from nnx_ppo.algorithms._validation import check_bool, check_choice, check_float, check_int
 
 __all__ = [
     "DistillationConfig",
@@ -75,13 +79,20 @@ class PPOConfig(OnPolicyRun):
             ``0`` trains nothing (useful to evaluate an initial network).
         n_epochs: Passes over each rollout.
         n_minibatches: Minibatches per epoch; each is a set of
-            ``n_envs // n_minibatches`` whole environment sequences.
+            ``n_envs // n_minibatches`` whole environment sequences (of
+            ``sequence_length`` steps: ``T / sequence_length`` times as many).
+        sequence_length: Replay the rollout in sequences of this many steps (truncated
+            backpropagation through time): the rollout keeps the carry of every
+            ``sequence_length``-th step, each sequence is replayed from its stored carry
+            (the first replay still reproduces the rollout exactly) and minibatches are
+            shuffled sets of sequences. Must divide ``rollout_length``; ``None``
+            (default): whole rollouts. Without a carry, only the minibatches change.
         learning_rate: A positive float, or an optax schedule ``step -> lr`` where
             ``step`` counts optimizer updates. With ``desired_kl`` it is the initial
             rate and must be a float within the bounds below.
         desired_kl: Adapt the learning rate to the policy's KL per optimizer step
             (rsl_rl's default rule, brax's ``ADAPTIVE_KL``; see
-            `nnx_ppo.algorithms.schedules`): divided by ``learning_rate_factor`` when
+            `nnx_ppo.algorithms.core.schedules`): divided by ``learning_rate_factor`` when
             the KL measured on a minibatch exceeds ``2 * desired_kl``, multiplied by it
             when the KL is positive and below ``desired_kl / 2``. rsl_rl uses ``0.01``.
             ``None`` (default): a fixed rate or schedule.
@@ -97,7 +108,7 @@ class PPOConfig(OnPolicyRun):
         normalize_values: Train each value head on its value targets standardised by
             running statistics of the targets, and map its outputs back to returns
             before computing advantages (rl_games' ``normalize_value``; see
-            `nnx_ppo.algorithms.value_normalization`). Keeps the critic's error of
+            `nnx_ppo.algorithms.ppo.value_normalization`). Keeps the critic's error of
             order one whatever the reward scale; use it when the actor and the critic
             share parameters (e.g. graph read-outs used by both ports). The statistics
             are in ``TrainState.value_stats``. Needs ``advantage_estimation="rollout"``.
@@ -142,6 +153,7 @@ class PPOConfig(OnPolicyRun):
     total_steps: int = fixed(1_000_000, LOOP)
     n_epochs: int = fixed(4, SIZES)
     n_minibatches: int = fixed(8, SIZES)
+    sequence_length: int | None = fixed(None, SIZES)
     learning_rate: float | Schedule = swept(3e-4)
     desired_kl: float | None = fixed(None, KL)
     learning_rate_factor: float = fixed(1.5, KL)
@@ -166,7 +178,7 @@ class PPOConfig(OnPolicyRun):
 
     def __post_init__(self) -> None:
         self._check_run()
-        _check_log_level(self.log_level)
+        check_log_level(self.log_level)
         self._check_adaptive_kl()
         check_float("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
         check_float("discounting_factor", self.discounting_factor, low=0.0, high=1.0)
@@ -179,19 +191,25 @@ class PPOConfig(OnPolicyRun):
         )
         check_choice("advantage_mode", self.advantage_mode, ("combined", "per_key"))
         check_choice("advantage_estimation", self.advantage_estimation, ("rollout", "minibatch"))
-        if self.advantage_estimation == "minibatch" and self.value_clip_range is not None:
-            raise ValueError(
-                f"value_clip_range={self.value_clip_range} needs the rollout's values, which "
-                "advantage_estimation='minibatch' does not compute: set "
-                "value_clip_range=None or advantage_estimation='rollout'."
-            )
-        if self.advantage_estimation == "minibatch" and self.normalize_values:
-            raise ValueError(
-                "normalize_values=True updates its statistics from the rollout's value "
-                "targets, which advantage_estimation='minibatch' does not compute: set "
-                "normalize_values=False or advantage_estimation='rollout'."
-            )
         check_bool("bootstrap_on_truncation", self.bootstrap_on_truncation)
+        check_optional_int("sequence_length", self.sequence_length, 1)
+        if self.sequence_length is not None and self.rollout_length % self.sequence_length:
+            raise ValueError(
+                f"sequence_length={self.sequence_length} does not divide rollout_length="
+                f"{self.rollout_length}: pick a divisor of it, or None (whole rollouts)."
+            )
+        for field, value, why in (
+            ("value_clip_range", self.value_clip_range, "needs the rollout's values"),
+            ("normalize_values", self.normalize_values or None, "updates its statistics "
+             "from the rollout's value targets"),
+            ("sequence_length", self.sequence_length, "cuts the rollout into sequences "
+             "with no step after the last one's to bootstrap from"),
+        ):  # fmt: skip
+            if self.advantage_estimation == "minibatch" and value is not None:
+                raise ValueError(
+                    f"{field}={value!r} {why}, which advantage_estimation='minibatch' does "
+                    f"not have: set {field} to its default or advantage_estimation='rollout'."
+                )
 
     def _check_adaptive_kl(self) -> None:
         check_float("desired_kl", self.desired_kl, low=0.0, low_open=True, optional=True)
@@ -254,7 +272,7 @@ class EvalConfig:
         randomized: With domain randomization (the trainer's ``randomization_fn``),
             evaluate on ``n_envs`` randomized models drawn afresh from each evaluation's
             key instead of on the environment's nominal model (the default); see
-            `nnx_ppo.algorithms.randomization`.
+            `nnx_ppo.algorithms.core.randomization`.
     """
 
     enabled: bool = True
@@ -439,7 +457,7 @@ class DistillationConfig(OnPolicyRun, RunConfig):
 
     def __post_init__(self) -> None:
         self._check_run()
-        _check_log_level(self.log_level)
+        check_log_level(self.log_level)
         check_float("value_loss_weight", self.value_loss_weight, low=0.0)
         check_float("regularization_weight", self.regularization_weight, low=0.0)
         _check_host_configs(self, {"eval": EvalConfig, "video": VideoConfig})

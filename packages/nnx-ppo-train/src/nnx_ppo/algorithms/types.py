@@ -66,7 +66,7 @@ class EpisodeStats:
 @struct.dataclass
 class NonFinite:
     """Where training first produced a NaN or an infinity (see
-    `nnx_ppo.algorithms.faults`), written inside the jitted iteration.
+    `nnx_ppo.algorithms.core.faults`), written inside the jitted iteration.
 
     Attributes:
         iteration: int32 ``[]``, the 1-based iteration in which a monitored quantity
@@ -108,7 +108,7 @@ class TrainState:
             reward tree's structure); ``None`` otherwise.
         models: With domain randomization, each environment's randomized model leaves,
             ``{path: [n_envs, ...]}`` (only the per-environment ones; see
-            `nnx_ppo.algorithms.randomization`); ``None`` otherwise.
+            `nnx_ppo.algorithms.core.randomization`); ``None`` otherwise.
     """
 
     params: Any

@@ -1,6 +1,6 @@
 """Helpers the environments of `nnx_ppo.envs` share (package-internal): the action
-check of every ``step``, the constructor's number checks and the kinematic update of a
-point on the plane."""
+check of every ``step``, the constructor's number and flag checks and the kinematic
+update of a point on the plane."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from nnx_ppo.envs.base import ActionSize
 
-__all__ = ["check_action", "check_float", "move"]
+__all__ = ["check_action", "check_bool", "check_float", "move"]
 
 
 def check_action(action: Any, action_size: ActionSize, env_name: str) -> Any:
@@ -61,6 +61,17 @@ def check_float(owner: str, name: str, value: Any, *, allow_zero: bool, meaning:
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{owner}: {name}={value!r} must be a finite number {bound} ({meaning}).")
     return float(value)
+
+
+def check_bool(owner: str, name: str, value: Any) -> bool:
+    """Returns ``value`` if it is ``True`` or ``False``.
+
+    Raises:
+        ValueError: Naming ``owner``, ``name`` and ``value`` otherwise.
+    """
+    if not isinstance(value, bool):
+        raise ValueError(f"{owner}: {name}={value!r} must be True or False.")
+    return value
 
 
 def move(pos: jax.Array, action: jax.Array, step_size: float, arena_size: float) -> jax.Array:

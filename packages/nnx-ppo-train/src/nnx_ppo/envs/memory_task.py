@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nnx_ppo.envs._helpers import check_action, check_float
+from nnx_ppo.envs._helpers import check_action, check_bool, check_float
 from nnx_ppo.envs.base import Env, State
 
 __all__ = ["MemoryTask"]
@@ -87,9 +87,7 @@ class MemoryTask(Env):
                 f"MemoryTask: cue_probability={cue_probability!r} must be in (0, 1]; it is "
                 "the probability that a cue is shown at a step."
             )
-        if not isinstance(hold, bool):
-            raise ValueError(f"MemoryTask: hold={hold!r} must be True or False.")
-        self.hold = hold
+        self.hold = check_bool("MemoryTask", "hold", hold)
 
     @property
     def observation_size(self) -> int:

@@ -146,7 +146,7 @@ def make_graph_actor_critic(
 
     The default heads are Playground's brax-PPO defaults (policy 32x4, value 256x5).
     With them, and the learning rate decayed to 0 over the run
-    (`nnx_ppo.algorithms.schedules.linear_decay`), this network is the learning-quality
+    (`nnx_ppo.algorithms.core.schedules.linear_decay`), this network is the learning-quality
     suite's ``graph_rnn_default`` family: on ``CartpoleBalance`` with the velocities
     hidden it ends at a median return of 805 over five seeds, where an MLP with the
     same heads ends at 394 (see the learning-quality page). The carry holds each

@@ -2,14 +2,20 @@
 
 Pure-JAX, jit- and vmap-able environments with the protocol of `nnx_ppo.envs`, one
 trial per episode, discrete actions (``0`` = keep fixating) and the trial's condition,
-epoch, answer and outcome in ``state.info`` so that `nnx_ppo.algorithms.trials` can
+epoch, answer and outcome in ``state.info`` so that `nnx_ppo.algorithms.observe.trials` can
 score them. The definitions are those of Song, Yang & Wang (2017, eLife 6:e21492;
 pyrl), written from their published specifications, plus NeuroGym-style go/no-go and
 delayed match-to-sample tasks. See `CognitiveTask` for the trial rules and the noise
 model (evidence's signal-to-noise ratio independent of ``dt``).
 """
 
-from nnx_ppo.envs.cognitive._trial import CognitiveTask, Duration, Outcome, TrialState
+from nnx_ppo.envs.cognitive._trial import (
+    CognitiveTask,
+    Duration,
+    Outcome,
+    TaskOptions,
+    TrialState,
+)
 from nnx_ppo.envs.cognitive.context import ContextDependentIntegration
 from nnx_ppo.envs.cognitive.decision import PerceptualDecisionMaking
 from nnx_ppo.envs.cognitive.economic import EconomicChoice
@@ -28,5 +34,6 @@ __all__ = [
     "Outcome",
     "ParametricWorkingMemory",
     "PerceptualDecisionMaking",
+    "TaskOptions",
     "TrialState",
 ]

@@ -19,7 +19,7 @@ import abc
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 import jax
 import jax.numpy as jnp
@@ -27,10 +27,10 @@ import numpy as np
 from flax import struct
 from numpy.typing import ArrayLike
 
-from nnx_ppo.envs._helpers import check_float
+from nnx_ppo.envs._helpers import check_bool, check_float
 from nnx_ppo.envs.base import Env, State
 
-__all__ = ["CognitiveTask", "Duration", "Outcome", "TrialState"]
+__all__ = ["CognitiveTask", "Duration", "Outcome", "TaskOptions", "TrialState"]
 
 
 class Outcome:
@@ -137,6 +137,21 @@ class TrialState:
     t: jax.Array
 
 
+class TaskOptions(TypedDict, total=False):
+    """The keywords every cognitive task takes, ``CognitiveTask``'s arguments (see
+    there): ``dt``, ``sigma``, ``correct_reward``, ``abort_reward`` and ``dict_obs``.
+
+    A task with arguments of its own takes these after them as
+    ``**options: Unpack[TaskOptions]`` (PEP 692), so a type checker knows every key.
+    """
+
+    dt: float
+    sigma: float | None
+    correct_reward: float
+    abort_reward: float
+    dict_obs: bool
+
+
 class CognitiveTask(Env):
     """Base class of the cognitive tasks: one trial per episode (see the module docstring).
 
@@ -165,12 +180,13 @@ class CognitiveTask(Env):
 
     Subclasses set the class attributes `inputs`, `actions`, `epochs`,
     `response_epochs` and (optionally) `groups`, call ``super().__init__`` and
-    implement `_durations_ms`, `_conditions`, `_answer` and `_input`.
+    implement `_durations_ms`, `_conditions`, `_answer` and `_input`. Every task takes
+    the keywords below (`TaskOptions`); a task's docstring gives only its own.
 
     Args:
         dt: Milliseconds per step (> 0); pyrl's default is 10.
         sigma: Input noise in ``ms ** 0.5`` (>= 0); ``None`` takes the task's published
-            value.
+            value (`default_sigma`).
         correct_reward: Reward of a correct decision.
         abort_reward: Reward of breaking fixation (pyrl: -1).
         dict_obs: Observations as a dict of the task's input groups.
@@ -224,9 +240,7 @@ class CognitiveTask(Env):
                 raise ValueError(f"{name}: {arg}={value!r} must be finite.")
         self.correct_reward = float(correct_reward)
         self.abort_reward = float(abort_reward)
-        if not isinstance(dict_obs, bool):
-            raise ValueError(f"{name}: dict_obs={dict_obs!r} must be True or False.")
-        self.dict_obs = dict_obs
+        self.dict_obs = check_bool(name, "dict_obs", dict_obs)
         durations = self._durations_ms()
         if tuple(durations) != tuple(self.epochs):
             raise ValueError(f"{name}: _durations_ms() must give one Duration per epoch.")

@@ -53,12 +53,7 @@ class ContextDependentIntegration(CognitiveTask):
     coherence ``c`` is ``Phi(c / 100 * sqrt(D) / (sqrt(2) * sigma))``: 68.6, 92.7 and
     100 % at 5, 15, 50 %, 87.1 % on average.
 
-    Args:
-        dt: Milliseconds per step (> 0).
-        sigma: Input noise in ``ms ** 0.5`` (>= 0); ``None`` takes the published value.
-        correct_reward: Reward of a correct decision.
-        abort_reward: Reward of breaking fixation.
-        dict_obs: Observations as a dict of the task's input groups.
+    Takes the keywords of `CognitiveTask` (`TaskOptions`).
 
     Examples:
         >>> import jax

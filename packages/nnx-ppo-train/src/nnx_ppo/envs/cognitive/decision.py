@@ -8,13 +8,15 @@ pyrl's ``rdm_fixed`` and ``rdm_rt``, written here from those definitions.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Unpack
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
-from nnx_ppo.envs.cognitive._trial import CognitiveTask, Duration
+from nnx_ppo.envs._helpers import check_bool
+from nnx_ppo.envs.cognitive._trial import CognitiveTask, Duration, TaskOptions
 
 __all__ = ["PerceptualDecisionMaking", "coherence_scale"]
 
@@ -52,11 +54,7 @@ class PerceptualDecisionMaking(CognitiveTask):
     Args:
         reaction_time: The reaction-time version.
         coherences: Unsigned coherences in percent (default: the published ones).
-        dt: Milliseconds per step (> 0).
-        sigma: Input noise in ``ms ** 0.5`` (>= 0); ``None`` takes the published value.
-        correct_reward: Reward of a correct decision.
-        abort_reward: Reward of breaking fixation.
-        dict_obs: Observations as a dict of the task's input groups.
+        **options: The keywords of `CognitiveTask` (`TaskOptions`).
 
     Examples:
         >>> import jax
@@ -78,17 +76,9 @@ class PerceptualDecisionMaking(CognitiveTask):
         *,
         reaction_time: bool = False,
         coherences: Sequence[float] | None = None,
-        dt: float = 10.0,
-        sigma: float | None = None,
-        correct_reward: float = 1.0,
-        abort_reward: float = -1.0,
-        dict_obs: bool = False,
+        **options: Unpack[TaskOptions],
     ) -> None:
-        if not isinstance(reaction_time, bool):
-            raise ValueError(
-                f"PerceptualDecisionMaking: reaction_time={reaction_time!r} must be True or False."
-            )
-        self.reaction_time = reaction_time
+        self.reaction_time = check_bool("PerceptualDecisionMaking", "reaction_time", reaction_time)
         default = (0, 3.2, 6.4, 12.8, 25.6, 51.2) if reaction_time else (0, 6.4, 12.8, 25.6, 51.2)
         cohs = np.asarray(default if coherences is None else coherences, np.float32)
         if cohs.ndim != 1 or cohs.size == 0 or np.any(cohs < 0) or np.any(cohs > 100):
@@ -102,13 +92,7 @@ class PerceptualDecisionMaking(CognitiveTask):
         )
         self.response_epochs = frozenset({"stimulus"} if reaction_time else {"decision"})
         self.default_sigma = float(np.sqrt(3.0 if reaction_time else 2.0))
-        super().__init__(
-            dt=dt,
-            sigma=sigma,
-            correct_reward=correct_reward,
-            abort_reward=abort_reward,
-            dict_obs=dict_obs,
-        )
+        super().__init__(**options)
 
     def _durations_ms(self) -> Mapping[str, Duration]:
         if self.reaction_time:

@@ -58,10 +58,11 @@ class EconomicChoice(CognitiveTask):
     Args:
         a_to_b: The value of a drop of A in drops of B (> 0).
         reward_b: The reward of a drop of B (> 0).
-        dt: Milliseconds per step (> 0).
-        sigma: Input noise in ``ms ** 0.5`` (>= 0); ``None`` takes the published value.
-        abort_reward: Reward of breaking fixation.
-        dict_obs: Observations as a dict of the task's input groups.
+        dt: See `CognitiveTask`.
+        sigma: See `CognitiveTask`.
+        abort_reward: See `CognitiveTask`. (No ``correct_reward``: a choice earns the
+            chosen juice.)
+        dict_obs: See `CognitiveTask`.
 
     Examples:
         >>> import jax

@@ -35,12 +35,7 @@ class GoNoGo(CognitiveTask):
     ``Phi(sqrt(D) / (sqrt(2) * sigma))``: 100 % at ``sigma = 1``. Without memory of the
     cue no policy beats chance: always going and never going both score 50 %.
 
-    Args:
-        dt: Milliseconds per step (> 0).
-        sigma: Input noise in ``ms ** 0.5`` (>= 0); ``None`` takes the published value.
-        correct_reward: Reward of a correct decision.
-        abort_reward: Reward of breaking fixation.
-        dict_obs: Observations as a dict of the task's input groups.
+    Takes the keywords of `CognitiveTask` (`TaskOptions`).
 
     Examples:
         >>> import jax

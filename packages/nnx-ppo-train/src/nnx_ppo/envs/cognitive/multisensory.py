@@ -46,12 +46,7 @@ class MultisensoryIntegration(CognitiveTask):
     modalities: 81.3 % on one, 86.8 % on both, 83.1 % on average (the multisensory
     benefit is the ``sqrt(2)``).
 
-    Args:
-        dt: Milliseconds per step (> 0).
-        sigma: Input noise in ``ms ** 0.5`` (>= 0); ``None`` takes the published value.
-        correct_reward: Reward of a correct decision.
-        abort_reward: Reward of breaking fixation.
-        dict_obs: Observations as a dict of the task's input groups.
+    Takes the keywords of `CognitiveTask` (`TaskOptions`).
 
     Examples:
         >>> import jax

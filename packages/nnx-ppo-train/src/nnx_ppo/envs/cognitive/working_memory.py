@@ -9,13 +9,14 @@ whose specification is given here. Both are written from those definitions.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Unpack
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
-from nnx_ppo.envs.cognitive._trial import CognitiveTask, Duration
+from nnx_ppo.envs.cognitive._trial import CognitiveTask, Duration, TaskOptions
 
 __all__ = ["DelayedMatchToSample", "ParametricWorkingMemory"]
 
@@ -51,12 +52,7 @@ class ParametricWorkingMemory(CognitiveTask):
     settles 4 of the 10 conditions (10, 14 Hz: f1 > f2; 30, 34 Hz: f1 < f2), and 18,
     22 and 26 Hz are the f2 of one condition of either answer.
 
-    Args:
-        dt: Milliseconds per step (> 0).
-        sigma: Input noise in ``ms ** 0.5`` (>= 0); ``None`` takes the published value.
-        correct_reward: Reward of a correct decision.
-        abort_reward: Reward of breaking fixation.
-        dict_obs: Observations as a dict of the task's input groups.
+    Takes the keywords of `CognitiveTask` (`TaskOptions`).
 
     Examples:
         >>> import jax
@@ -130,11 +126,7 @@ class DelayedMatchToSample(CognitiveTask):
 
     Args:
         n_stimuli: The number of stimuli (>= 2).
-        dt: Milliseconds per step (> 0).
-        sigma: Input noise in ``ms ** 0.5`` (>= 0); ``None`` takes the published value.
-        correct_reward: Reward of a correct decision.
-        abort_reward: Reward of breaking fixation.
-        dict_obs: Observations as a dict of the task's input groups.
+        **options: The keywords of `CognitiveTask` (`TaskOptions`).
 
     Examples:
         >>> import jax
@@ -153,11 +145,7 @@ class DelayedMatchToSample(CognitiveTask):
         self,
         *,
         n_stimuli: int = 2,
-        dt: float = 10.0,
-        sigma: float | None = None,
-        correct_reward: float = 1.0,
-        abort_reward: float = -1.0,
-        dict_obs: bool = False,
+        **options: Unpack[TaskOptions],
     ) -> None:
         if isinstance(n_stimuli, bool) or not isinstance(n_stimuli, int) or n_stimuli < 2:
             raise ValueError(
@@ -168,13 +156,7 @@ class DelayedMatchToSample(CognitiveTask):
         stimuli = tuple(f"stimulus_{k}" for k in range(n_stimuli))
         self.inputs = ("fixation", *stimuli)
         self.groups = {"fixation": ("fixation",), "stimulus": stimuli}
-        super().__init__(
-            dt=dt,
-            sigma=sigma,
-            correct_reward=correct_reward,
-            abort_reward=abort_reward,
-            dict_obs=dict_obs,
-        )
+        super().__init__(**options)
 
     def _durations_ms(self) -> Mapping[str, Duration]:
         return {

@@ -1,0 +1,12 @@
+"""The studies behind the suite's write-ups (``results/suite/*/README.md``): one module
+per question, each run as ``python -m nnx_ppo_benchmarks.studies.<name>`` (its
+docstring has the command that wrote its results).
+
+- :mod:`.ablations`: brax PPO's choices, one at a time, on ours (K seeds per arm in one
+  ``train_many``), and the stateful families' K-seed programs;
+- :mod:`.kl_trace`: per-iteration training metrics of one run (how far each update
+  moves the policy);
+- :mod:`.eval_paths`: ours' ``evaluate`` against brax's evaluator on one trained policy;
+- :mod:`.wrapper_paths`: ours' training wrappers against brax's on the same actions;
+- :mod:`.reset_modes`: the quickstart's ``--reset fresh`` against ``--reset cached``.
+"""

@@ -1,0 +1,99 @@
+"""The studies (`nnx_ppo_benchmarks.studies`): brax's advantages by hand, the ablation
+arms as variants of PPO, and each study's command line."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from nnx_ppo_benchmarks.studies.ablations import arm_algorithm, brax_advantages
+
+from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
+from nnx_ppo.algorithms.sweeps.many import train_many
+from nnx_ppo.envs import PointMass
+from nnx_ppo.networks.factories import make_mlp_actor_critic
+from nnx_ppo.wrappers import EpisodeWrapper
+
+STUDIES = (
+    "studies.ablations",
+    "studies.eval_paths",
+    "studies.kl_trace",
+    "studies.reset_modes",
+    "studies.wrapper_paths",
+    "trainer.ab",
+    "trainer.profile_iteration",
+    "trainer.sweep",
+)
+
+
+def _brax(terminations, truncations):
+    # One env, T = 4, gamma = 0.9, lambda = 0.5, bootstrap value 3 (as test_gae.py's).
+    column = lambda x: jnp.asarray(x, jnp.float32)[:, None]
+    adv, targets = brax_advantages(
+        column([1.0, 2.0, 3.0, 4.0]),
+        column([0.5, 1.0, 1.5, 2.0]),
+        jnp.array([3.0]),
+        column(terminations),
+        column(truncations),
+        discounting_factor=0.9,
+        gae_lambda=0.5,
+    )
+    return np.asarray(adv[:, 0]), np.asarray(targets[:, 0])
+
+
+def test_brax_advantages_use_the_next_lambda_return():
+    # Terminated at t=1. GAE(0.5) gives A = [1.85, 1, 5.415, 4.7] (test_gae.py), so the
+    # targets are vs = V + A = [2.35, 2, 6.915, 6.7]; brax's advantage is
+    # r_t + 0.9 (1 - term_t) vs_{t+1} - V_t, with vs_4 the bootstrap value 3:
+    #   t=0: 1 + 0.9*2     - 0.5 = 2.3     t=1: 2 + 0 - 1 = 1 (terminated)
+    #   t=2: 3 + 0.9*6.7   - 1.5 = 7.53    t=3: 4 + 0.9*3 - 2 = 4.7
+    adv, targets = _brax([0, 1, 0, 0], [0, 0, 0, 0])
+    np.testing.assert_allclose(targets, [2.35, 2.0, 6.915, 6.7], rtol=1e-6)
+    np.testing.assert_allclose(adv, [2.3, 1.0, 7.53, 4.7], rtol=1e-6)
+    # Truncated at t=1 (no final value): brax masks that step, A_1 = 0 and vs_1 = V_1 = 1
+    # (GAE: A = [1.4, 0, 5.415, 4.7]), so t=0: 1 + 0.9*1 - 0.5 = 1.4; t=2, t=3 as above.
+    adv, _ = _brax([0, 0, 0, 0], [0, 1, 0, 0])
+    np.testing.assert_allclose(adv, [1.4, 0.0, 7.53, 4.7], rtol=1e-6)
+
+
+def test_the_arms_train_variants_of_ppo():
+    # The config and network arms are PPO itself. brax_adv and norm_first are variants:
+    # one iteration of one epoch and minibatch, so PPO's replay reproduces its rollout
+    # (ratios 1) and norm_first's does not (the normalizer took in the rollout first);
+    # brax's advantages are not GAE's.
+    assert arm_algorithm({"mb_gae", "lecun_uniform"}) is None
+    env = EpisodeWrapper(PointMass(), episode_length=3)
+    ppo = PPOConfig(
+        n_envs=4, rollout_length=8, n_epochs=1, n_minibatches=1, total_steps=32,
+        bootstrap_on_truncation=False, log_level=LogLevel.ACTOR,
+    )  # fmt: skip
+    config = TrainConfig(ppo=ppo, eval=EvalConfig(enabled=False))
+
+    def metrics(parts):
+        result = train_many(
+            env, lambda rngs: make_mlp_actor_critic(2, 2, (8,), (8,), rngs=rngs), config,
+            seeds=[0], algorithm=arm_algorithm(parts), progress=False,
+        )  # fmt: skip
+        return result.metrics[0]
+
+    base, brax_adv, norm_first = metrics(set()), metrics({"brax_adv"}), metrics({"norm_first"})
+    assert base["actor/ratio_max_deviation"] < 1e-5
+    assert brax_adv["actor/ratio_max_deviation"] < 1e-5
+    assert norm_first["actor/ratio_max_deviation"] > 1e-3
+    assert abs(brax_adv["actor/advantage_mean"] - base["actor/advantage_mean"]) > 1e-3
+    np.testing.assert_allclose(norm_first["actor/advantage_mean"], base["actor/advantage_mean"])
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_each_study_runs_as_the_module_its_usage_names(name, capsys):
+    # The docstring's command (continuation lines joined) runs this module.
+    module = importlib.import_module(f"nnx_ppo_benchmarks.{name}")
+    command = re.sub(r"\s*\\\s*\n\s*", " ", module.__doc__ or "")
+    assert re.search(rf"python -m nnx_ppo_benchmarks\.{name}\b", command), name
+    with pytest.raises(SystemExit) as exc:
+        module.main(["--help"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: python -m nnx_ppo_benchmarks.{name}")

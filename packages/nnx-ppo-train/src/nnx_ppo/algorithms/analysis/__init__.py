@@ -1,0 +1,105 @@
+"""Numbers and figures from finished runs, with no trainer in them: learning curves and
+their summaries, rliable's statistics (IQM, probability of improvement, stratified
+bootstrap intervals), psychometric fits, trial results, and plots (matplotlib, the
+``logging`` extra, imported only when a plot is drawn).
+
+Imports nothing else of `nnx_ppo.algorithms` but the records.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nnx_ppo.algorithms import lazy_exports
+
+_NAMES = {
+    "EVAL_REWARD": "analysis.curves",
+    "Interval": "analysis.curves",
+    "RunSummary": "analysis.curves",
+    "area_under_curve": "analysis.curves",
+    "bootstrap_interval": "analysis.curves",
+    "curves_of": "analysis.curves",
+    "median_band": "analysis.curves",
+    "summarize": "analysis.curves",
+    "summary_table": "analysis.curves",
+    "plot_chronometric": "analysis.plotting",
+    "plot_learning_curves": "analysis.plotting",
+    "plot_psychometric": "analysis.plotting",
+    "MAX_LAPSE": "analysis.psychometrics",
+    "PsychometricFit": "analysis.psychometrics",
+    "PsychometricKind": "analysis.psychometrics",
+    "fit_psychometric": "analysis.psychometrics",
+    "Estimate": "analysis.statistics",
+    "interval_estimates": "analysis.statistics",
+    "iqm": "analysis.statistics",
+    "load_scores": "analysis.statistics",
+    "normalize": "analysis.statistics",
+    "probability_of_improvement": "analysis.statistics",
+    "save_scores": "analysis.statistics",
+    "stratified_bootstrap": "analysis.statistics",
+    "TrialResults": "analysis.trial_results",
+}
+__all__ = [
+    "EVAL_REWARD",
+    "MAX_LAPSE",
+    "Estimate",
+    "Interval",
+    "PsychometricFit",
+    "PsychometricKind",
+    "RunSummary",
+    "TrialResults",
+    "area_under_curve",
+    "bootstrap_interval",
+    "curves_of",
+    "fit_psychometric",
+    "interval_estimates",
+    "iqm",
+    "load_scores",
+    "median_band",
+    "normalize",
+    "plot_chronometric",
+    "plot_learning_curves",
+    "plot_psychometric",
+    "probability_of_improvement",
+    "save_scores",
+    "stratified_bootstrap",
+    "summarize",
+    "summary_table",
+]
+
+if TYPE_CHECKING:  # what a type checker and an IDE see
+    from nnx_ppo.algorithms.analysis.curves import (
+        EVAL_REWARD,
+        Interval,
+        RunSummary,
+        area_under_curve,
+        bootstrap_interval,
+        curves_of,
+        median_band,
+        summarize,
+        summary_table,
+    )
+    from nnx_ppo.algorithms.analysis.plotting import (
+        plot_chronometric,
+        plot_learning_curves,
+        plot_psychometric,
+    )
+    from nnx_ppo.algorithms.analysis.psychometrics import (
+        MAX_LAPSE,
+        PsychometricFit,
+        PsychometricKind,
+        fit_psychometric,
+    )
+    from nnx_ppo.algorithms.analysis.statistics import (
+        Estimate,
+        interval_estimates,
+        iqm,
+        load_scores,
+        normalize,
+        probability_of_improvement,
+        save_scores,
+        stratified_bootstrap,
+    )
+    from nnx_ppo.algorithms.analysis.trial_results import TrialResults
+
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES)
