@@ -56,6 +56,9 @@ class NetworkFamily:
         lstm_size: LSTM width of each port (``"lstm"`` only).
         memory_size: Units of each port's memory population (``"graph_rnn"`` only).
         implementations: Implementations that support this family.
+        cell: ``"recurrent"`` only: `make_recurrent_actor_critic`'s memory cell, with
+            ``layer_norm`` and ``torso_blocks`` (its residual torso; 0: none); the
+            cell's width is ``lstm_size``.
     """
 
     name: str
@@ -66,6 +69,9 @@ class NetworkFamily:
     lstm_size: int = 0
     implementations: tuple[str, ...] = ("ours", "ours-minibatch-gae", "brax", "nnx-ppo-0.3.0")
     memory_size: int = 0
+    cell: str = "lstm"
+    layer_norm: bool = False
+    torso_blocks: int = 0
 
 
 NETWORKS: dict[str, NetworkFamily] = {
@@ -109,6 +115,28 @@ NETWORKS: dict[str, NetworkFamily] = {
             value_hidden=(256, 256),
             lstm_size=128,
             implementations=("ours",),
+        ),
+        *(
+            NetworkFamily(
+                name,
+                f"{description} 128 per port, then policy 64x64, value 256x256 "
+                "(make_recurrent_actor_critic)",
+                "recurrent",
+                policy_hidden=(64, 64),
+                value_hidden=(256, 256),
+                lstm_size=128,
+                implementations=("ours",),
+                cell=cell,
+                layer_norm=layer_norm,
+                torso_blocks=blocks,
+            )
+            for name, description, cell, layer_norm, blocks in (
+                ("lstm_ln", "LayerNorm LSTM", "lstm", True, 0),
+                ("gru_ln", "LayerNorm GRU", "gru", True, 0),
+                ("mingru", "MinGRU", "mingru", False, 0),
+                ("lru", "LRU", "lru", False, 0),
+                ("mingru_torso", "residual torso (1 block), MinGRU", "mingru", False, 1),
+            )
         ),
         NetworkFamily(
             "graph_quickstart",

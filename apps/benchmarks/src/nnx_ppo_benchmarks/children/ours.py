@@ -58,6 +58,20 @@ def build_network(spec: RunSpec, obs_size: int, action_size: int, rngs: Any = No
             family.value_hidden,
             **common,
         )
+    if family.kind == "recurrent":
+        from nnx_ppo.networks.factories import make_recurrent_actor_critic
+
+        return make_recurrent_actor_critic(
+            obs_size,
+            action_size,
+            family.lstm_size,
+            family.policy_hidden,
+            family.value_hidden,
+            cell=family.cell,  # type: ignore[arg-type]
+            layer_norm=family.layer_norm,
+            torso_blocks=family.torso_blocks,
+            **common,
+        )
     if family.kind == "graph_rnn":
         from nnx_ppo.networks.graph import make_graph_actor_critic
 
