@@ -70,6 +70,7 @@ __all__ = [
     "DATA_AXIS",
     "batch_sharding",
     "check_batch_divisible",
+    "commit_like",
     "constrain_batch",
     "gather_state",
     "is_primary",
@@ -496,15 +497,16 @@ def _broadcast(tree: Any) -> Any:
 # --------------------------------------------------------------------------- checkpoints
 
 
-def _commit_like(restored: State, template: State) -> State:
-    """``restored`` (a checkpoint's unsharded state) with every array committed to the
-    device of ``template``'s arrays.
+def commit_like(restored: State, template: State) -> State:
+    """``restored`` (e.g. a checkpoint's unsharded state) with every array committed to
+    the device of ``template``'s arrays.
 
     A restored state mixes arrays orbax placed (committed to a device) with leaves taken
     from the template (uncommitted, like every array of a fresh state). A jitted
     program is compiled once per pattern of committed inputs, and its outputs are
     committed when any input is, so a mixed first call would compile the training
-    program a second time at the next call. All committed: one compilation.
+    program a second time at the next call. All committed: one compilation, and with
+    ``commit_like(state, state)`` for a fresh state, the same one as a resumed run's.
     """
     arrays = [leaf for leaf in jax.tree.leaves(template) if isinstance(leaf, jax.Array)]
     if not arrays:
@@ -540,7 +542,7 @@ def restore_checkpoint(
     """
     if mesh is None:
         restored = checkpoint.restore(state)
-        return None if restored is None else _commit_like(restored, state)
+        return None if restored is None else commit_like(restored, state)
     if jax.process_count() == 1:
         restored = checkpoint.restore(state)
         if restored is None:

@@ -31,7 +31,6 @@ _NAMES = {
     "train_shard": "sweeps.shards",
 }
 __all__ = [
-    "TRACEABLE_FIELDS",
     "MergedSweep",
     "Objective",
     "SearchResult",
@@ -40,6 +39,7 @@ __all__ = [
     "SweepIdentity",
     "SweepMismatchError",
     "SweepResult",
+    "TRACEABLE_FIELDS",
     "final_return",
     "grid",
     "merge_shards",

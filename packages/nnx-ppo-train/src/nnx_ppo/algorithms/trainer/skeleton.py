@@ -45,6 +45,7 @@ from nnx_ppo.algorithms.config import EvalConfig
 from nnx_ppo.algorithms.core.checks import check_env_network, check_reset_mode
 from nnx_ppo.algorithms.core.distributed import (
     check_batch_divisible,
+    commit_like,
     gather_state,
     replicated_sharding,
     resolve_mesh,
@@ -181,11 +182,14 @@ def set_up(
 
 def resume(checkpoint: Any, state: Any, mesh: Mesh | None, *, axis: int = 0) -> Any:
     """The state to start from: the checkpoint's (placed like ``state``; ``axis=1`` for
-    a sweep's, `restore_checkpoint`), or ``state``."""
-    if checkpoint is None:
-        return state
-    restored = restore_checkpoint(checkpoint, state, mesh, axis=axis)
-    return state if restored is None else restored
+    a sweep's, `restore_checkpoint`), or ``state``. Without a mesh either is committed
+    to its device (`commit_like`), so a fresh and a resumed run compile one program:
+    the same in-memory and persistent-cache entries."""
+    if checkpoint is not None:
+        restored = restore_checkpoint(checkpoint, state, mesh, axis=axis)
+        if restored is not None:
+            return restored
+    return state if mesh is not None else commit_like(state, state)
 
 
 def evaluator_of(
