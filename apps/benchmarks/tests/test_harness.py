@@ -6,7 +6,7 @@ import json
 
 import pytest
 from nnx_ppo_benchmarks.cli import main
-from nnx_ppo_benchmarks.metrics import derive, ratio_summary, spread
+from nnx_ppo_benchmarks.metrics import METRICS, derive, ratio_summary, spread
 from nnx_ppo_benchmarks.report import markdown, summarize
 from nnx_ppo_benchmarks.runner import BenchOptions, plan_runs
 from nnx_ppo_benchmarks.settings import EvalSettings, PPOSettings, RunSpec, chunk_plan
@@ -125,19 +125,7 @@ def test_cli_rejects_bad_input(capsys):
 
 
 def _run(impl: str, seed: int, sps: float, rss: float) -> dict:
-    derived = dict.fromkeys(
-        (
-            "compile_s",
-            "recompile_s",
-            "overhead_s",
-            "train_s",
-            "eval_s",
-            "e2e_s",
-            "final_eval_reward",
-        ),
-        1.0,
-    )
-    derived.update(steady_sps=sps, peak_rss_mb=rss)
+    derived = {**dict.fromkeys(METRICS, 1.0), "steady_sps": sps, "peak_rss_mb": rss}
     return {
         "status": "ok",
         "implementation": impl,

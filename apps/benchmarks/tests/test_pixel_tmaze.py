@@ -3,8 +3,10 @@ conv families' networks on it."""
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
@@ -16,27 +18,15 @@ NORTH, SOUTH, EAST, WEST = 0, 1, 2, 3
 MAZE, AGENT, CUE = 0, 1, 2
 
 
-def _play(goal_south: int, actions: list[int]) -> tuple[list[np.ndarray], float, bool]:
-    """Images seen, return and whether the episode ended, for a fixed action list from
-    a start whose goal is ``goal_south``."""
-    env = PixelTMaze()
-    params = env.default_params
-    key = jax.random.key(0)
-    _, state = env.reset_env(key, params)
-    state = state.replace(goal_south=jnp.int32(goal_south))
-    seen, total = [np.asarray(env.get_obs(state))], 0.0
-    for a in actions:
-        obs, state, reward, done, _ = env.step_env(key, state, a, params)
-        seen.append(np.asarray(obs))
-        total += float(reward)
-        if bool(done):
-            return seen, total, True
-    return seen, total, False
+@pytest.fixture
+def play(play_tmaze: Any) -> Any:
+    """``play(goal_south, actions)``: the pixel T-Maze played (see ``play_tmaze``)."""
+    return functools.partial(play_tmaze, PixelTMaze())
 
 
-def test_the_images_show_the_maze_the_agent_and_the_cue_only_at_the_start():
-    north, _, _ = _play(0, [EAST] * 6)
-    south, _, _ = _play(1, [WEST, EAST, *[EAST] * 6])
+def test_the_images_show_the_maze_the_agent_and_the_cue_only_at_the_start(play):
+    north, _, _ = play(0, [EAST] * 6)
+    south, _, _ = play(1, [WEST, EAST, *[EAST] * 6])
     assert north[0].shape == (3, 7, 3) and north[0].dtype == np.float32
     maze = np.zeros((3, 7))
     maze[1, :] = maze[0, 6] = maze[2, 6] = 1
@@ -52,15 +42,15 @@ def test_the_images_show_the_maze_the_agent_and_the_cue_only_at_the_start():
     assert all(im[..., CUE].sum() == 0 for im in (*north[1:], *south[2:]))
 
 
-def test_optimum_4_and_memoryless_coin_flip_1_95():
+def test_optimum_4_and_memoryless_coin_flip_1_95(play):
     walk = [EAST] * 6
-    assert _play(0, [*walk, NORTH])[1:] == (4.0, True)
-    assert _play(1, [*walk, SOUTH])[1:] == (4.0, True)
+    assert play(0, [*walk, NORTH])[1:] == (4.0, True)
+    assert play(1, [*walk, SOUTH])[1:] == (4.0, True)
     # At the junction the image is the same for both goals, so a memoryless policy turns
     # the same way for both: one right, one wrong, 1.95 on average.
-    at_junction = [_play(g, walk)[0][-1] for g in (0, 1)]
+    at_junction = [play(g, walk)[0][-1] for g in (0, 1)]
     np.testing.assert_array_equal(at_junction[0], at_junction[1])
-    memoryless = [_play(g, [*walk, NORTH])[1] for g in (0, 1)]
+    memoryless = [play(g, [*walk, NORTH])[1] for g in (0, 1)]
     assert memoryless == pytest.approx([4.0, -0.1])
     assert np.mean(memoryless) == pytest.approx(1.95)
 

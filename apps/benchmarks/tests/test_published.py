@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
@@ -18,38 +17,21 @@ from nnx_ppo_benchmarks.published.tmaze import TMaze
 NORTH, SOUTH, EAST, WEST = 0, 1, 2, 3
 
 
-def _play(env: TMaze, goal_south: int, actions: list[int]) -> tuple[list[np.ndarray], float, bool]:
-    """Observations seen, return and whether the episode ended, for a fixed action list
-    from a start whose goal is ``goal_south``."""
-    params = env.default_params
-    key = jax.random.key(0)
-    obs, state = env.reset_env(key, params)
-    state = state.replace(goal_south=jnp.int32(goal_south))
-    seen, total = [np.asarray(env.get_obs(state))], 0.0
-    for a in actions:
-        obs, state, reward, done, _ = env.step_env(key, state, a, params)
-        seen.append(np.asarray(obs))
-        total += float(reward)
-        if bool(done):
-            return seen, total, True
-    return seen, total, False
-
-
-def test_tmaze_optimum_and_memoryless_value():
+def test_tmaze_optimum_and_memoryless_value(play_tmaze):
     env = TMaze()
     walk = [EAST] * 6
     # Optimal: walk to the junction (cell 6) and turn to the cued side.
-    assert _play(env, 0, [*walk, NORTH])[1:] == (4.0, True)
-    assert _play(env, 1, [*walk, SOUTH])[1:] == (4.0, True)
+    assert play_tmaze(env, 0, [*walk, NORTH])[1:] == (4.0, True)
+    assert play_tmaze(env, 1, [*walk, SOUTH])[1:] == (4.0, True)
     # A memoryless policy acts the same at the junction whatever the cue: 1.95 on average.
-    always_north = [_play(env, g, [*walk, NORTH])[1] for g in (0, 1)]
+    always_north = [play_tmaze(env, g, [*walk, NORTH])[1] for g in (0, 1)]
     assert always_north == pytest.approx([4.0, -0.1])
     assert np.mean(always_north) == pytest.approx(1.95)
 
 
-def test_tmaze_observations_walls_and_turns_in_the_corridor():
+def test_tmaze_observations_walls_and_turns_in_the_corridor(play_tmaze):
     env = TMaze()
-    seen, total, done = _play(env, 1, [WEST, NORTH, SOUTH, EAST, EAST, EAST, EAST, EAST, EAST])
+    seen, total, done = play_tmaze(env, 1, [WEST, NORTH, SOUTH, EAST, EAST, EAST, EAST, EAST, EAST])
     assert not done and total == 0.0
     # Start with the goal south: the cue; a west step at the wall and turns in the
     # corridor do not move (the start is still shown), then 6 steps east to the junction.
@@ -58,7 +40,7 @@ def test_tmaze_observations_walls_and_turns_in_the_corridor():
     np.testing.assert_array_equal(seen[4], [0, 1, 0, 0])
     np.testing.assert_array_equal(seen[-1], [0, 0, 1, 0])
     # POBAX's quirk: a start with the goal north looks like the corridor.
-    np.testing.assert_array_equal(_play(env, 0, [])[0][0], [0, 1, 0, 0])
+    np.testing.assert_array_equal(play_tmaze(env, 0, [])[0][0], [0, 1, 0, 0])
     with pytest.raises(ValueError, match="hallway_length"):
         TMaze(hallway_length=0)
 

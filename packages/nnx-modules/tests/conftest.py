@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput
+from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput, reset_where
 
 
 class RecordedStat(nnx.Variable):
@@ -104,16 +104,80 @@ def assert_trees_equal(actual: Any, expected: Any) -> None:
         np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=1e-6, atol=1e-6)
 
 
-@pytest.fixture
+def jit_scan(module: StatefulModule, state: Any, xs: Any) -> tuple[Any, StatefulModuleOutput]:
+    """Step ``module`` over ``xs`` (leaves ``[T, B, ...]``) in one ``nnx.jit``-ed
+    ``lax.scan``; return the final carry and every step's output, stacked ``[T, ...]``."""
+
+    @nnx.jit
+    def scan(module: StatefulModule, state: Any, xs: Any) -> tuple[Any, StatefulModuleOutput]:
+        def step(state: Any, x: Any) -> tuple[Any, StatefulModuleOutput]:
+            out = module(state, x)
+            return out.next_state, out
+
+        return jax.lax.scan(step, state, xs)
+
+    return scan(module, state, xs)
+
+
+def collect(
+    graphdef: Any, params: Any, carry0: Any, obs: Any, done: jax.Array
+) -> tuple[Any, StatefulModuleOutput]:
+    """A rollout of ``nnx.merge(graphdef, params)`` over ``obs`` (leaves ``[T, B, ...]``),
+    each env's carry reset where ``done`` (``[T, B]``) and the module state (a sampler's
+    RNG stream) threaded through the scan, as the trainer collects one. Returns the final
+    module state and every step's output, stacked ``[T, ...]``; jit it with
+    ``static_argnums=0``."""
+
+    def step(loop: Any, inputs: Any) -> tuple[Any, StatefulModuleOutput]:
+        params, carry = loop
+        obs_t, done_t = inputs
+        model = nnx.merge(graphdef, params)
+        out = model(carry, obs_t)
+        carry = reset_where(model, done_t, out.next_state)
+        return (nnx.state(model), carry), out
+
+    (params, _), outputs = jax.lax.scan(step, (params, carry0), (obs, done))
+    return params, outputs
+
+
+def artefact_carry(manifest: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+    """The carry inputs of an exported artefact's next call, from a call's ``outputs``."""
+    return {c["input"]: outputs[c["output"]] for c in manifest["carry"]}
+
+
+def artefact_initial_carry(
+    manifest: dict[str, Any], call_reset: Any, batch_size: int
+) -> dict[str, Any]:
+    """An exported artefact's initial carry from its manifest alone:
+    ``reset(zeros, done=True)`` (``{}`` for an artefact without a carry)."""
+    if manifest["reset"] is None:
+        return {}
+    zeros = {
+        t["name"]: np.zeros((batch_size, *t["shape"][1:]), t["dtype"])
+        for t in manifest["reset"]["inputs"]
+        if t["name"] != "done"
+    }
+    return artefact_carry(manifest, call_reset({**zeros, "done": np.ones((batch_size,), bool)}))
+
+
+@pytest.fixture(scope="session")
 def testing_modules() -> types.SimpleNamespace:
     """Test-only modules and helpers.
 
-    ``Counter``, ``StatsRecorder`` (classes), ``rollout(module, state, xs)`` and
-    ``assert_trees_equal(actual, expected)``.
+    ``Counter``, ``StatsRecorder`` (classes), ``rollout(module, state, xs)``,
+    ``assert_trees_equal(actual, expected)``, the jitted loops over time
+    ``jit_scan(module, state, xs)`` and ``collect(graphdef, params, carry0, obs,
+    done)``, and an exported artefact's carry from its manifest,
+    ``artefact_initial_carry(manifest, call_reset, batch_size)`` and
+    ``artefact_carry(manifest, outputs)``.
     """
     return types.SimpleNamespace(
         Counter=Counter,
         StatsRecorder=StatsRecorder,
         rollout=rollout,
         assert_trees_equal=assert_trees_equal,
+        jit_scan=jit_scan,
+        collect=collect,
+        artefact_carry=artefact_carry,
+        artefact_initial_carry=artefact_initial_carry,
     )

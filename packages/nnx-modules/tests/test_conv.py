@@ -27,7 +27,6 @@ from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.recording import extract_activations, with_recording
 from nnx_ppo.networks.recurrent import LSTM
 from nnx_ppo.networks.sampling_layers import CategoricalSampler, NormalTanhSampler
-from nnx_ppo.networks.types import reset_where
 
 IMAGE = (6, 5, 2)  # H, W, C: not square, so a swapped axis shows
 
@@ -261,27 +260,19 @@ def _done(steps: int = T) -> jax.Array:
     return jnp.asarray((t + 2 * np.arange(B)[None]) % 5 == 4)
 
 
-def _rollout(graphdef: Any, params: Any, obs: Any, done: jax.Array) -> tuple[Any, Any]:
-    """``(rollout_extras, outputs)`` of T steps, the carry reset where ``done``, the
-    module state (the sampler's RNG stream) threaded through the scan."""
-
-    def step(loop: Any, inputs: Any) -> Any:
-        params, carry = loop
-        obs_t, done_t = inputs
-        model = nnx.merge(graphdef, params)
-        out = model(carry, obs_t)
-        carry = reset_where(model, done_t, out.next_state)
-        return (nnx.state(model), carry), (out.rollout_extras, out.output)
-
+def _rollout(collect: Any, graphdef: Any, params: Any, obs: Any, done: jax.Array) -> Any:
+    """``(rollout_extras, outputs)`` of T steps from the initial carry (``collect``: the
+    conftest's, the carry reset where ``done``, the sampler's RNG stream threaded)."""
     carry0 = nnx.merge(graphdef, params).initialize_state(B)
-    return jax.lax.scan(step, (params, carry0), (obs, done))[1]
+    outputs = jax.jit(collect, static_argnums=0)(graphdef, params, carry0, obs, done)[1]
+    return outputs.rollout_extras, outputs.output
 
 
-def test_pixel_policy_replays_its_rollout_exactly() -> None:
+def test_pixel_policy_replays_its_rollout_exactly(testing_modules: Any) -> None:
     network = _pixel_policy(categorical=True)
     graphdef, params = nnx.split(network)
     obs, done = _observations(0), _done()
-    extras, rolled = jax.jit(_rollout, static_argnums=0)(graphdef, params, obs, done)
+    extras, rolled = _rollout(testing_modules.collect, graphdef, params, obs, done)
     assert rolled.actions.shape == rolled.value_estimates.shape == (T, B)
 
     @jax.jit
@@ -318,43 +309,41 @@ def test_pixel_policy_recording_has_the_encoder_features() -> None:
     np.testing.assert_allclose(acts[0]["image"], want, rtol=1e-5, atol=1e-6)
 
 
-def _reference_actions(network: Any, obs: Any, done: jax.Array) -> jax.Array:
+def _reference_actions(collect: Any, network: Any, obs: Any, done: jax.Array) -> jax.Array:
     network.eval()
     graphdef, params = nnx.split(network)
     network.train()
-    return jax.jit(_rollout, static_argnums=0)(graphdef, params, obs, done)[1].actions
+    return _rollout(collect, graphdef, params, obs, done)[1].actions
 
 
-def _run_artefact(step: Any, reset: Any, manifest: dict, obs: Any, done: jax.Array) -> np.ndarray:
-    zeros = {
-        t["name"]: np.zeros((B, *t["shape"][1:]), t["dtype"])
-        for t in manifest["reset"]["inputs"]
-        if t["name"] != "done"
-    }
-    out = reset({**zeros, "done": np.ones((B,), bool)})
-    carry = {c["input"]: out[c["output"]] for c in manifest["carry"]}
+def _run_artefact(
+    helpers: Any, step: Any, reset: Any, manifest: dict, obs: Any, done: jax.Array
+) -> np.ndarray:
+    """Step an artefact with nothing but its manifest (``helpers``: ``testing_modules``)."""
+    carry = helpers.artefact_initial_carry(manifest, reset, B)
     names = manifest["observation"]  # sorted keys: image, proprio
     actions = []
     for t in range(done.shape[0]):
         leaves = [np.asarray(obs["image"][t]), np.asarray(obs["proprio"][t])]
         out = step({**dict(zip(names, leaves, strict=True)), **carry})
-        carry = {c["input"]: out[c["output"]] for c in manifest["carry"]}
-        out_r = reset({**carry, "done": np.asarray(done[t])})
-        carry = {c["input"]: out_r[c["output"]] for c in manifest["carry"]}
+        carry = helpers.artefact_carry(manifest, out)
+        carry = helpers.artefact_carry(manifest, reset({**carry, "done": np.asarray(done[t])}))
         actions.append(out[manifest["action"][0]])
     return np.stack(actions)
 
 
 @pytest.fixture(scope="module")
-def pixel_export(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any, Any, Path, Path]:
+def pixel_export(
+    tmp_path_factory: pytest.TempPathFactory, testing_modules: Any
+) -> tuple[Any, Any, Any, Path, Path]:
     network = _pixel_policy()
     obs, done = _observations(2, steps=40), _done(40)
-    want = _reference_actions(network, obs, done)
+    want = _reference_actions(testing_modules.collect, network, obs, done)
     policy = DeterministicPolicy(network, OBS_SPEC)
     return policy, obs, done, want, tmp_path_factory.mktemp("pixel")
 
 
-def test_pixel_policy_stablehlo_parity(pixel_export: tuple) -> None:
+def test_pixel_policy_stablehlo_parity(pixel_export: tuple, testing_modules: Any) -> None:
     pytest.importorskip("flatbuffers")
     policy, obs, done, want, tmp = pixel_export
     # The artefact takes the compact uint8 image; the conversion is inside it.
@@ -364,11 +353,11 @@ def test_pixel_policy_stablehlo_parity(pixel_export: tuple) -> None:
         (policy.observation_names[1], "float32"),
     ]
     loaded = load_stablehlo(export_policy(policy, None, tmp / "hlo", format="stablehlo"))
-    got = _run_artefact(loaded.step, loaded.reset, loaded.manifest, obs, done)
+    got = _run_artefact(testing_modules, loaded.step, loaded.reset, loaded.manifest, obs, done)
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 
 
-def test_pixel_policy_onnx_parity(pixel_export: tuple) -> None:
+def test_pixel_policy_onnx_parity(pixel_export: tuple, testing_modules: Any) -> None:
     pytest.importorskip("jax2onnx")
     onnxruntime = pytest.importorskip("onnxruntime")
     from nnx_ppo.networks.export import read_manifest
@@ -382,5 +371,6 @@ def test_pixel_policy_onnx_parity(pixel_export: tuple) -> None:
         names = [o.name for o in session.get_outputs()]
         return lambda inputs: dict(zip(names, session.run(None, inputs), strict=True))
 
-    got = _run_artefact(caller(out / "step.onnx"), caller(out / "reset.onnx"), manifest, obs, done)
+    step, reset = caller(out / "step.onnx"), caller(out / "reset.onnx")
+    got = _run_artefact(testing_modules, step, reset, manifest, obs, done)
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)

@@ -2,7 +2,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -67,20 +66,12 @@ def test_inputs_are_cast_to_the_sample_dtype():
     np.testing.assert_array_equal(out.output, [1.0, 2.0])
 
 
-def test_jit_scan_matches_eager_and_keeps_structure():
+def test_jit_scan_matches_eager_and_keeps_structure(testing_modules):
     delay = Delay({"a": jnp.zeros((2,))}, 3, initial_value=0.5)
     xs = {"a": jax.random.normal(jax.random.key(0), (6, 4, 2))}
     state0 = delay.initialize_state(4)
-
-    @nnx.jit
-    def rollout(delay, state, xs):
-        def step(state, x):
-            out = delay(state, x)
-            return out.next_state, out.output
-
-        return jax.lax.scan(step, state, xs)
-
-    final, ys = rollout(delay, state0, xs)
+    final, outs = testing_modules.jit_scan(delay, state0, xs)
+    ys = outs.output
     eager, eager_final = _run(delay, xs)
     assert jax.tree.structure(final) == jax.tree.structure(state0)
     assert final["a"].shape == state0["a"].shape and final["a"].dtype == state0["a"].dtype

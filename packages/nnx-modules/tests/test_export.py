@@ -124,6 +124,14 @@ def _with_statistics(network: Any, spec: Any) -> Any:
     return network
 
 
+def _dense_heads(
+    width: int, action_params: int, rngs: nnx.Rngs, sampler: Any = NormalTanhSampler
+) -> PPOAdapter:
+    """One `Dense` per port: ``action_params`` sampler parameters, then the value."""
+    action = Sequential([Dense(width, action_params, rngs=rngs), sampler(rngs)])
+    return PPOAdapter(action=action, value=Dense(width, 1, rngs=rngs))
+
+
 def _mlp() -> Any:
     net = make_mlp_actor_critic(4, 2, (16, 16), (16,), rngs=nnx.Rngs(0))
     return _with_statistics(net, 4)
@@ -140,10 +148,7 @@ def _gru() -> Any:
         [
             Normalizer(4),
             GRU(4, 16, rngs=rngs),
-            PPOAdapter(
-                action=Sequential([Dense(16, 4, rngs=rngs), NormalTanhSampler(rngs)]),
-                value=Dense(16, 1, rngs=rngs),
-            ),
+            _dense_heads(16, 4, rngs),
         ]
     )
 
@@ -191,10 +196,7 @@ def _categorical() -> Any:
     return Sequential(
         [
             Dense(4, 8, rngs=rngs, activation=nnx.tanh),
-            PPOAdapter(
-                action=Sequential([Dense(8, 3, rngs=rngs), CategoricalSampler(rngs)]),
-                value=Dense(8, 1, rngs=rngs),
-            ),
+            _dense_heads(8, 3, rngs, CategoricalSampler),
         ]
     )
 
@@ -205,10 +207,7 @@ def _variational() -> Any:
         [
             GRU(4, 8, rngs=rngs),
             VariationalBottleneck(8, 4, rngs=rngs, kl_weight=1e-3),
-            PPOAdapter(
-                action=Sequential([Dense(4, 4, rngs=rngs), NormalTanhSampler(rngs)]),
-                value=Dense(4, 1, rngs=rngs),
-            ),
+            _dense_heads(4, 4, rngs),
         ]
     )
 
@@ -226,10 +225,7 @@ def _new_cells() -> Any:
             SimpleRNN(8, 8, rngs=rngs, residual=True),
             MinGRU(8, 8, rngs, activation="tanh"),
             LRU(8, 8, rngs, state_features=6, r_min=0.5, trainable_initial_state=True),
-            PPOAdapter(
-                action=Sequential([Dense(8, 4, rngs=rngs), NormalTanhSampler(rngs)]),
-                value=Dense(8, 1, rngs=rngs),
-            ),
+            _dense_heads(8, 4, rngs),
         ]
     )
     lru = net.layers[6]
@@ -268,26 +264,23 @@ def _run_policy(policy: DeterministicPolicy, observations: list[Any]) -> list[An
 
 
 def _run_artefact(
-    manifest: dict, call_step: Any, call_reset: Any, policy: DeterministicPolicy, observations: list
+    helpers: Any,
+    manifest: dict,
+    call_step: Any,
+    call_reset: Any,
+    policy: DeterministicPolicy,
+    observations: list,
 ) -> list[Any]:
     """Step an artefact through ``call_step`` / ``call_reset`` ({name: array} -> {name: array})
-    with nothing but its manifest: initial carry = reset(zeros, done=True)."""
-    carry: dict[str, np.ndarray] = {}
-    if manifest["reset"] is not None:
-        zeros = {
-            t["name"]: np.zeros((B, *t["shape"][1:]), t["dtype"])
-            for t in manifest["reset"]["inputs"]
-            if t["name"] != "done"
-        }
-        out = call_reset({**zeros, "done": np.ones((B,), bool)})
-        carry = {c["input"]: out[c["output"]] for c in manifest["carry"]}
+    with nothing but its manifest: initial carry = reset(zeros, done=True) (``helpers``:
+    ``testing_modules``)."""
+    carry = helpers.artefact_initial_carry(manifest, call_reset, B)
     actions = []
     for t, obs in enumerate(observations):
         out = call_step({**_named_obs(policy, obs), **carry})
-        carry = {c["input"]: out[c["output"]] for c in manifest["carry"]}
+        carry = helpers.artefact_carry(manifest, out)
         if manifest["reset"] is not None:
-            out_r = call_reset({**carry, "done": _done(t)})
-            carry = {c["input"]: out_r[c["output"]] for c in manifest["carry"]}
+            carry = helpers.artefact_carry(manifest, call_reset({**carry, "done": _done(t)}))
         actions.append(jax.tree.unflatten(policy._action_def, [out[n] for n in manifest["action"]]))
     return actions
 
@@ -319,20 +312,22 @@ def test_policy_matches_eval_network(case: tuple) -> None:
         _assert_close(got[t], want[t], f"{name} step {t}")
 
 
-def test_stablehlo_artefact_matches(case: tuple, tmp_path: Path) -> None:
+def test_stablehlo_artefact_matches(case: tuple, tmp_path: Path, testing_modules: Any) -> None:
     pytest.importorskip("flatbuffers")
     name, network, spec, observations, want = case
     policy = DeterministicPolicy(network, spec)
     out = export_policy(policy, None, tmp_path / "art", format="stablehlo")
     loaded = load_stablehlo(out)
-    got = _run_artefact(loaded.manifest, loaded.step, loaded.reset, policy, observations)
+    got = _run_artefact(
+        testing_modules, loaded.manifest, loaded.step, loaded.reset, policy, observations
+    )
     for t in range(T):
         _assert_close(got[t], want[t], f"{name} step {t}")
     text = (out / "step.mlir").read_text()
     assert "module @jit_flat_step" in text and "stablehlo." in text
 
 
-def test_onnx_artefact_matches(case: tuple, tmp_path: Path) -> None:
+def test_onnx_artefact_matches(case: tuple, tmp_path: Path, testing_modules: Any) -> None:
     pytest.importorskip("jax2onnx")
     pytest.importorskip("onnxruntime")
     onnx = pytest.importorskip("onnx")
@@ -347,7 +342,7 @@ def test_onnx_artefact_matches(case: tuple, tmp_path: Path) -> None:
     assert batch_dims == {"B"}  # the batch dimension is symbolic
     step = _ort_caller(out / "step.onnx")
     reset = _ort_caller(out / "reset.onnx") if manifest["reset"] else None
-    got = _run_artefact(manifest, step, reset, policy, observations)
+    got = _run_artefact(testing_modules, manifest, step, reset, policy, observations)
     for t in range(T):
         _assert_close(got[t], want[t], f"{name} step {t}")
 
@@ -456,10 +451,7 @@ def _callback_network() -> Any:
     return Sequential(
         [
             _HostCallback(),
-            PPOAdapter(
-                action=Sequential([Dense(4, 4, rngs=rngs), NormalTanhSampler(rngs)]),
-                value=Dense(4, 1, rngs=rngs),
-            ),
+            _dense_heads(4, 4, rngs),
         ]
     )
 

@@ -1,4 +1,5 @@
-"""Tests of nnx_ppo.networks.factories: structure, dict observations, validation."""
+"""Tests of nnx_ppo.networks.factories and of the recurrent factories it re-exports
+(nnx_ppo.networks.recurrent_actor_critic): structure, dict observations, validation."""
 
 from __future__ import annotations
 
@@ -10,17 +11,18 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from nnx_ppo.networks import factories, recurrent_actor_critic
 from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Sequential
-from nnx_ppo.networks.factories import (
-    make_lstm_actor_critic,
-    make_mlp_actor_critic,
-    make_recurrent_actor_critic,
-)
+from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.networks.feedforward import MLP
 from nnx_ppo.networks.linear_recurrent import LRU, MinGRU
 from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.recurrent import GRU, LSTM
+from nnx_ppo.networks.recurrent_actor_critic import (
+    make_lstm_actor_critic,
+    make_recurrent_actor_critic,
+)
 from nnx_ppo.networks.residual import ResidualMLP
 from nnx_ppo.networks.sampling_layers import (
     CategoricalSampler,
@@ -132,6 +134,13 @@ def test_tuple_observation_is_flattened() -> None:
     assert isinstance(net.layers[0], Flattener)
     out = net(net.initialize_state(B), jnp.ones((B, 2, 3)))
     assert out.output.actions.shape == (B, 1)
+
+
+@pytest.mark.parametrize("name", recurrent_actor_critic.__all__)
+def test_factories_re_exports_the_recurrent_factories(name: str) -> None:
+    # `from nnx_ppo.networks.factories import make_lstm_actor_critic` keeps working.
+    assert name in factories.__all__
+    assert getattr(factories, name) is getattr(recurrent_actor_critic, name)
 
 
 @pytest.mark.parametrize("shared", [False, True])

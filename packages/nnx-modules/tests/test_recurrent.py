@@ -157,21 +157,13 @@ def _set_initial_state(cell, value):
 
 
 @pytest.mark.parametrize("make", CELLS)
-def test_jit_scan_keeps_structure_and_matches_eager(make):
+def test_jit_scan_keeps_structure_and_matches_eager(make, testing_modules):
     cell = make()
     _set_initial_state(cell, 0.3)
     xs = jax.random.normal(jax.random.key(0), (3, 2, 3))
     state0 = cell.initialize_state(2)
-
-    @nnx.jit
-    def rollout(cell, state, xs):
-        def step(state, x):
-            out = cell(state, x)
-            return out.next_state, out.output
-
-        return jax.lax.scan(step, state, xs)
-
-    final, ys = rollout(cell, state0, xs)
+    final, outs = testing_modules.jit_scan(cell, state0, xs)
+    ys = outs.output
     assert jax.tree.structure(final) == jax.tree.structure(state0)
     for a, b in zip(jax.tree.leaves(final), jax.tree.leaves(state0), strict=True):
         assert a.shape == b.shape == (2, 4) and a.dtype == b.dtype == jnp.float32

@@ -77,20 +77,19 @@ def _data(seed: int) -> tuple[jax.Array, jax.Array]:
     return obs, done
 
 
-def _rollout(graphdef: Any, params: Any, carry0: Any, obs: jax.Array, done: jax.Array) -> Any:
-    """Collect T steps; the module state (the sampler's RNG stream) is threaded through."""
+@pytest.fixture
+def rollout(testing_modules: Any) -> Any:
+    """Jitted ``(graphdef, params, carry0, obs, done) -> (params, extras, log-likelihoods,
+    actions)``: T steps collected with the module state (the sampler's RNG stream)
+    threaded through."""
+    collect = jax.jit(testing_modules.collect, static_argnums=0)
 
-    def step(loop: Any, inputs: Any) -> Any:
-        params, carry = loop
-        obs_t, done_t = inputs
-        model = nnx.merge(graphdef, params)
-        out = model(carry, obs_t)
-        carry = reset_where(model, done_t, out.next_state)
-        record = (out.rollout_extras, out.output.loglikelihoods, out.output.actions)
-        return (nnx.state(model), carry), record
+    def run(graphdef: Any, params: Any, carry0: Any, obs: jax.Array, done: jax.Array) -> Any:
+        params, outputs = collect(graphdef, params, carry0, obs, done)
+        out = outputs.output
+        return params, outputs.rollout_extras, out.loglikelihoods, out.actions
 
-    (params, _), (extras, loglik, actions) = jax.lax.scan(step, (params, carry0), (obs, done))
-    return params, extras, loglik, actions
+    return run
 
 
 def _replay(
@@ -112,14 +111,13 @@ def _replay(
 
 
 @pytest.mark.parametrize("categorical", [False, True], ids=["normal_tanh", "categorical"])
-def test_replay_reproduces_rollout_log_likelihoods(categorical: bool) -> None:
+def test_replay_reproduces_rollout_log_likelihoods(categorical: bool, rollout: Any) -> None:
     net = _network(categorical)
     graphdef, params = nnx.split(net)
     carry0 = net.initialize_state(B)
     obs, done = _data(seed=2)
     assert 0 < int(done.sum()) < T * B  # some, not all, episodes end
 
-    rollout = jax.jit(_rollout, static_argnums=0)
     replay = jax.jit(_replay, static_argnums=0)
     new_params, extras, loglik, actions = rollout(graphdef, params, carry0, obs, done)
     assert loglik.shape == (T, B)
@@ -154,14 +152,14 @@ def test_replay_reproduces_rollout_log_likelihoods(categorical: bool) -> None:
     assert not np.array_equal(actions2, actions)
 
 
-def test_replayed_log_likelihood_is_differentiable_and_ratio_is_one() -> None:
+def test_replayed_log_likelihood_is_differentiable_and_ratio_is_one(rollout: Any) -> None:
     # The PPO ratio exp(replayed - stored) is exactly 1 before any update and its
     # gradient with respect to the parameters is finite and non-zero.
     net = _network(categorical=False)
     graphdef, params = nnx.split(net)
     carry0 = net.initialize_state(B)
     obs, done = _data(seed=3)
-    _, extras, loglik, _ = jax.jit(_rollout, static_argnums=0)(graphdef, params, carry0, obs, done)
+    _, extras, loglik, _ = rollout(graphdef, params, carry0, obs, done)
     trainable, rest = nnx.split_state(params, nnx.Param, ...)
 
     def ratio_sum(trainable: Any) -> jax.Array:
@@ -235,7 +233,7 @@ def _sequence_and_stepwise(net: Any, params: Any, carry0: Any, obs, done, extras
     ids=["normal_tanh", "categorical", "normal_tanh_held_noise", "linear_recurrences"],
 )
 def test_replay_sequence_equals_the_step_by_step_replay(
-    categorical: bool, resample_every: int, linear: bool
+    categorical: bool, resample_every: int, linear: bool, rollout: Any
 ) -> None:
     # Every kind of state at once (see the module docstring): replaying the whole
     # sequence layer by layer (stateless layers batched over T * B, only modules with a
@@ -247,7 +245,7 @@ def test_replay_sequence_equals_the_step_by_step_replay(
     graphdef, params = nnx.split(net)
     carry0 = net.initialize_state(B)
     obs, done = _data(seed=4)
-    _, extras, _, _ = jax.jit(_rollout, static_argnums=0)(graphdef, params, carry0, obs, done)
+    _, extras, _, _ = rollout(graphdef, params, carry0, obs, done)
     seq, (final, ref), (grads, ref_grads) = _sequence_and_stepwise(
         net, params, carry0, obs, done, extras
     )
@@ -268,7 +266,7 @@ def test_replay_sequence_equals_the_step_by_step_replay(
     assert any(np.any(np.asarray(g) != 0) for g in jax.tree.leaves(grads))
 
 
-def test_replay_sequence_scans_only_the_modules_with_a_carry() -> None:
+def test_replay_sequence_scans_only_the_modules_with_a_carry(rollout: Any) -> None:
     from nnx_ppo.networks.containers import Concat, Parallel, Splitter
     from nnx_ppo.networks.recurrent import GRU
 
@@ -291,7 +289,7 @@ def test_replay_sequence_scans_only_the_modules_with_a_carry() -> None:
     carry0 = net.initialize_state(B)
     obs, done = _data(seed=5)
     model = nnx.merge(graphdef, params)
-    _, extras, _, _ = jax.jit(_rollout, static_argnums=0)(graphdef, params, carry0, obs, done)
+    _, extras, _, _ = rollout(graphdef, params, carry0, obs, done)
     seq, (final, ref), (grads, ref_grads) = _sequence_and_stepwise(
         net, params, carry0, obs, done, extras
     )

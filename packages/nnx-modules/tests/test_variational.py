@@ -105,20 +105,12 @@ def test_replay_reproduces_rollout_noise_with_resets_and_env_slices(make):
 
 
 @pytest.mark.parametrize("make", MODULES)
-def test_jit_scan_matches_eager_and_keeps_structure(make):
+def test_jit_scan_matches_eager_and_keeps_structure(make, testing_modules):
     module = make()
     xs = jax.random.normal(jax.random.key(2), (3, 2, 3))
     state0 = module.initialize_state(2)
-
-    @nnx.jit
-    def rollout(module, state, xs):
-        def step(state, x):
-            out = module(state, x)
-            return out.next_state, (out.output, out.regularization_loss)
-
-        return jax.lax.scan(step, state, xs)
-
-    final, (zs, regs) = rollout(module, state0, xs)
+    final, outs = testing_modules.jit_scan(module, state0, xs)
+    zs, regs = outs.output, outs.regularization_loss
     assert jax.tree.structure(final) == jax.tree.structure(state0)
     for a, b in zip(jax.tree.leaves(final), jax.tree.leaves(state0), strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype

@@ -1,6 +1,7 @@
 """What the three tools (``nnx-ppo-bench``, ``nnx-ppo-learning``, ``nnx-ppo-published``)
-share: their argument types, the machine and code state they record with a result, and
-the statistics over seeds their reports print.
+share: their argument types, the machine and code state they record with a result, the
+statistics over seeds their reports print and the report of a folder of cells
+(`write_cell_report`: its markdown and its learning-curve figure, `plot_panels`).
 
 A learning curve is a list of ``(env steps, mean evaluation return)`` points; its area
 is the trapezoidal integral divided by the steps covered, i.e. the average return over
@@ -21,6 +22,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import subprocess
 from collections.abc import Sequence
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "Panel",
     "area_under_curve",
     "band",
     "comma_names",
@@ -35,6 +38,8 @@ __all__ = [
     "load_average",
     "median_ci",
     "parse_seeds",
+    "plot_panels",
+    "write_cell_report",
 ]
 
 _PARENTS = Path(__file__).resolve().parents
@@ -175,3 +180,64 @@ def band(curves: Sequence[Sequence[Sequence[float]]], seed: int = 0) -> dict[str
         "low": low.tolist(),
         "high": high.tolist(),
     }
+
+
+# The learning-curve figure -----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Panel:
+    """One panel of `plot_panels`.
+
+    Attributes:
+        title: The panel's title.
+        curves: ``(label, [curve per seed])`` pairs, each drawn as its pointwise median
+            with the 95% band (`band`).
+        references: ``(value, line style, label)`` of the horizontal black lines (the
+            published figures).
+    """
+
+    title: str
+    curves: Sequence[tuple[str, Sequence[Sequence[Sequence[float]]]]]
+    references: Sequence[tuple[float, str, str]] = ()
+
+
+def plot_panels(panels: Sequence[Panel], path: Path, *, legend: str) -> None:
+    """Write the panels side by side to the PNG ``path``: evaluation return against env
+    steps, the legend of each panel at ``legend`` (a matplotlib ``loc``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+    for ax, panel in zip(axes[0], panels, strict=True):
+        for label, curves in panel.curves:
+            b = band(curves)
+            (line,) = ax.plot(b["steps"], b["median"], label=label)
+            ax.fill_between(b["steps"], b["low"], b["high"], color=line.get_color(), alpha=0.2)
+        for value, style, label in panel.references:
+            ax.axhline(value, color="black", ls=style, lw=1, label=label)
+        ax.set_title(panel.title, fontsize=9)
+        ax.set_xlabel("env steps")
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        ax.legend(fontsize=7, loc=legend)
+    axes[0][0].set_ylabel("evaluation return (median, 95% band)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_cell_report(
+    out: Path, title: str, body: list[str], panels: Sequence[Panel], *, legend: str
+) -> Path:
+    """Write ``out/report.md``: the heading ``title``, then ``body`` (or, with no panel,
+    a line saying that no cell has finished yet), and, if there is a panel,
+    ``out/curves.png`` (`plot_panels`, legends at ``legend``). Returns the report's path."""
+    lines = [f"# {title}", "", *(body if panels else ["No cell has finished yet."])]
+    path = out / "report.md"
+    path.write_text("\n".join(lines))
+    if panels:
+        plot_panels(panels, out / "curves.png", legend=legend)
+    return path

@@ -38,9 +38,16 @@ from nnx_ppo_benchmarks.venvs import (
 
 __all__ = [
     "BenchOptions",
+    "child_environments",
+    "finish",
     "plan_runs",
+    "print_progress",
+    "rotated",
     "run_benchmark",
     "run_child",
+    "run_logged",
+    "run_name",
+    "start_meta",
 ]
 
 CHILD_MODULES = {
@@ -143,8 +150,7 @@ def plan_runs(options: BenchOptions) -> list[RunSpec]:
             if i in family.implementations or (i == "env-only" and index == 0)
         ]
         for repeat in range(options.repeats):
-            shift = repeat % len(impls) if impls else 0
-            for impl in impls[shift:] + impls[:shift]:
+            for impl in rotated(impls, repeat):
                 specs.append(
                     RunSpec(
                         implementation=impl,
@@ -161,28 +167,27 @@ def plan_runs(options: BenchOptions) -> list[RunSpec]:
     return specs
 
 
-def _run_name(spec: RunSpec) -> str:
+def rotated(items: list[str], k: int) -> list[str]:
+    """``items`` rotated left by ``k``: the order of the implementations in cycle ``k``
+    (A B C, B C A, ...), so that slow drifts of the machine load spread over all of them.
+
+    Example:
+        >>> rotated(["a", "b", "c"], 4)
+        ['b', 'c', 'a']
+    """
+    shift = k % len(items) if items else 0
+    return items[shift:] + items[:shift]
+
+
+def run_name(spec: RunSpec) -> str:
+    """``<network>__<implementation>__seed<seed>``: the stem of a run's result and log."""
     return f"{spec.network}__{spec.implementation}__seed{spec.seed}"
 
 
-def run_child(spec: RunSpec, environment: Environment, output_dir: Path, timeout_s: float) -> dict:
-    """Run one child process and return its raw result plus the derived numbers.
-
-    The child's output goes to ``output_dir/logs/<run>.log`` and its JSON to
-    ``output_dir/runs/<run>.json``. A crash, a timeout or a missing result is
-    recorded as ``{"status": "failed", "error": ...}``, never raised.
-    """
-    name = _run_name(spec)
-    (output_dir / "runs").mkdir(parents=True, exist_ok=True)
-    (output_dir / "logs").mkdir(parents=True, exist_ok=True)
-    result_path = output_dir / "runs" / f"{name}.json"
-    log_path = output_dir / "logs" / f"{name}.log"
-    result_path.unlink(missing_ok=True)
-    module = f"nnx_ppo_benchmarks.children.{CHILD_MODULES[spec.implementation]}"
-    command = [str(environment.python), "-m", module, "--spec", spec.to_json()]
-    command += ["--out", str(result_path)]
-    start = time.perf_counter()
-    error = None
+def run_logged(command: list[str], log_path: Path, timeout_s: float) -> str | None:
+    """Run a child of the harness (``command``, with `child_env_vars`), its output in
+    ``log_path``; returns why it failed (``"exit status N"``, ``"timed out after S s"``)
+    or ``None``."""
     with log_path.open("w") as log:
         try:
             process = subprocess.run(
@@ -193,10 +198,29 @@ def run_child(spec: RunSpec, environment: Environment, output_dir: Path, timeout
                 timeout=timeout_s,
                 check=False,
             )
-            if process.returncode != 0:
-                error = f"exit status {process.returncode}"
         except subprocess.TimeoutExpired:
-            error = f"timed out after {timeout_s:.0f} s"
+            return f"timed out after {timeout_s:.0f} s"
+    return f"exit status {process.returncode}" if process.returncode != 0 else None
+
+
+def run_child(spec: RunSpec, environment: Environment, output_dir: Path, timeout_s: float) -> dict:
+    """Run one child process and return its raw result plus the derived numbers.
+
+    The child's output goes to ``output_dir/logs/<run>.log`` and its JSON to
+    ``output_dir/runs/<run>.json``. A crash, a timeout or a missing result is
+    recorded as ``{"status": "failed", "error": ...}``, never raised.
+    """
+    name = run_name(spec)
+    (output_dir / "runs").mkdir(parents=True, exist_ok=True)
+    (output_dir / "logs").mkdir(parents=True, exist_ok=True)
+    result_path = output_dir / "runs" / f"{name}.json"
+    log_path = output_dir / "logs" / f"{name}.log"
+    result_path.unlink(missing_ok=True)
+    module = f"nnx_ppo_benchmarks.children.{CHILD_MODULES[spec.implementation]}"
+    command = [str(environment.python), "-m", module, "--spec", spec.to_json()]
+    command += ["--out", str(result_path)]
+    start = time.perf_counter()
+    error = run_logged(command, log_path, timeout_s)
     wall = time.perf_counter() - start
     if result_path.exists():
         raw = json.loads(result_path.read_text())
@@ -245,41 +269,65 @@ def run_benchmark(options: BenchOptions, *, command: list[str] | None = None) ->
         ``{"meta": {...}, "runs": [raw result, ...]}`` (see :mod:`.report`).
     """
     specs = plan_runs(options)
-    if options.environments == "current":
-        environments = {name: current_environment() for name in ENV_OF_IMPLEMENTATION.values()}
-    else:
-        needed = {ENV_OF_IMPLEMENTATION[s.implementation] for s in specs}
-        environments = ensure_environments(needed, options.jax_version)
-    meta: dict[str, Any] = {
-        "command": command,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "load_before": load_average(),
-        "cpu_count": os.cpu_count(),
-        "git": git_state(),
-        "platform": sys.platform,
-        "environments": options.environments,
-        "jax_version": options.jax_version if options.environments == "isolated" else None,
-        "env_name": options.env_name,
-        "repeats": options.repeats,
-        "total_steps": specs[0].total_steps if specs else 0,
-        "n_chunks": options.n_chunks,
-        "iterations_per_chunk": specs[0].iterations_per_chunk if specs else 0,
-        "ppo": dataclasses.asdict(options.ppo),
-        "eval": dataclasses.asdict(options.eval),
-        "iterations_per_call": options.iterations_per_call,
-    }
+    environments = child_environments(specs, options.environments, options.jax_version)
+    meta = start_meta(command, options.environments, options.jax_version)
+    meta.update(
+        env_name=options.env_name,
+        repeats=options.repeats,
+        total_steps=specs[0].total_steps if specs else 0,
+        n_chunks=options.n_chunks,
+        iterations_per_chunk=specs[0].iterations_per_chunk if specs else 0,
+        ppo=dataclasses.asdict(options.ppo),
+        eval=dataclasses.asdict(options.eval),
+        iterations_per_call=options.iterations_per_call,
+    )
     runs = []
     for index, spec in enumerate(specs, 1):
         environment = environments[ENV_OF_IMPLEMENTATION[spec.implementation]]
         raw = run_child(spec, environment, options.output_dir, options.timeout_s)
         raw["load_after"] = load_average()
         runs.append(raw)
-        print(
-            f"[{index}/{len(specs)}] {spec.network} {spec.implementation} seed {spec.seed}: "
-            f"{_describe(raw)}",
-            file=sys.stderr,
-            flush=True,
-        )
+        what = f"{spec.network} {spec.implementation} seed {spec.seed}"
+        print_progress(index, len(specs), what, _describe(raw))
+    return finish(meta, runs)
+
+
+# What the harnesses share (this benchmark, the control suite, the GPU benchmark) ------
+
+
+def child_environments(
+    specs: list[RunSpec], environments: str, jax_version: str
+) -> dict[str, Environment]:
+    """The environment of each implementation: this interpreter for all
+    (``environments="current"``), or the isolated venvs ``specs`` need (made if missing)."""
+    if environments == "current":
+        return {name: current_environment() for name in ENV_OF_IMPLEMENTATION.values()}
+    needed = {ENV_OF_IMPLEMENTATION[s.implementation] for s in specs}
+    return ensure_environments(needed, jax_version)
+
+
+def start_meta(command: list[str] | None, environments: str, jax_version: str) -> dict[str, Any]:
+    """The metadata a harness records before its runs: the command, the time, the load,
+    the machine, the code and the environments."""
+    return {
+        "command": command,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "load_before": load_average(),
+        "cpu_count": os.cpu_count(),
+        "git": git_state(),
+        "platform": sys.platform,
+        "environments": environments,
+        "jax_version": jax_version if environments == "isolated" else None,
+    }
+
+
+def print_progress(index: int, total: int, what: str, outcome: str) -> None:
+    """``[index/total] what: outcome`` on stderr, as each run finishes."""
+    print(f"[{index}/{total}] {what}: {outcome}", file=sys.stderr, flush=True)
+
+
+def finish(meta: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{"meta", "runs"}``, the end time and the load after the runs added to ``meta``."""
     meta["load_after"] = load_average()
     meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     return {"meta": meta, "runs": runs}

@@ -257,6 +257,21 @@ class RunSpec:
     profile_dir: str | None = None
     stagger: int = 0
 
+    def ppo_config_fields(self) -> dict[str, Any]:
+        """The shared hyperparameters and the budget as ``PPOConfig`` keywords, which
+        this workspace's trainer and nnx-ppo 0.3.0 name alike.
+
+        Example:
+            >>> fields = RunSpec("ours", "mlp_small").ppo_config_fields()
+            >>> fields["discounting_factor"], fields["total_steps"], len(fields)
+            (0.995, 102400, 10)
+        """
+        same = ("n_envs", "rollout_length", "n_epochs", "n_minibatches", "learning_rate")
+        same += ("gae_lambda", "clip_range", "critic_loss_weight")
+        fields = {name: getattr(self.ppo, name) for name in same}
+        fields.update(discounting_factor=self.ppo.discounting, total_steps=self.total_steps)
+        return fields
+
     @property
     def iterations_per_chunk(self) -> int:
         """Iterations between two progress reports."""

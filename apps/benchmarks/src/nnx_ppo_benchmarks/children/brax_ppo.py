@@ -13,19 +13,13 @@ import functools
 import math
 from typing import Any
 
-from nnx_ppo_benchmarks.children._common import (
-    Recorder,
-    brax_training_wrapper,
-    load_env,
-    main,
-    package_versions,
-)
+from nnx_ppo_benchmarks.children import _common
 from nnx_ppo_benchmarks.settings import RunSpec
 
 __all__ = ["run"]
 
 
-def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
+def run(spec: RunSpec, recorder: _common.Recorder) -> dict[str, Any]:
     """Train, then evaluate once; returns the result fields."""
     import jax
 
@@ -43,8 +37,8 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
         raise ValueError(f"n_envs={hp.n_envs} must be divisible by {hp.n_minibatches}")
 
     with recorder.phase("setup"):
-        env = load_env(spec.env_name)
-        wrap = brax_training_wrapper(spec.env_name)
+        env = _common.load_env(spec.env_name)
+        wrap = _common.brax_training_wrapper(spec.env_name)
         network_factory = functools.partial(
             ppo_networks.make_ppo_networks,
             policy_hidden_layer_sizes=family.policy_hidden,
@@ -98,11 +92,11 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
         "total_steps": recorder.progress[-1][1] if recorder.progress else 0,
         "final_eval_reward": float(metrics["eval/episode_reward"]),
         "n_params": n_params,
-        "versions": package_versions(
+        "versions": _common.package_versions(
             "jax", "jaxlib", "flax", "optax", "mujoco", "mujoco-mjx", "playground", "brax"
         ),
     }
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run))
+    raise SystemExit(_common.main(run))

@@ -10,27 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from nnx_ppo_benchmarks.children._common import (
-    Recorder,
-    brax_training_wrapper,
-    load_env,
-    main,
-    package_versions,
-)
+from nnx_ppo_benchmarks.children import _common
 from nnx_ppo_benchmarks.settings import RunSpec
 
 __all__ = ["run"]
 
 
-def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
+def run(spec: RunSpec, recorder: _common.Recorder) -> dict[str, Any]:
     """Step the environment for the budget; returns the result fields."""
     import jax
     import jax.numpy as jnp
 
     hp = spec.ppo
     with recorder.phase("setup"):
-        base = load_env(spec.env_name)
-        env = brax_training_wrapper(spec.env_name)(base, episode_length=hp.episode_length)
+        base = _common.load_env(spec.env_name)
+        env = _common.brax_training_wrapper(spec.env_name)(base, episode_length=hp.episode_length)
         length = spec.iterations_per_chunk * hp.rollout_length
 
     def chunk(state: Any, key: jax.Array) -> tuple[Any, jax.Array, jax.Array]:
@@ -65,9 +59,9 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
         "final_eval_reward": None,
         "mean_random_reward": total / step,
         "n_params": 0,
-        "versions": package_versions("jax", "jaxlib", "mujoco", "mujoco-mjx", "playground"),
+        "versions": _common.package_versions("jax", "jaxlib", "mujoco", "mujoco-mjx", "playground"),
     }
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run))
+    raise SystemExit(_common.main(run))

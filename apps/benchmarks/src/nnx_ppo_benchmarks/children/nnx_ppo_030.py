@@ -14,12 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from nnx_ppo_benchmarks.children._common import (
-    Recorder,
-    load_env,
-    main,
-    package_versions,
-)
+from nnx_ppo_benchmarks.children import _common
 from nnx_ppo_benchmarks.children._graph import build_ring_graph
 from nnx_ppo_benchmarks.settings import NetworkFamily, RunSpec
 
@@ -104,21 +99,8 @@ def make_train_config(spec: RunSpec, eval_config: Any = None) -> Any:
     unless ``eval_config`` (one of its ``EvalConfig``) is given."""
     from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
 
-    hp = spec.ppo
     return TrainConfig(
-        ppo=PPOConfig(
-            n_envs=hp.n_envs,
-            rollout_length=hp.rollout_length,
-            total_steps=spec.total_steps,
-            gae_lambda=hp.gae_lambda,
-            discounting_factor=hp.discounting,
-            clip_range=hp.clip_range,
-            learning_rate=hp.learning_rate,
-            normalize_advantages=True,
-            n_epochs=hp.n_epochs,
-            n_minibatches=hp.n_minibatches,
-            critic_loss_weight=hp.critic_loss_weight,
-        ),
+        ppo=PPOConfig(**spec.ppo_config_fields(), normalize_advantages=True),
         eval=eval_config or EvalConfig(enabled=False),
         seed=spec.seed,
     )
@@ -156,7 +138,7 @@ def final_evaluation(base: Any, network: Any, spec: RunSpec) -> float:
     return float(metrics["eval/episode_reward/mean"])
 
 
-def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
+def run(spec: RunSpec, recorder: _common.Recorder) -> dict[str, Any]:
     """Train, then evaluate once; returns the result fields."""
     import jax
     from flax import nnx
@@ -164,7 +146,7 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
     from nnx_ppo.algorithms.ppo import train_ppo
 
     with recorder.phase("setup"):
-        base = load_env(spec.env_name)
+        base = _common.load_env(spec.env_name)
         env = wrap_env(base, spec)
         network = build_network(spec, base.observation_size, base.action_size)
         config = make_train_config(spec)
@@ -183,11 +165,11 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
         "total_steps": int(result.total_steps),
         "final_eval_reward": reward,
         "n_params": sum(math.prod(x.shape) for x in jax.tree.leaves(params)),
-        "versions": package_versions(
+        "versions": _common.package_versions(
             "jax", "jaxlib", "flax", "optax", "mujoco", "mujoco-mjx", "playground", "nnx-ppo"
         ),
     }
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run))
+    raise SystemExit(_common.main(run))

@@ -5,13 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from nnx_ppo_benchmarks.children._common import (
-    Recorder,
-    load_env,
-    main,
-    package_versions,
-)
+from nnx_ppo_benchmarks.children import _common
 from nnx_ppo_benchmarks.children._graph import build_ring_graph
+from nnx_ppo_benchmarks.seeds import final_return
 from nnx_ppo_benchmarks.settings import RunSpec
 
 __all__ = ["build_network", "make_envs", "make_train_config", "run"]
@@ -23,7 +19,7 @@ def make_envs(spec: RunSpec) -> tuple[Any, Any]:
     evaluation sees the raw rewards of whole episodes from step 0."""
     from nnx_ppo.wrappers import EpisodeWrapper, RewardScalingWrapper
 
-    base = load_env(spec.env_name)
+    base = _common.load_env(spec.env_name)
     episode = EpisodeWrapper(base, spec.ppo.episode_length)
     train = EpisodeWrapper(base, spec.ppo.episode_length, stagger=spec.stagger)
     return RewardScalingWrapper(train, spec.ppo.reward_scaling), episode
@@ -115,20 +111,10 @@ def make_train_config(spec: RunSpec) -> Any:
     no evaluation during training, a log call at the end of every chunk."""
     from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
 
-    ppo = spec.ppo
     per_call = spec.iterations_per_call
     extra = {} if per_call is None else {"iterations_per_call": per_call}
     config = PPOConfig(
-        n_envs=ppo.n_envs,
-        rollout_length=ppo.rollout_length,
-        total_steps=spec.total_steps,
-        n_epochs=ppo.n_epochs,
-        n_minibatches=ppo.n_minibatches,
-        learning_rate=ppo.learning_rate,
-        gae_lambda=ppo.gae_lambda,
-        discounting_factor=ppo.discounting,
-        clip_range=ppo.clip_range,
-        critic_loss_weight=ppo.critic_loss_weight,
+        **spec.ppo_config_fields(),
         bootstrap_on_truncation=False,
         advantage_estimation="minibatch"
         if spec.implementation == "ours-minibatch-gae"
@@ -158,11 +144,10 @@ def _n_params(network: Any) -> int:
     return sum(math.prod(x.shape) for x in jax.tree.leaves(state))
 
 
-def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
+def run(spec: RunSpec, recorder: _common.Recorder) -> dict[str, Any]:
     """Train, then evaluate once; returns the result fields."""
     import jax
 
-    from nnx_ppo.algorithms.observe.evaluation import evaluate
     from nnx_ppo.algorithms.ppo.train import train_ppo
 
     with recorder.phase("setup"):
@@ -183,19 +168,19 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
                 jax.profiler.stop_trace()
 
     with recorder.phase("eval"):
-        metrics = evaluate(
+        reward = final_return(
             eval_env,
             network,
-            jax.random.PRNGKey(spec.seed + 10_000),
+            spec.seed,
             n_envs=spec.eval.n_envs,
             max_episode_length=spec.eval.episode_length,
         )
     return {
         "total_steps": int(result.total_steps),
-        "final_eval_reward": metrics["eval/episode_reward/mean"],
+        "final_eval_reward": reward,
         "n_params": _n_params(network),
         "iterations_per_call": config.ppo.iterations_per_call,
-        "versions": package_versions(
+        "versions": _common.package_versions(
             "jax",
             "jaxlib",
             "flax",
@@ -211,4 +196,4 @@ def run(spec: RunSpec, recorder: Recorder) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run))
+    raise SystemExit(_common.main(run))

@@ -27,6 +27,7 @@ from nnx_ppo_benchmarks.learning.tasks import (
     stagger_steps,
     staggered,
 )
+from nnx_ppo_benchmarks.seeds import final_return, train_seeds
 from nnx_ppo_benchmarks.settings import PPOSettings, RunSpec
 
 __all__ = ["build_network", "run_seed", "run_seeds"]
@@ -220,19 +221,13 @@ def _record(
     """One run's record: its curve (the periodic evaluations), the final return of a
     deterministic evaluation on ``final_eval_envs`` fresh episodes, and the same on each
     of the task's ``cross_eval`` tasks (``final_on``), keyed by the seed."""
-    import jax
-
-    from nnx_ppo.algorithms.observe.evaluation import evaluate
     from nnx_ppo.wrappers import EpisodeWrapper
 
     def final(env: Any) -> float:
-        return evaluate(
-            env,
-            network,
-            jax.random.PRNGKey(seed + 10_000),
-            n_envs=cell["final_eval_envs"],
-            max_episode_length=task.episode_length,
-        )["eval/episode_reward/mean"]
+        n_envs = cell["final_eval_envs"]
+        return final_return(
+            env, network, seed, n_envs=n_envs, max_episode_length=task.episode_length
+        )
 
     record = {
         "seed": seed,
@@ -260,14 +255,8 @@ def run_seeds(cell: dict[str, Any], seeds: Sequence[int]) -> list[dict[str, Any]
         of runs: this run's share), ``sweep_s`` (that whole wall time) and
         ``sweep_runs`` (the number of runs trained together).
     """
-    from nnx_ppo.algorithms.sweeps.many import train_many
-
     task, env, eval_env, make_network, config = _setup(cell)
-    start = time.perf_counter()
-    result = train_many(
-        env, make_network, config, seeds=list(seeds), eval_env=eval_env, progress=False
-    )
-    sweep_s = time.perf_counter() - start
+    result, sweep_s = train_seeds(env, make_network, config, seeds, eval_env=eval_env)
     records = []
     for i, seed in enumerate(result.seeds):
         history = result.eval_histories[i]

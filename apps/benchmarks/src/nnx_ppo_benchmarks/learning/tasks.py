@@ -103,23 +103,17 @@ TASKS: dict[str, Task] = {
             keep=(0, 1),
             total_steps=307_200,
         ),
-        Task(
-            "memory_d2",
-            "MemoryTask: reproduce the cue of 2 steps ago (episodes of 100)",
-            "memory",
-            "MemoryTask",
-            episode_length=100,
-            total_steps=204_800,
-            options=(("delay", 2),),
-        ),
-        Task(
-            "memory_d6",
-            "MemoryTask: reproduce the cue of 6 steps ago (episodes of 100)",
-            "memory",
-            "MemoryTask",
-            episode_length=100,
-            total_steps=204_800,
-            options=(("delay", 6),),
+        *(
+            Task(
+                f"memory_d{delay}",
+                f"MemoryTask: reproduce the cue of {delay} steps ago (episodes of 100)",
+                "memory",
+                "MemoryTask",
+                episode_length=100,
+                total_steps=204_800,
+                options=(("delay", delay),),
+            )
+            for delay in (2, 6)
         ),
         Task(
             "memory_chain",

@@ -84,12 +84,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nnx_ppo_benchmarks.common import band, git_state, load_average, median_ci, parse_seeds
+from nnx_ppo_benchmarks.common import (
+    Panel,
+    git_state,
+    load_average,
+    median_ci,
+    parse_seeds,
+    write_cell_report,
+)
+from nnx_ppo_benchmarks.seeds import final_return, train_seeds
 
 __all__ = ["GAMES", "NETWORKS", "PUBLISHED", "build_parser", "main", "write_report"]
 
@@ -207,8 +214,6 @@ def run_cell(
     import numpy as np
     from flax import nnx
 
-    from nnx_ppo.algorithms.observe.evaluation import evaluate
-    from nnx_ppo.algorithms.sweeps.many import train_many
     from nnx_ppo.envs import GymnaxEnv
 
     env = GymnaxEnv.make(game)  # gymnax's own time limit, as gymnax-blines
@@ -217,29 +222,21 @@ def run_cell(
     config = make_config(steps, episode_length, smoke=smoke, adam_eps=adam_eps)
     max_len = config.eval.max_episode_length
     meta = {"load_before": load_average(), "git": git_state()}
-    start = time.perf_counter()
-    result = train_many(
-        env,
-        make_network(network, image_shape, env.action_size),  # type: ignore[arg-type]
-        config,
-        seeds=list(seeds),
-        progress=False,
-    )
-    wall = time.perf_counter() - start
+    build = make_network(network, image_shape, env.action_size)
+    result, wall = train_seeds(env, build, config, seeds)
     runs = []
     for i, seed in enumerate(result.seeds):
-        key = jax.random.PRNGKey(seed + 10_000)
         policy = result.network(i)
         final = {
             mode: float(
-                evaluate(
+                final_return(
                     env,
                     policy,
-                    key,
+                    seed,
                     n_envs=episodes,
                     max_episode_length=max_len,
                     deterministic=mode == "deterministic",
-                )["eval/episode_reward/mean"]
+                )
             )
             for mode in ("stochastic", "deterministic")
         }
@@ -321,59 +318,39 @@ def _row(cell: dict[str, Any]) -> str:
     )
 
 
-def _plot(cells: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    games = list(dict.fromkeys(c["summary"]["game"] for c in cells))
-    fig, axes = plt.subplots(1, len(games), figsize=(4.2 * len(games), 3.4), squeeze=False)
-    for ax, game in zip(axes[0], games, strict=True):
+def _panels(cells: list[dict[str, Any]]) -> list[Panel]:
+    """One panel per game: each cell's curves against the published return."""
+    panels = []
+    for game in dict.fromkeys(c["summary"]["game"] for c in cells):
+        curves = []
         for cell in (c for c in cells if c["summary"]["game"] == game):
             runs = cell["runs"]
-            b = band([r["curve"] for r in runs])
             eps = cell_eps(cell)
             label = f"ours, {cell['summary']['network']}, eps {eps:g} ({len(runs)} seeds)"
-            (line,) = ax.plot(b["steps"], b["median"], label=label)
-            ax.fill_between(b["steps"], b["low"], b["high"], color=line.get_color(), alpha=0.2)
-        ax.axhline(PUBLISHED[game], color="black", ls="--", lw=1, label="gymnax-blines PPO")
-        ax.set_title(game, fontsize=9)
-        ax.set_xlabel("env steps")
-        ax.xaxis.set_major_locator(MaxNLocator(4))
-        ax.legend(fontsize=7, loc="upper left")
-    axes[0][0].set_ylabel("evaluation return (median, 95% band)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+            curves.append((label, [r["curve"] for r in runs]))
+        reference = (PUBLISHED[game], "--", "gymnax-blines PPO")
+        panels.append(Panel(game, curves, [reference]))
+    return panels
 
 
 def write_report(out: Path) -> Path:
     """Write ``out/report.md`` (and ``out/curves.png`` if a cell finished) from the
     cells in ``out/cells``; returns the report's path."""
     cells = load_cells(out)
-    lines = ["# MinAtar (pixels) against gymnax-blines' PPO", ""]
-    if not cells:
-        lines.append("No cell has finished yet.")
-    else:
-        lines += [
-            f"Published: {_SOURCE}. Ours: final stochastic return on fresh episodes, "
-            "median over seeds [95% percentile-bootstrap interval]; ratio = our median / "
-            "published; IQM [95% stratified-bootstrap interval] "
-            "(`nnx_ppo.algorithms.analysis.statistics`).",
-            "",
-            "| game | network | Adam eps | steps | ours, median [95% CI] | published | "
-            "ratio | IQM [95% CI] | per-seed final | wall time |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-            *(_row(c) for c in cells),
-            "",
-        ]
-    path = out / "report.md"
-    path.write_text("\n".join(lines))
-    if cells:
-        _plot(cells, out / "curves.png")
-    return path
+    body = [
+        f"Published: {_SOURCE}. Ours: final stochastic return on fresh episodes, "
+        "median over seeds [95% percentile-bootstrap interval]; ratio = our median / "
+        "published; IQM [95% stratified-bootstrap interval] "
+        "(`nnx_ppo.algorithms.analysis.statistics`).",
+        "",
+        "| game | network | Adam eps | steps | ours, median [95% CI] | published | "
+        "ratio | IQM [95% CI] | per-seed final | wall time |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *(_row(c) for c in cells),
+        "",
+    ]
+    title = "MinAtar (pixels) against gymnax-blines' PPO"
+    return write_cell_report(out, title, body, _panels(cells), legend="upper left")
 
 
 # Command ----------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nnx_ppo_benchmarks.common import band, median_ci
+from nnx_ppo_benchmarks.common import Panel, median_ci, write_cell_report
 from nnx_ppo_benchmarks.published.tasks import (
     BENCHMARKS,
     CONV_FAMILIES,
@@ -80,46 +80,28 @@ def _table(bench: Benchmark, cells: dict[str, dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def _plot(cells: dict[str, dict[str, dict[str, Any]]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.4), squeeze=False)
-    for ax, (name, by_family) in zip(axes[0], cells.items(), strict=True):
+def _panels(cells: dict[str, dict[str, dict[str, Any]]]) -> list[Panel]:
+    """One panel per benchmark: each family's curves against the published figures."""
+    panels = []
+    for name, by_family in cells.items():
         bench = BENCHMARKS[name]
-        for family, cell in by_family.items():
-            b = band([r["curve"] for r in cell["runs"]])
-            (line,) = ax.plot(b["steps"], b["median"], label=family)
-            ax.fill_between(b["steps"], b["low"], b["high"], color=line.get_color(), alpha=0.2)
-        for i, ref in enumerate(bench.references):
-            ax.axhline(ref.value, color="black", ls="--" if i == 0 else ":", lw=1, label=ref.what)
-        ax.set_title(bench.title, fontsize=9)
-        ax.set_xlabel("env steps")
-        ax.xaxis.set_major_locator(MaxNLocator(4))
-        ax.legend(fontsize=7, loc="lower right")
-    axes[0][0].set_ylabel("evaluation return (median, 95% band)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+        curves = [(f, [r["curve"] for r in cell["runs"]]) for f, cell in by_family.items()]
+        references = [
+            (ref.value, "--" if i == 0 else ":", ref.what) for i, ref in enumerate(bench.references)
+        ]
+        panels.append(Panel(bench.title, curves, references))
+    return panels
 
 
 def write_report(out: Path) -> Path:
     """Write ``out/report.md`` (and ``out/curves.png`` if any cell finished) from the
     cells in ``out/cells``; returns the report's path."""
     cells = load_cells(out)
-    lines = ["# Memory benchmarks with published numbers", ""]
-    if not cells:
-        lines.append("No cell has finished yet.")
+    body: list[str] = []
     for name, by_family in cells.items():
-        lines += _table(BENCHMARKS[name], by_family)
+        body += _table(BENCHMARKS[name], by_family)
     for name in cells:
         bench = BENCHMARKS[name]
-        lines += [f"Translation of `{name}`:", "", *(f"- {t}" for t in bench.translation), ""]
-    path = out / "report.md"
-    path.write_text("\n".join(lines))
-    if cells:
-        _plot(cells, out / "curves.png")
-    return path
+        body += [f"Translation of `{name}`:", "", *(f"- {t}" for t in bench.translation), ""]
+    title = "Memory benchmarks with published numbers"
+    return write_cell_report(out, title, body, _panels(cells), legend="lower right")

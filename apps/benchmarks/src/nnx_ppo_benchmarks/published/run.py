@@ -9,11 +9,11 @@ deterministic policy on fresh episodes.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from nnx_ppo_benchmarks.published.tasks import Benchmark
+from nnx_ppo_benchmarks.seeds import final_return, train_seeds
 
 __all__ = ["build_network", "make_config", "make_envs", "run_cell"]
 
@@ -157,31 +157,22 @@ def run_cell(
         ``final`` (mean return of the final evaluation), ``total_steps`` and
         ``sweep_s`` (the sweep's wall time, compilation included).
     """
-    import jax
-
-    from nnx_ppo.algorithms.observe.evaluation import evaluate
-    from nnx_ppo.algorithms.sweeps.many import train_many
-
     env, eval_env = make_envs(bench)
     budget = bench.total_steps if total_steps is None else total_steps
     config = make_config(bench, budget, eval_envs)
     make_network = functools.partial(
         build_network, bench, family, env.observation_size, env.action_size
     )
-    start = time.perf_counter()
-    result = train_many(
-        env, make_network, config, seeds=list(seeds), eval_env=eval_env, progress=False
-    )
-    sweep_s = time.perf_counter() - start
+    result, sweep_s = train_seeds(env, make_network, config, seeds, eval_env=eval_env)
     records = []
     for i, seed in enumerate(result.seeds):
-        final = evaluate(
+        final = final_return(
             eval_env,
             result.network(i),
-            jax.random.PRNGKey(seed + 10_000),
+            seed,
             n_envs=final_eval_envs,
             max_episode_length=bench.episode_length,
-        )["eval/episode_reward/mean"]
+        )
         records.append(
             {
                 "seed": seed,

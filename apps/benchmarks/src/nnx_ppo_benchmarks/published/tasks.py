@@ -121,6 +121,44 @@ _ZOO_COMMON = (
     "(`net_arch=dict(pi=[64], vf=[64])`)",
 )
 
+_SB3_PPO = {"clip_range": 0.2, "critic_loss_weight": 0.5, "max_grad_norm": 0.5}
+"""SB3's PPO defaults (``clip_range``, ``vf_coef``, ``max_grad_norm``) as `PPOConfig`
+fields, for the zoo's benchmarks that do not set them."""
+
+_POBAX_REFERENCES = (
+    Published(4.0, None, None, "optimal return", POBAX),
+    Published(1.95, None, None, "best memoryless return", POBAX),
+)
+"""The T-Maze's analytic values as POBAX states them."""
+
+
+def _zoo(*, ppo: dict[str, Any], translation: tuple[str, ...], **fields: Any) -> Benchmark:
+    """A benchmark with an rl-baselines3-zoo figure: ``ppo`` (the zoo's settings) with
+    SB3's defaults (`_SB3_PPO`) where it sets none, VecNormalize's normalisations, one
+    hidden layer of 64 per head and the notes every zoo translation shares
+    (`_ZOO_COMMON`) before its own ``translation``."""
+    defaults = {name: value for name, value in _SB3_PPO.items() if name not in ppo}
+    return Benchmark(
+        ppo={**ppo, **defaults, "normalize_values": True},
+        heads=(64,),
+        normalize_obs=True,
+        translation=(*_ZOO_COMMON, *translation),
+        **fields,
+    )
+
+
+def _pobax(**fields: Any) -> Benchmark:
+    """A T-Maze benchmark with POBAX's settings: the learning rate annealed to 0, ReLU,
+    entropy weight 0.01, no observation normalisation, POBAX's figures."""
+    return Benchmark(
+        linear_decay=True,
+        activation="relu",
+        entropy_cost=0.01,
+        normalize_obs=False,
+        references=_POBAX_REFERENCES,
+        **fields,
+    )
+
 
 def _sde(sample_freq: int) -> str:
     """The note for gSDE (`use_sde=True`, `sde_sample_freq`)."""
@@ -150,7 +188,7 @@ def _split(zoo_envs: int, zoo_steps: int, batch_size: int, ours_steps: int) -> s
 BENCHMARKS: dict[str, Benchmark] = {
     b.name: b
     for b in (
-        Benchmark(
+        _zoo(
             name="cartpole_novel",
             title="CartPoleNoVel-v1",
             env="CartPole-v1",
@@ -165,24 +203,17 @@ BENCHMARKS: dict[str, Benchmark] = {
                 learning_rate=1e-3,
                 gae_lambda=0.8,
                 discounting_factor=0.98,
-                clip_range=0.2,
-                critic_loss_weight=0.5,
-                max_grad_norm=0.5,
-                normalize_values=True,
             ),
             linear_decay=True,
             recurrent_size=64,
-            heads=(64,),
             activation="relu",
             entropy_cost=0.0,
-            normalize_obs=True,
             references=(
                 Published(
                     500.0, 0.0, 100_000, "RecurrentPPO, mean over 300 episodes", ZOO_BENCHMARK
                 ),
             ),
             translation=(
-                *_ZOO_COMMON,
                 "`clip_range: lin_0.2` (decaying to 0) -> a constant 0.2: the trainer's "
                 "clip range is a constant",
                 "gym's CartPole-v1 -> gymnax's (same dynamics, 500-step limit); "
@@ -190,7 +221,7 @@ BENCHMARKS: dict[str, Benchmark] = {
                 "angle)",
             ),
         ),
-        Benchmark(
+        _zoo(
             name="pendulum_novel",
             title="PendulumNoVel-v1",
             env="Pendulum-v1",
@@ -205,17 +236,11 @@ BENCHMARKS: dict[str, Benchmark] = {
                 learning_rate=1e-3,
                 gae_lambda=0.95,
                 discounting_factor=0.9,
-                clip_range=0.2,
-                critic_loss_weight=0.5,
-                max_grad_norm=0.5,
-                normalize_values=True,
             ),
             linear_decay=False,
             recurrent_size=64,
-            heads=(64,),
             activation="relu",
             entropy_cost=0.0,
-            normalize_obs=True,
             resample_every=4,
             references=(
                 Published(
@@ -223,14 +248,13 @@ BENCHMARKS: dict[str, Benchmark] = {
                 ),
             ),
             translation=(
-                *_ZOO_COMMON,
                 _split(4, 1024, 128, 128),
                 _sde(4),
                 "velocities removed: observation entries 0 and 1 (cos and sin of the "
                 "angle); episodes of 200 steps with staggered starts (our default)",
             ),
         ),
-        Benchmark(
+        _zoo(
             name="mountaincar_novel",
             title="MountainCarContinuousNoVel-v0",
             env="MountainCarContinuous-v0",
@@ -248,14 +272,11 @@ BENCHMARKS: dict[str, Benchmark] = {
                 clip_range=0.1,
                 critic_loss_weight=0.19,
                 max_grad_norm=5.0,
-                normalize_values=True,
             ),
             linear_decay=False,
             recurrent_size=32,
-            heads=(64,),
             activation="tanh",
             entropy_cost=0.00429,
-            normalize_obs=True,
             resample_every=8,
             references=(
                 Published(
@@ -263,13 +284,12 @@ BENCHMARKS: dict[str, Benchmark] = {
                 ),
             ),
             translation=(
-                *_ZOO_COMMON,
                 _split(8, 1024, 256, 128),
                 _sde(8) + " (`log_std_init=0`: our initial std is softplus(0) = 0.69)",
                 "velocity removed: observation entry 0 (position)",
             ),
         ),
-        Benchmark(
+        _pobax(
             name="tmaze",
             title="T-Maze (POBAX tmaze_5)",
             env="tmaze",
@@ -288,16 +308,8 @@ BENCHMARKS: dict[str, Benchmark] = {
                 critic_loss_weight=0.5,
                 max_grad_norm=0.5,
             ),
-            linear_decay=True,
             recurrent_size=128,
             heads=(128,),
-            activation="relu",
-            entropy_cost=0.01,
-            normalize_obs=False,
-            references=(
-                Published(4.0, None, None, "optimal return", POBAX),
-                Published(1.95, None, None, "best memoryless return", POBAX),
-            ),
             translation=(
                 "POBAX's actor-critic shares one GRU trunk (a dense layer then the GRU) "
                 "between two heads; ours has one recurrent layer per port and no dense "
@@ -306,7 +318,7 @@ BENCHMARKS: dict[str, Benchmark] = {
                 "no observation normalisation (POBAX has none; the observations are 0/1)",
             ),
         ),
-        Benchmark(
+        _pobax(
             name="pixel_tmaze",
             title="Pixel T-Maze (POBAX's T-Maze, corridor of 2, as a 3x4 image)",
             env="pixel_tmaze",
@@ -325,17 +337,9 @@ BENCHMARKS: dict[str, Benchmark] = {
                 critic_loss_weight=0.5,
                 max_grad_norm=0.5,
             ),
-            linear_decay=True,
             recurrent_size=64,
             heads=(64,),
-            activation="relu",
-            entropy_cost=0.01,
-            normalize_obs=False,
             image=(3, 4, 3),
-            references=(
-                Published(4.0, None, None, "optimal return", POBAX),
-                Published(1.95, None, None, "best memoryless return", POBAX),
-            ),
             translation=(
                 "not a published task: POBAX's T-Maze (same actions and rewards) with a "
                 "corridor of 2 cells instead of tmaze_5's 5, and the observation drawn as "

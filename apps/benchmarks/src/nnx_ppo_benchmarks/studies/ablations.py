@@ -178,10 +178,10 @@ def run_arm(
     combination (one record without a grid)."""
     from flax import nnx
 
-    from nnx_ppo.algorithms.observe.evaluation import evaluate
     from nnx_ppo.algorithms.sweeps.many import grid, train_many
     from nnx_ppo.networks.factories import make_mlp_actor_critic
     from nnx_ppo_benchmarks.children.ours import build_network, make_envs, make_train_config
+    from nnx_ppo_benchmarks.seeds import final_return
     from nnx_ppo_benchmarks.settings import RunSpec, chunk_plan
     from nnx_ppo_benchmarks.suite.tasks import task_settings
 
@@ -237,14 +237,10 @@ def run_arm(
     train_s = time.time() - start
     returns = []
     for run, seed in enumerate(run_seeds):
-        metrics = evaluate(
-            eval_env,
-            result.network(run),
-            jax.random.PRNGKey(seed + 10_000),
-            n_envs=128,
-            max_episode_length=1000,
+        final = final_return(
+            eval_env, result.network(run), seed, n_envs=128, max_episode_length=1000
         )
-        returns.append(float(metrics["eval/episode_reward/mean"]))
+        returns.append(float(final))
     records = []
     for point in range(n_points):
         record = {

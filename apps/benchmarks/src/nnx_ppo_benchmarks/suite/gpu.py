@@ -34,7 +34,6 @@ the previous one is retried once. ``--tiny`` runs the same plan at toy sizes on 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -49,16 +48,15 @@ from nnx_ppo_apps_common.cli import HelpFormatter, fail, positive_int
 
 from nnx_ppo_benchmarks.common import comma_names, git_state, load_average
 from nnx_ppo_benchmarks.metrics import derive, json_safe
-from nnx_ppo_benchmarks.runner import SRC_DIR, run_child
+from nnx_ppo_benchmarks.runner import child_environments, run_child, run_logged
 from nnx_ppo_benchmarks.settings import EvalSettings, RunSpec, chunk_plan
 from nnx_ppo_benchmarks.suite.report import markdown, summarize
-from nnx_ppo_benchmarks.suite.run import SUITE_IMPLEMENTATIONS, _environments, task_dir
+from nnx_ppo_benchmarks.suite.run import SUITE_IMPLEMENTATIONS, outcome, task_dir
 from nnx_ppo_benchmarks.suite.tasks import task_settings
 from nnx_ppo_benchmarks.venvs import (
     DEFAULT_JAX,
     ENV_OF_IMPLEMENTATION,
     Environment,
-    child_env_vars,
 )
 
 __all__ = [
@@ -200,13 +198,7 @@ def _run_one(spec: RunSpec, env: Environment, output_dir: Path, timeout_s: float
         raw["retried_device_busy"] = True
     raw["env_name"] = spec.env_name
     raw["load_after"] = load_average()
-    d = raw.get("derived") or {}
-    outcome = (
-        f"return {d.get('final_eval_reward')}, {d.get('steady_sps') or 0:,.0f} steps/s"
-        if raw.get("status") == "ok"
-        else f"FAILED: {raw.get('error')}"
-    )
-    print(f"{spec.env_name} {spec.network} {spec.implementation}: {outcome}", file=sys.stderr)
+    print(f"{spec.env_name} {spec.network} {spec.implementation}: {outcome(raw)}", file=sys.stderr)
     return raw
 
 
@@ -223,15 +215,7 @@ def _run_sweep(
     command += [spec.to_json(), "--runs", str(runs), "--out", str(out)]
     start = time.perf_counter()
     log_path = output_dir / "logs" / f"sweep{runs}__ours.log"
-    with log_path.open("w") as log, contextlib.suppress(subprocess.TimeoutExpired):
-        subprocess.run(
-            command,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=child_env_vars(SRC_DIR),
-            timeout=timeout_s,
-            check=False,
-        )
+    run_logged(command, log_path, timeout_s)  # the result file says whether it succeeded
     raw = json.loads(out.read_text()) if out.is_file() else {"status": "failed", "runs": runs}
     raw.setdefault("error", None if raw.get("status") == "ok" else "no result (timeout?)")
     raw["process_wall_s"] = time.perf_counter() - start
@@ -442,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return args.timeout
         return min(args.timeout, args.time_budget - (time.perf_counter() - start))
 
-    envs = _environments([*side, *singles], args.environments, args.jax)
+    envs = child_environments([*side, *singles], args.environments, args.jax)
     ours = envs[ENV_OF_IMPLEMENTATION["ours"]]
     results: dict[str, Any] = {
         "meta": {

@@ -15,26 +15,35 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from nnx_ppo_benchmarks.common import git_state, load_average
+from nnx_ppo_benchmarks.common import load_average
 from nnx_ppo_benchmarks.metrics import derive
-from nnx_ppo_benchmarks.runner import run_child
+from nnx_ppo_benchmarks.runner import (
+    child_environments,
+    finish,
+    print_progress,
+    rotated,
+    run_child,
+    run_name,
+    start_meta,
+)
 from nnx_ppo_benchmarks.settings import NETWORKS, EvalSettings, RunSpec, chunk_plan
 from nnx_ppo_benchmarks.suite.tasks import CONTROL_TASKS, DEFAULT_TASKS, task_settings
-from nnx_ppo_benchmarks.venvs import (
-    DEFAULT_JAX,
-    ENV_OF_IMPLEMENTATION,
-    Environment,
-    current_environment,
-    ensure_environments,
-)
+from nnx_ppo_benchmarks.venvs import DEFAULT_JAX, ENV_OF_IMPLEMENTATION, Environment
 
-__all__ = ["SuiteOptions", "collect", "plan_suite", "refusals", "run_plan", "same_spec", "task_dir"]
+__all__ = [
+    "SuiteOptions",
+    "collect",
+    "outcome",
+    "plan_suite",
+    "refusals",
+    "run_plan",
+    "same_spec",
+    "task_dir",
+]
 
 SUITE_IMPLEMENTATIONS = ("ours", "brax")
 """The implementations the suite compares."""
@@ -167,8 +176,7 @@ def plan_suite(options: SuiteOptions, *, published: dict[str, Any] | None = None
         for network in options.networks:
             impls = [i for i in options.implementations if i in NETWORKS[network].implementations]
             for index, seed in enumerate(options.seeds):
-                shift = index % len(impls) if impls else 0
-                for impl in impls[shift:] + impls[:shift]:
+                for impl in rotated(impls, index):
                     specs.append(
                         RunSpec(
                             implementation=impl,
@@ -219,13 +227,6 @@ def task_dir(output_dir: Path, env_name: str) -> Path:
     return output_dir / env_name.replace("/", "-")
 
 
-def _environments(specs: list[RunSpec], environments: str, jax_version: str) -> dict[str, Any]:
-    if environments == "current":
-        return {name: current_environment() for name in ENV_OF_IMPLEMENTATION.values()}
-    needed = {ENV_OF_IMPLEMENTATION[s.implementation] for s in specs}
-    return ensure_environments(needed, jax_version)
-
-
 def _finished(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
@@ -248,22 +249,12 @@ def run_plan(
     Each run record carries its task (``env_name``); results of an earlier call with
     the same output folder are reused when ``resume`` (their ``"resumed": true``).
     """
-    envs: dict[str, Environment] = _environments(specs, environments, jax_version)
-    meta: dict[str, Any] = {
-        "command": command,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "load_before": load_average(),
-        "cpu_count": os.cpu_count(),
-        "git": git_state(),
-        "platform": sys.platform,
-        "environments": environments,
-        "jax_version": jax_version if environments == "isolated" else None,
-    }
+    envs: dict[str, Environment] = child_environments(specs, environments, jax_version)
+    meta = start_meta(command, environments, jax_version)
     runs = []
     for index, spec in enumerate(specs, 1):
         folder = task_dir(output_dir, spec.env_name)
-        name = f"{spec.network}__{spec.implementation}__seed{spec.seed}"
-        previous = _finished(folder / "runs" / f"{name}.json") if resume else None
+        previous = _finished(folder / "runs" / f"{run_name(spec)}.json") if resume else None
         if previous is not None and same_spec(previous.get("spec"), spec):
             raw = {**previous, "resumed": True}
         else:
@@ -274,21 +265,18 @@ def run_plan(
         if raw.get("status") == "ok":
             raw["derived"] = derive(raw)
         runs.append(raw)
-        d = raw.get("derived") or {}
-        outcome = (
-            f"return {d.get('final_eval_reward')}, {d.get('steady_sps') or 0:,.0f} steps/s"
-            if raw.get("status") == "ok"
-            else f"FAILED: {raw.get('error')}"
-        )
-        print(
-            f"[{index}/{len(specs)}] {spec.env_name} {spec.network} {spec.implementation} "
-            f"seed {spec.seed}: {outcome}",
-            file=sys.stderr,
-            flush=True,
-        )
-    meta["load_after"] = load_average()
-    meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    return {"meta": meta, "runs": runs}
+        what = f"{spec.env_name} {spec.network} {spec.implementation} seed {spec.seed}"
+        print_progress(index, len(specs), what, outcome(raw))
+    return finish(meta, runs)
+
+
+def outcome(raw: dict[str, Any]) -> str:
+    """One run's line in the progress output: its final return and speed, or why it
+    failed."""
+    d = raw.get("derived") or {}
+    if raw.get("status") != "ok":
+        return f"FAILED: {raw.get('error')}"
+    return f"return {d.get('final_eval_reward')}, {d.get('steady_sps') or 0:,.0f} steps/s"
 
 
 def same_spec(recorded: Any, spec: RunSpec) -> bool:
@@ -316,8 +304,7 @@ def collect(specs: list[RunSpec], output_dir: Path, *, command: list[str] | None
     a planned run without a finished result is recorded as ``"not run"``."""
     runs = []
     for spec in specs:
-        name = f"{spec.network}__{spec.implementation}__seed{spec.seed}"
-        raw = _finished(task_dir(output_dir, spec.env_name) / "runs" / f"{name}.json")
+        raw = _finished(task_dir(output_dir, spec.env_name) / "runs" / f"{run_name(spec)}.json")
         if raw is None or not same_spec(raw.get("spec"), spec):
             raw = {"status": "not run", "error": "no finished result with this spec"}
         raw.update(

@@ -25,7 +25,7 @@ import dataclasses
 import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from flax import nnx
 
@@ -106,6 +106,19 @@ def _check_size(fn: str, name: str, value: Any) -> int:
     if not _is_int(value) or value <= 0:
         raise ValueError(f"{fn}: {name} must be a positive int, got {value!r}; e.g. {name}=8.")
     return int(value)
+
+
+def _check_sizes(fn: str, name: str, value: Any) -> tuple[int, ...]:
+    if (
+        isinstance(value, str | bytes)
+        or not isinstance(value, Sequence)
+        or not all(_is_int(v) and v > 0 for v in value)
+    ):
+        raise ValueError(
+            f"{fn}: {name} must be a sequence of positive ints (hidden layer widths), got "
+            f"{value!r}; e.g. {name}=(64, 64), or () for no hidden layer."
+        )
+    return tuple(int(v) for v in value)
 
 
 def _check_common(fn: str, rngs: Any, action_distribution: Any, normalize_obs: Any) -> None:
@@ -325,56 +338,66 @@ def assemble_actor_critic(
         ((5, 2), (5,))
     """
     _check_common(caller, rngs, action_distribution, normalize_obs)
-    if actor_obs is not None or critic_obs is not None:
-        return _assemble_split(
-            ports,
-            obs_size,
-            action_size,
-            rngs=rngs,
-            normalize_obs=normalize_obs,
-            action_distribution=action_distribution,
-            entropy_weight=entropy_weight,
-            min_std=min_std,
-            std_scale=std_scale,
-            caller=caller,
-            actor_obs=actor_obs,
-            critic_obs=critic_obs,
+    split = actor_obs is not None or critic_obs is not None
+    if split:  # each port selects and flattens its own keys after the normalizer
+        layers, (actor_in, features), (critic_in, value_features) = _split_inputs(
+            caller, obs_size, normalize_obs, actor_obs, critic_obs
         )
-    layers, features = _obs_layers(caller, obs_size, normalize_obs)
+    else:
+        layers, features = _obs_layers(caller, obs_size, normalize_obs)
+        actor_in, critic_in, value_features = [], [], None
     action_size = _check_size(caller, "action_size", action_size)
     sampler, params_per_action = _sampler(
         action_distribution, rngs, entropy_weight, min_std, std_scale
     )
-    built = ports(features, params_per_action * action_size)
+    action_params = params_per_action * action_size
+    if not split:
+        call = "ports(features, action_params)"
+        built = ports(features, action_params)
+    elif _takes_value_features(ports):
+        call = "ports(features, action_params, value_features=...)"
+        with_value_features = cast(Callable[..., ActorCriticPorts], ports)
+        built = with_value_features(features, action_params, value_features=value_features)
+    else:
+        raise TypeError(
+            f"{caller}: with actor_obs / critic_obs the ports function is called as "
+            "ports(features, action_params, value_features=...), the critic's input "
+            "width; add the keyword value_features to it."
+        )
     if not isinstance(built, ActorCriticPorts):
         raise TypeError(
-            f"{caller}: ports(features, action_params) must return an ActorCriticPorts, "
-            f"got {type(built).__name__}; return ActorCriticPorts(action=..., value=...)."
+            f"{caller}: {call} must return an ActorCriticPorts, got {type(built).__name__}; "
+            "return ActorCriticPorts(action=..., value=...)."
+        )
+    if split and built.trunk:
+        raise ValueError(
+            f"{caller}: ports returned a trunk, but with actor_obs={actor_obs!r} / "
+            f"critic_obs={critic_obs!r} the actor and the critic read different keys, and a "
+            "shared trunk would feed the critic's keys to the actor; put the layers in "
+            "each port instead (e.g. shared_lstm=False)."
         )
     value = built.value
+    if split or not isinstance(value, StatefulModule):
+        value = Sequential([*critic_in, *_layers(value)])
     adapter = PPOAdapter(
-        action=Sequential([*_layers(built.action), sampler]),
-        value=value if isinstance(value, StatefulModule) else Sequential(list(value)),
+        action=Sequential([*actor_in, *_layers(built.action), sampler]), value=value
     )
     return Sequential([*layers, *built.trunk, adapter])
 
 
-def _assemble_split(
-    ports: Callable[..., ActorCriticPorts],
-    obs_size: ObsSize,
-    action_size: int,
-    *,
-    rngs: nnx.Rngs,
-    normalize_obs: bool,
-    action_distribution: ActionDistribution,
-    entropy_weight: float,
-    min_std: float,
-    std_scale: float,
+def _split_inputs(
     caller: str,
+    obs_size: ObsSize,
+    normalize_obs: bool,
     actor_obs: str | Sequence[str] | None,
     critic_obs: str | Sequence[str] | None,
-) -> Sequential:
-    """`assemble_actor_critic` with each port reading its own keys of a dict observation."""
+) -> tuple[
+    list[StatefulModule], tuple[list[StatefulModule], int], tuple[list[StatefulModule], int]
+]:
+    """For each port reading its own keys of a dict observation: the shared observation
+    layers (the normalizer of every key read), and per port the layers selecting and
+    flattening its keys with their width, ``(actor_in, F_actor)`` and ``(critic_in,
+    F_critic)``."""
     if not isinstance(obs_size, Mapping):
         raise ValueError(
             f"{caller}: actor_obs={actor_obs!r} / critic_obs={critic_obs!r} select keys of "
@@ -387,34 +410,8 @@ def _assemble_split(
     critic_keys = _port_keys(caller, "critic_obs", critic_obs, obs_size)
     read = {k: obs_size[k] for k in sorted({*actor_keys, *critic_keys})}
     layers: list[StatefulModule] = [Normalizer(read)] if normalize_obs else []
-    actor_in, actor_features = _port_input(caller, obs_size, actor_keys)
-    critic_in, critic_features = _port_input(caller, obs_size, critic_keys)
-    action_size = _check_size(caller, "action_size", action_size)
-    sampler, params_per_action = _sampler(
-        action_distribution, rngs, entropy_weight, min_std, std_scale
+    return (
+        layers,
+        _port_input(caller, obs_size, actor_keys),
+        _port_input(caller, obs_size, critic_keys),
     )
-    if not _takes_value_features(ports):
-        raise TypeError(
-            f"{caller}: with actor_obs / critic_obs the ports function is called as "
-            "ports(features, action_params, value_features=...), the critic's input "
-            "width; add the keyword value_features to it."
-        )
-    built = ports(actor_features, params_per_action * action_size, value_features=critic_features)
-    if not isinstance(built, ActorCriticPorts):
-        raise TypeError(
-            f"{caller}: ports(features, action_params, value_features=...) must return an "
-            f"ActorCriticPorts, got {type(built).__name__}; return "
-            "ActorCriticPorts(action=..., value=...)."
-        )
-    if built.trunk:
-        raise ValueError(
-            f"{caller}: ports returned a trunk, but with actor_obs={actor_obs!r} / "
-            f"critic_obs={critic_obs!r} the actor and the critic read different keys, and a "
-            "shared trunk would feed the critic's keys to the actor; put the layers in "
-            "each port instead (e.g. shared_lstm=False)."
-        )
-    adapter = PPOAdapter(
-        action=Sequential([*actor_in, *_layers(built.action), sampler]),
-        value=Sequential([*critic_in, *_layers(built.value)]),
-    )
-    return Sequential([*layers, adapter])

@@ -167,19 +167,19 @@ class Sequential(StatefulModule):
 
     def reset_state(self, prev_state: ModuleState) -> ModuleState:
         """Each layer's reset carry, in the same list (or tuple, or ``()``) structure."""
-        if is_empty(prev_state):
-            return ()
-        states = route_list("Sequential", prev_state, len(self.layers), "state")
-        fresh = [layer.reset_state(s) for layer, s in zip(self.layers, states, strict=True)]
-        return tuple(fresh) if isinstance(prev_state, tuple) else fresh
+        return self._per_layer("reset_state", prev_state)
 
     def canonical_state(self, state: ModuleState) -> ModuleState:
         """Each layer's canonical carry, in the same list (or tuple, or ``()``) structure."""
+        return self._per_layer("canonical_state", state)
+
+    def _per_layer(self, method: str, state: ModuleState) -> ModuleState:
+        """Each layer's ``method`` of its carry, in ``state``'s structure."""
         if is_empty(state):
             return ()
         states = route_list("Sequential", state, len(self.layers), "state")
-        canon = [layer.canonical_state(s) for layer, s in zip(self.layers, states, strict=True)]
-        return tuple(canon) if isinstance(state, tuple) else canon
+        mapped = [getattr(layer, method)(s) for layer, s in zip(self.layers, states, strict=True)]
+        return tuple(mapped) if isinstance(state, tuple) else mapped
 
     def update_statistics(self, rollout_extras: Any) -> None:
         """Route each layer's stacked extras (leaves ``[T, B, ...]``) to that layer."""

@@ -276,9 +276,6 @@ class SimpleRNN(RecurrentCell):
         True
     """
 
-    carry_names = ("h",)
-    n_gates = 1
-
     def __init__(
         self,
         in_features: int,
@@ -472,9 +469,6 @@ class CTRNN(RecurrentCell):
         >>> [round(t, 5) for t in learned.tau.tolist()]
         [4.0, 4.0, 4.0, 4.0]
     """
-
-    carry_names = ("h",)
-    n_gates = 1
 
     def __init__(
         self,
