@@ -139,7 +139,6 @@ def test_stablehlo_artefact_has_no_critic_input(network: Any, tmp_path: Path) ->
     np.testing.assert_allclose(got["action"], np.asarray(want), atol=1e-5)
 
 
-@pytest.mark.extended
 def test_onnx_graph_has_no_critic_input(network: Any, tmp_path: Path) -> None:
     pytest.importorskip("jax2onnx")
     onnxruntime = pytest.importorskip("onnxruntime")
