@@ -216,9 +216,11 @@ def test_cell_recorded_activation_equals_its_output_inside_a_scan(make):
     np.testing.assert_array_equal(acts[0], outputs)
     if "h" in carries[0]:
         np.testing.assert_array_equal(acts[0], carries[0]["h"])
-    # And the replay of the whole sequence records the same [T, B, 5].
+    # And the replay of the whole sequence records the same [T, B, 5], to float32
+    # rounding: the replay's program fuses differently (the LayerNorm's statistics
+    # moved by 1.3e-6 at XLA's optimization level 0 on a CI clone).
     _, replayed = recording.replay_sequence(recording.initialize_state(B), xs, [()], done)
-    np.testing.assert_allclose(extract_activations(replayed.metrics)[0], acts[0], atol=1e-6)
+    np.testing.assert_allclose(extract_activations(replayed.metrics)[0], acts[0], atol=1e-5)
 
 
 def test_activations_are_keyed_by_container_path():
