@@ -260,11 +260,13 @@ def extended(session: nox.Session) -> None:
 
 @nox.session
 def slow(session: nox.Session) -> None:
-    """Learning tests (marked ``slow``) of every distribution at the latest JAX."""
+    """Learning tests (marked ``slow``) of every distribution at the latest JAX. Spread
+    test by test over the workers (``"load"``): the slow tests of a file share no
+    fixture, and by file one worker took test_ppo.py's three while the other idled."""
     _install_workspace(session, "test")
     session.run(
         "pytest",
-        *_parallel(),
+        *_parallel("load"),
         *[f"packages/{p}/tests" for p in PACKAGES],
         "-m",
         "slow",
