@@ -41,9 +41,9 @@ _NAMES = {
 }
 __all__ = [
     "EVAL_REWARD",
+    "MAX_LAPSE",
     "Estimate",
     "Interval",
-    "MAX_LAPSE",
     "PsychometricFit",
     "PsychometricKind",
     "RunSummary",

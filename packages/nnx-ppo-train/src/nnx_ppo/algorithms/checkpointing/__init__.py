@@ -25,11 +25,11 @@ _NAMES = {
     "config_to_dict": "config",
 }
 __all__ = [
+    "ENV_FIELDS",
     "CheckpointMismatchError",
     "Checkpointer",
     "CorruptedCheckpointError",
     "CorruptedCheckpointWarning",
-    "ENV_FIELDS",
     "UnsavableStateError",
     "config_from_dict",
     "config_to_dict",
@@ -40,10 +40,10 @@ __all__ = [
 
 if TYPE_CHECKING:  # what a type checker and an IDE see
     from nnx_ppo.algorithms.checkpointing._io import (
+        ENV_FIELDS,
         CheckpointMismatchError,
         CorruptedCheckpointError,
         CorruptedCheckpointWarning,
-        ENV_FIELDS,
     )
     from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer, UnsavableStateError
     from nnx_ppo.algorithms.checkpointing.loading import (

@@ -36,9 +36,9 @@ _NAMES = {
     "reset_on_mesh": "trainer.initial_state",
 }
 __all__ = [
+    "TRACEABLE_FIELDS",
     "AdvantageFn",
     "CheckpointHook",
-    "TRACEABLE_FIELDS",
     "TrainResult",
     "ValueStatistics",
     "as_train_config",
@@ -68,8 +68,8 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from nnx_ppo.algorithms.core.schedules import make_optimizer
     from nnx_ppo.algorithms.ppo.advantages import combine_advantages, gae
     from nnx_ppo.algorithms.ppo.iteration import (
-        AdvantageFn,
         TRACEABLE_FIELDS,
+        AdvantageFn,
         init_train_state,
         make_training_iteration,
         ppo_state_fields,

@@ -31,6 +31,7 @@ _NAMES = {
     "train_shard": "sweeps.shards",
 }
 __all__ = [
+    "TRACEABLE_FIELDS",
     "MergedSweep",
     "Objective",
     "SearchResult",
@@ -39,7 +40,6 @@ __all__ = [
     "SweepIdentity",
     "SweepMismatchError",
     "SweepResult",
-    "TRACEABLE_FIELDS",
     "final_return",
     "grid",
     "merge_shards",
