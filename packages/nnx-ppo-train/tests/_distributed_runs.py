@@ -10,19 +10,24 @@ which JAX fixes at start-up. Usage::
     python _distributed_runs.py distill-worker PROCESS_ID PORT CHECKPOINT_DIR OUT  # x2
 
 Results go to ``OUT`` as ``OUT.json`` (facts) and ``OUT-<name>.npz`` (network variables).
+The test modules start these runs and read what they wrote with the functions at the
+end (`run_on_four_devices`, `run_two_processes`, `load_variables`, `assert_same`,
+`assert_resumes_on_two_and_one`, `assert_indivisible_error`).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import socket
+import subprocess
 import sys
 import traceback
 from pathlib import Path
 
 import jax
 import numpy as np
-from _train_test_helpers import randomize_pendulum
+from _train_test_helpers import randomize_pendulum, subprocess_env
 from flax import nnx
 
 ITERATIONS = 4
@@ -127,7 +132,7 @@ def _pendulum_net(env):
     )
 
 
-def _variables(network: nnx.Module) -> list[np.ndarray]:
+def network_variables(network: nnx.Module) -> list[np.ndarray]:
     """Every network variable (keys as their raw data), in a fixed order."""
     leaves = jax.tree.leaves(nnx.state(network))
     return [
@@ -139,7 +144,24 @@ def _variables(network: nnx.Module) -> list[np.ndarray]:
 
 
 def _save(out: str, name: str, network: nnx.Module) -> None:
-    np.savez(f"{out}-{name}.npz", *_variables(network))
+    np.savez(f"{out}-{name}.npz", *network_variables(network))
+
+
+def _join(process_id: int, port: int, out: str) -> dict | None:
+    """Join the two-process ``jax.distributed`` run on localhost: the process's first
+    facts, or ``None`` (having written why to ``OUT.json``) where this JAX has no CPU
+    collectives across processes."""
+    try:
+        jax.distributed.initialize(
+            coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=process_id
+        )
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("collectives work")  # a first CPU collective
+    except Exception as e:  # e.g. a JAX without CPU collectives
+        Path(f"{out}.json").write_text(json.dumps({"unsupported": f"{type(e).__name__}: {e}"}))
+        return None
+    return {"process_count": jax.process_count(), "device_count": jax.device_count()}
 
 
 def sharded(out: str) -> None:
@@ -248,23 +270,13 @@ def randomized(out: str) -> None:
 def worker(process_id: int, port: int, directory: str, out: str) -> None:
     """One of two processes (one CPU device each) of a ``jax.distributed`` run: train
     halfway with a checkpoint, then resume from it to the end."""
-    facts: dict = {}
-    try:
-        jax.distributed.initialize(
-            coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=process_id
-        )
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices("collectives work")  # a first CPU collective
-    except Exception as e:  # e.g. a JAX without CPU collectives
-        facts["unsupported"] = f"{type(e).__name__}: {e}"
-        Path(f"{out}.json").write_text(json.dumps(facts))
+    facts = _join(process_id, port, out)
+    if facts is None:
         return
 
     from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
     from nnx_ppo.algorithms.ppo.train import train_ppo
 
-    facts.update(process_count=jax.process_count(), device_count=jax.device_count())
     env = _env()
     logged: list[int] = []
     half = ITERATIONS // 2 * STEPS_PER_ITERATION
@@ -407,23 +419,13 @@ def distill(out: str) -> None:
 def distill_worker(process_id: int, port: int, directory: str, out: str) -> None:
     """One of two processes (one CPU device each) of a ``jax.distributed``
     `train_distillation` run, checkpointed halfway and at the end."""
-    facts: dict = {}
-    try:
-        jax.distributed.initialize(
-            coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=process_id
-        )
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices("collectives work")  # a first CPU collective
-    except Exception as e:  # e.g. a JAX without CPU collectives
-        facts["unsupported"] = f"{type(e).__name__}: {e}"
-        Path(f"{out}.json").write_text(json.dumps(facts))
+    facts = _join(process_id, port, out)
+    if facts is None:
         return
 
     from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
     from nnx_ppo.algorithms.distillation.train import train_distillation
 
-    facts.update(process_count=jax.process_count(), device_count=jax.device_count())
     logged: list[int] = []
     half = DISTILL_ITERATIONS // 2 * STEPS_PER_ITERATION
     teacher, student = _teacher_student()
@@ -442,6 +444,136 @@ def distill_worker(process_id: int, port: int, directory: str, out: str) -> None
     facts["total_steps"] = result.total_steps
     _save(out, "student", student)
     Path(f"{out}.json").write_text(json.dumps(facts))
+
+
+# --------------------------------------------------------------------------- the tests' side
+
+# Reduction order differs between 1 and 4 devices (sums of 4 partial sums); after 4
+# iterations the variables agree to ~1e-7, far below these bounds.
+TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
+_THIS = str(Path(__file__).resolve())
+
+
+def load_variables(out: str | Path, name: str) -> list[np.ndarray]:
+    """The network variables a run with the output prefix ``out`` saved under ``name``
+    (``OUT-<name>.npz``), in their order."""
+    with np.load(f"{out}-{name}.npz") as data:
+        return [data[f"arr_{i}"] for i in range(len(data.files))]
+
+
+def assert_same(a: list[np.ndarray], b: list[np.ndarray]) -> None:
+    """Two runs' variables agree (within `TOLERANCE`), and there are some."""
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_allclose(x, y, **TOLERANCE)
+
+
+def assert_resumes_on_two_and_one(
+    facts: dict, out: Path, *, reference: str, resumed: str, half: int
+) -> None:
+    """The 4-device run checkpointed at ``half`` and at the end (``2 * half``), and its
+    halfway checkpoint, resumed on 2 devices and on 1 (saved as ``<resumed>-<devices>``),
+    ended with the variables of the uninterrupted one-device run (saved as
+    ``reference``)."""
+    assert facts["ckpt4-steps"] == [half, 2 * half]
+    expected = load_variables(out, reference)
+    for devices in (2, 1):
+        assert facts[f"resume{devices}-restored"] == half
+        assert_same(expected, load_variables(out, f"{resumed}-{devices}"))
+
+
+def assert_indivisible_error(facts: dict) -> None:
+    """The run on 3 devices was refused: 16 envs, 2 minibatches, 3 devices, and the
+    multiples of 2 * 3 = 6 around 16 are 18 and 12."""
+    assert facts["indivisible-error"].startswith(
+        "n_envs=16 is not divisible by n_minibatches=2 * 3 devices = 6"
+    )
+    assert "Use n_envs=18 or n_envs=12, or fewer devices" in facts["indivisible-error"]
+
+
+def run_on_four_devices(out: Path, script: str) -> dict:
+    """Run ``script`` (``sharded``, ``randomized`` or ``distill``) in a subprocess with 4
+    forced host devices, its results under the prefix ``out``: its facts."""
+    proc = subprocess.run(
+        [sys.executable, _THIS, script, str(out)],
+        env=subprocess_env(4),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(Path(f"{out}.json").read_text())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_two_processes(
+    script: str,
+    tmp_path: Path,
+    *,
+    reference: list[np.ndarray],
+    saved: str,
+    total_steps: int,
+    template: nnx.Module,
+) -> list[dict]:
+    """Run ``script`` (``worker`` or ``distill-worker``) as two processes of one CPU
+    device each, joined on a free localhost port, and check what such a run must do
+    for every trainer: both processes see 2 processes and 2 devices, and end with the
+    one-process run's variables ``reference`` (each saved its network as
+    ``tmp_path / f"p{i}-<saved>.npz"``) after ``total_steps``; only process 0 logs; it
+    checkpointed the gathered state halfway and at the end to ``tmp_path / "ckpt"``,
+    and the network loaded from there into ``template`` is ``reference`` too. Returns
+    the processes' facts. Skips the test where this JAX has no CPU collectives across
+    processes."""
+    import pytest
+
+    from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer, load_network
+
+    port, directory = _free_port(), tmp_path / "ckpt"
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                _THIS,
+                script,
+                str(i),
+                str(port),
+                str(directory),
+                str(tmp_path / f"p{i}"),
+            ],
+            env=subprocess_env(None),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in (0, 1)
+    ]
+    logs = []
+    try:
+        for proc in procs:
+            logs.append(proc.communicate(timeout=600)[0])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert all(p.returncode == 0 for p in procs), "\n".join(logs)
+    worker = [json.loads((tmp_path / f"p{i}.json").read_text()) for i in (0, 1)]
+    if "unsupported" in worker[0]:
+        pytest.skip(f"no CPU collectives across processes in this JAX: {worker[0]['unsupported']}")
+
+    assert [(w["process_count"], w["device_count"]) for w in worker] == [(2, 2), (2, 2)]
+    for i in (0, 1):
+        assert_same(reference, load_variables(tmp_path / f"p{i}", saved))
+        assert worker[i]["total_steps"] == total_steps
+    assert worker[1]["logged"] == []
+    with Checkpointer(directory) as ckpt:
+        assert ckpt.steps == [total_steps // 2, total_steps]
+    assert_same(reference, network_variables(load_network(directory, template)))
+    return worker
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 
 ``conftest.py`` puts this folder on ``sys.path`` (test modules are imported with
 ``--import-mode=importlib``); a script started from this folder finds it as its own
-sibling. Domain randomizers in the styles of brax and MuJoCo Playground, the network of
-`nnx_ppo.envs.DictObsEnv`, the programs JAX lowers and compiles in a block, and the
-bitwise comparison of state trees.
+sibling. Domain randomizers in the styles of brax and MuJoCo Playground, the networks
+of `nnx_ppo.envs.DictObsEnv` and of a small population graph, the settings several
+tests train with, one jitted training iteration, the programs JAX lowers and compiles
+in a block, and the bitwise comparison of state trees.
 """
 
 from __future__ import annotations
@@ -20,23 +21,32 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
 from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Concat, Sequential, Splitter
 from nnx_ppo.networks.feedforward import MLP, Dense
 from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.sampling_layers import NormalTanhSampler
-from nnx_ppo.networks.utils import Map
+from nnx_ppo.networks.utils import Filter, Map
 
 __all__ = [
     "COMPILED",
     "LOWERED",
+    "ONE_MINIBATCH",
+    "PENDULUM_PPO",
+    "POINT_MASS_PPO",
+    "TINY_LOG",
     "assert_trees_equal",
     "dict_obs_network",
+    "graph_network",
     "host",
     "jax_programs",
+    "one_iteration",
     "randomize_cartpole",
     "randomize_pendulum",
     "subprocess_env",
+    "tiny_config",
+    "two_agent_network",
 ]
 
 
@@ -102,6 +112,133 @@ def dict_obs_network(rngs: nnx.Rngs) -> nnx.Module:
         ]
     )
 
+
+def two_agent_network(
+    rngs: nnx.Rngs,
+    *,
+    agents: tuple[str, ...] = ("agent_a", "agent_b"),
+    critic_hidden: tuple[int, ...] | None = (8,),
+) -> nnx.Module:
+    """`TwoAgentEnv`'s network: a normalizer, then per agent an MLP into a tanh-normal
+    sampler and an MLP critic (a Dense one where ``critic_hidden`` is ``None``)."""
+    return Sequential(
+        [
+            Normalizer({agent: 4 for agent in agents}),
+            PPOAdapter(
+                action=Map(
+                    {
+                        agent: Sequential([MLP(4, (8,), 4, rngs=rngs), NormalTanhSampler(rngs)])
+                        for agent in agents
+                    }
+                ),
+                value=Map(
+                    {
+                        agent: Dense(4, 1, rngs=rngs)
+                        if critic_hidden is None
+                        else MLP(4, critic_hidden, 1, rngs=rngs)
+                        for agent in agents
+                    }
+                ),
+            ),
+        ]
+    )
+
+
+def graph_network(rngs: nnx.Rngs, *, normalize: bool = False) -> nnx.Module:
+    """A `PopulationGraph` (nnx-graph) as a PPO network: the observation ``[2]`` into 8
+    tanh units that also read themselves 2 steps late, action parameters ``[4]`` from
+    them and the value from them 1 step late; a `Normalizer` first with ``normalize``."""
+    from nnx_ppo.networks.graph import PopulationGraph
+
+    g = PopulationGraph(rngs)
+    g.add_input("obs", size=2, input_from="obs")
+    g.add_population("hidden", size=8, activation=nnx.tanh)
+    g.connect("obs", "hidden")
+    g.connect("hidden", "hidden", delay=2)
+    g.add_output("action_params", size=4)
+    g.connect("hidden", "action_params")
+    g.add_output("value", size=1)
+    g.connect("hidden", "value", delay=1)
+    g.finalize()
+    layers = [
+        Filter(lambda x: {"obs": x}),
+        g,
+        PPOAdapter(
+            action=Sequential([Filter("action_params"), NormalTanhSampler(rngs, 1e-2)]),
+            value=Filter("value"),
+        ),
+    ]
+    return Sequential([Normalizer(2), *layers] if normalize else layers)
+
+
+# --------------------------------------------------------------------------- settings
+
+ONE_MINIBATCH: dict[str, Any] = dict(n_envs=4, rollout_length=8, n_epochs=1, n_minibatches=1)
+"""`PPOConfig` fields for 4 envs x 8 steps trained in one epoch of one minibatch: the
+only minibatch is replayed with the rollout's parameters and statistics, so the first
+update sees the rollout exactly."""
+
+POINT_MASS_PPO = PPOConfig(
+    n_envs=64,
+    rollout_length=16,
+    n_minibatches=4,
+    learning_rate=3e-3,
+    discounting_factor=0.95,
+    total_steps=30_000,
+)
+"""PPO that trains an MLP actor-critic ((32, 32) actor, (64, 64) critic) to near the
+optimum of PointMass with 30-step episodes: the learning test's, and the teacher of the
+distillation test."""
+
+PENDULUM_PPO: dict[str, Any] = {
+    "n_envs": 256,
+    "rollout_length": 20,
+    "n_minibatches": 8,
+    "n_epochs": 4,
+    "learning_rate": 1e-3,
+    "discounting_factor": 0.995,
+}
+"""`PPOConfig` fields the learning tests on brax ``inverted_pendulum`` (1000-step
+episodes, rewards scaled by 10) share with the learning-quality suite."""
+
+TINY_LOG = LogLevel.LOSSES | LogLevel.ACTOR | LogLevel.CRITIC | LogLevel.ROLLOUT
+"""Every metric group but wall time, so that runs compare bit for bit."""
+
+
+def tiny_config(
+    total_steps: int, learning_rate: Any = 3e-3, max_grad_norm: float | None = None, **train: Any
+) -> TrainConfig:
+    """The checkpoint and resume tests' tiny run: 4 envs x 4 steps = 16 env steps per
+    iteration, 2 epochs of 2 minibatches, `TINY_LOG`, no evaluation; ``train`` sets other
+    `TrainConfig` fields."""
+    ppo = PPOConfig(
+        n_envs=4,
+        rollout_length=4,
+        n_minibatches=2,
+        n_epochs=2,
+        total_steps=total_steps,
+        learning_rate=learning_rate,
+        max_grad_norm=max_grad_norm,
+        log_level=TINY_LOG,
+    )
+    return TrainConfig(ppo=ppo, eval=EvalConfig(enabled=False), **train)
+
+
+def one_iteration(env: Any, net: nnx.Module, config: PPOConfig, **variant: Any) -> tuple[Any, dict]:
+    """One jitted PPO training iteration from ``PRNGKey(0)``: ``(state, metrics)``;
+    ``variant`` goes to `make_training_iteration` (``advantage_fn``, ...)."""
+    from nnx_ppo.algorithms.ppo.iteration import (
+        init_train_state,
+        make_optimizer,
+        make_training_iteration,
+    )
+
+    optimizer = make_optimizer(config)
+    graphdef, state = init_train_state(env, net, config, optimizer, jax.random.PRNGKey(0))
+    return jax.jit(make_training_iteration(env, graphdef, optimizer, config, **variant))(state)
+
+
+# --------------------------------------------------------------------------- compile logs
 
 LOWERED = "Finished jaxpr to MLIR module conversion "
 """JAX's compile-log message for a program lowered (before compiling it or looking it

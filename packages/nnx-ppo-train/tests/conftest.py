@@ -29,6 +29,8 @@ from nnx_ppo.networks.utils import Map
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
+from _train_test_helpers import two_agent_network
+
 
 def mlp_net(obs_size, action_size, *, seed=0, hidden=(16, 16), normalize=True, entropy=1e-2):
     """Normalizer -> PPOAdapter(MLP + tanh-normal sampler, MLP critic)."""
@@ -133,23 +135,9 @@ def constant_two_agent_net(action_params, values, *, seed=0):
 
 
 def two_agent_student(seed=0):
-    """Normalizer -> PPOAdapter(Map per agent: MLP + sampler; Map per agent: critic)."""
-    rngs = nnx.Rngs(seed)
-    agents = ("agent_b", "agent_a")  # insertion order differs from sorted order
-    return Sequential(
-        [
-            Normalizer({agent: 4 for agent in agents}),
-            PPOAdapter(
-                action=Map(
-                    {
-                        agent: Sequential([MLP(4, (8,), 4, rngs=rngs), NormalTanhSampler(rngs)])
-                        for agent in agents
-                    }
-                ),
-                value=Map({agent: Dense(4, 1, rngs=rngs) for agent in agents}),
-            ),
-        ]
-    )
+    """`two_agent_network` (TwoAgentEnv) with a Dense critic, its agents' insertion order
+    differing from their sorted order."""
+    return two_agent_network(nnx.Rngs(seed), agents=("agent_b", "agent_a"), critic_hidden=None)
 
 
 @pytest.fixture

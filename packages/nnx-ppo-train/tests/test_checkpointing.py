@@ -24,7 +24,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from _train_test_helpers import COMPILED, assert_trees_equal, host, jax_programs
+from _train_test_helpers import (
+    COMPILED,
+    TINY_LOG,
+    assert_trees_equal,
+    host,
+    jax_programs,
+    tiny_config,
+)
 from flax import nnx
 
 from nnx_ppo.algorithms.checkpointing.checkpointer import (
@@ -46,22 +53,8 @@ from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper, Wrapper
 
-LOG = LogLevel.LOSSES | LogLevel.ACTOR | LogLevel.CRITIC | LogLevel.ROLLOUT  # no wall time
 STEPS_PER_ITERATION = 16  # n_envs * rollout_length
 ENV = EpisodeWrapper(PointMass(), episode_length=8)
-
-
-def tiny_config(total_steps: int, **train: object) -> TrainConfig:
-    ppo = PPOConfig(
-        n_envs=4,
-        rollout_length=4,
-        n_minibatches=2,
-        n_epochs=2,
-        total_steps=total_steps,
-        learning_rate=3e-3,
-        log_level=LOG,
-    )
-    return TrainConfig(ppo=ppo, eval=EvalConfig(enabled=False), **train)  # type: ignore[arg-type]
 
 
 def mlp(seed: int = 0, hidden: int = 8) -> nnx.Module:
@@ -307,7 +300,7 @@ def test_resuming_with_another_config_is_a_clear_error(mlp_run, tmp_path):
     directory = tmp_path / "c"
     shutil.copytree(mlp_run[0], directory)
     config = TrainConfig(
-        ppo=PPOConfig(n_envs=8, rollout_length=4, n_minibatches=2, log_level=LOG),
+        ppo=PPOConfig(n_envs=8, rollout_length=4, n_minibatches=2, log_level=TINY_LOG),
         eval=EvalConfig(enabled=False),
     )
     with Checkpointer(directory) as ckpt, pytest.raises(CheckpointMismatchError) as info:

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _train_test_helpers import POINT_MASS_PPO
 from flax import nnx
 
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel
@@ -256,7 +257,7 @@ def test_lstm_student_learns_from_an_mlp_teacher(lstm_run):
 
 @pytest.mark.slow
 def test_lstm_student_reaches_90_percent_of_a_ppo_teacher_on_point_mass():
-    from nnx_ppo.algorithms.config import PPOConfig, TrainConfig
+    from nnx_ppo.algorithms.config import TrainConfig
     from nnx_ppo.algorithms.observe.evaluation import evaluate
     from nnx_ppo.algorithms.ppo.train import train_ppo
 
@@ -267,22 +268,7 @@ def test_lstm_student_reaches_90_percent_of_a_ppo_teacher_on_point_mass():
     # - R_nothing), i.e. about -5.
     env = EpisodeWrapper(PointMass(), episode_length=30)
     teacher = make_mlp_actor_critic(2, 2, (32, 32), (64, 64), rngs=nnx.Rngs(0))
-    train_ppo(
-        env,
-        teacher,
-        TrainConfig(
-            ppo=PPOConfig(
-                n_envs=64,
-                rollout_length=16,
-                n_minibatches=4,
-                learning_rate=3e-3,
-                discounting_factor=0.95,
-                total_steps=30_000,
-            ),
-            eval=NO_EVAL,
-        ),
-        progress=False,
-    )
+    train_ppo(env, teacher, TrainConfig(ppo=POINT_MASS_PPO, eval=NO_EVAL), progress=False)
     key = jax.random.PRNGKey(123)
     teacher_return = evaluate(env, teacher, key, n_envs=128, max_episode_length=30)[
         "eval/episode_reward/mean"

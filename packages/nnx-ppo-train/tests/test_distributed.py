@@ -13,22 +13,25 @@ one-device run of the first is the reference for everything.
 
 from __future__ import annotations
 
-import json
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _train_test_helpers import subprocess_env
+from _distributed_runs import (
+    assert_indivisible_error,
+    assert_resumes_on_two_and_one,
+    assert_same,
+    load_variables,
+    run_on_four_devices,
+    run_two_processes,
+)
 from flax import nnx
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer, load_network
+from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
 from nnx_ppo.algorithms.config import PPOConfig
 from nnx_ppo.algorithms.core.distributed import (
     check_batch_divisible,
@@ -44,57 +47,21 @@ from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper
 
-RUNS = Path(__file__).parent / "_distributed_runs.py"
 STEPS_PER_ITERATION = 16 * 8
-# Reduction order differs between 1 and 4 devices (sums of 4 partial sums); after 4
-# iterations the variables agree to ~1e-7, far below these bounds.
-TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _variables(path: Path) -> list[np.ndarray]:
-    with np.load(path) as data:
-        return [data[f"arr_{i}"] for i in range(len(data.files))]
-
-
-def _assert_same(a: list[np.ndarray], b: list[np.ndarray]) -> None:
-    assert len(a) == len(b) > 0
-    for x, y in zip(a, b, strict=True):
-        np.testing.assert_allclose(x, y, **TOLERANCE)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _four_devices(tmp_path_factory: pytest.TempPathFactory, script: str) -> tuple[dict, Path]:
-    """Run one of the 4-device scripts: ``(facts, output prefix)``."""
-    out = tmp_path_factory.mktemp(script) / "out"
-    proc = subprocess.run(
-        [sys.executable, str(RUNS), script, str(out)],
-        env=subprocess_env(4),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return json.loads(Path(f"{out}.json").read_text()), out
 
 
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     """The 4-device script, run once: ``(facts, output prefix)``."""
-    return _four_devices(tmp_path_factory, "sharded")
+    out = tmp_path_factory.mktemp("sharded") / "out"
+    return run_on_four_devices(out, "sharded"), out
 
 
 @pytest.fixture(scope="module")
 def randomized(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     """The 4-device domain-randomization script (brax), run once."""
-    return _four_devices(tmp_path_factory, "randomized")
+    out = tmp_path_factory.mktemp("randomized") / "out"
+    return run_on_four_devices(out, "randomized"), out
 
 
 # --------------------------------------------------------------------------- in-process
@@ -218,7 +185,7 @@ def test_checkpointer_is_due_follows_save_every_steps(tmp_path: Path) -> None:
 @pytest.mark.heavy
 def test_four_devices_train_like_one_with_lstm(sharded) -> None:
     facts, out = sharded
-    _assert_same(_variables(Path(f"{out}-lstm-1.npz")), _variables(Path(f"{out}-lstm-4.npz")))
+    assert_same(load_variables(out, "lstm-1"), load_variables(out, "lstm-4"))
     # devices=[device 3]: the whole run lives on that device, not on the default one.
     assert (facts["lstm-4-env-devices"], facts["lstm-1-env-devices"]) == ([0, 1, 2, 3], [3])
 
@@ -231,9 +198,7 @@ def test_adaptive_kl_and_progress_are_the_same_on_four_devices_and_one(sharded) 
     one, four = facts["adaptive-1-rates"], facts["adaptive-4-rates"]
     assert len(one) == len(four) == 4 and len(set(one)) > 1  # the rate moved
     np.testing.assert_allclose(four, one, rtol=1e-5)
-    _assert_same(
-        _variables(Path(f"{out}-adaptive-1.npz")), _variables(Path(f"{out}-adaptive-4.npz"))
-    )
+    assert_same(load_variables(out, "adaptive-1"), load_variables(out, "adaptive-4"))
     # The last step of the run: iteration 3, rollout step 7, 16 envs.
     last = (3 * 8 + 7) * 16
     assert facts["adaptive-1-steps"] == facts["adaptive-4-steps"] == [last] * 16
@@ -253,9 +218,7 @@ def test_domain_randomization_is_the_same_on_four_devices_and_one(randomized) ->
     for name in one:
         np.testing.assert_array_equal(np.asarray(four[name]), np.asarray(one[name]))
     assert len({row[1] for row in one["link/inertia/mass"]}) == 16  # one per env
-    _assert_same(
-        _variables(Path(f"{out}-randomized-1.npz")), _variables(Path(f"{out}-randomized-4.npz"))
-    )
+    assert_same(load_variables(out, "randomized-1"), load_variables(out, "randomized-4"))
     for name, value in facts["randomized-1-eval"].items():
         np.testing.assert_allclose(facts["randomized-4-eval"][name], value, rtol=1e-5)
 
@@ -264,21 +227,12 @@ def test_domain_randomization_is_the_same_on_four_devices_and_one(randomized) ->
 def test_checkpoint_from_four_devices_resumes_on_two_and_one(sharded) -> None:
     facts, out = sharded
     half = 2 * STEPS_PER_ITERATION
-    assert facts["ckpt4-steps"] == [half, 2 * half]
-    reference = _variables(Path(f"{out}-mlp-1.npz"))  # uninterrupted, one device
-    for devices in (2, 1):
-        assert facts[f"resume{devices}-restored"] == half
-        _assert_same(reference, _variables(Path(f"{out}-resume-{devices}.npz")))
+    assert_resumes_on_two_and_one(facts, out, reference="mlp-1", resumed="resume", half=half)
 
 
 @pytest.mark.heavy
 def test_indivisible_n_envs_is_a_clear_error(sharded) -> None:
-    facts, _ = sharded
-    # 16 envs, 2 minibatches, 3 devices: multiples of 6 around 16 are 18 and 12.
-    assert facts["indivisible-error"].startswith(
-        "n_envs=16 is not divisible by n_minibatches=2 * 3 devices = 6"
-    )
-    assert "Use n_envs=18 or n_envs=12, or fewer devices" in facts["indivisible-error"]
+    assert_indivisible_error(sharded[0])
 
 
 # --------------------------------------------------------------------------- 2 processes
@@ -287,54 +241,18 @@ def test_indivisible_n_envs_is_a_clear_error(sharded) -> None:
 @pytest.mark.extended
 def test_two_processes_match_one_process(sharded, tmp_path: Path) -> None:
     facts, out = sharded
-    port = _free_port()
-    directory = tmp_path / "ckpt"
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(RUNS),
-                "worker",
-                str(i),
-                str(port),
-                str(directory),
-                str(tmp_path / f"p{i}"),
-            ],
-            env=subprocess_env(None),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for i in (0, 1)
-    ]
-    logs = []
-    try:
-        for proc in procs:
-            logs.append(proc.communicate(timeout=600)[0])
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-    assert all(p.returncode == 0 for p in procs), "\n".join(logs)
-    worker = [json.loads((tmp_path / f"p{i}.json").read_text()) for i in (0, 1)]
-    if "unsupported" in worker[0]:
-        pytest.skip(f"no CPU collectives across processes in this JAX: {worker[0]['unsupported']}")
-
-    assert [(w["process_count"], w["device_count"]) for w in worker] == [(2, 2), (2, 2)]
-    reference = _variables(Path(f"{out}-mlp-1.npz"))
     half = 2 * STEPS_PER_ITERATION
+    worker = run_two_processes(
+        "worker",
+        tmp_path,
+        reference=load_variables(out, "mlp-1"),
+        saved="mlp",
+        total_steps=2 * half,
+        template=make_mlp_actor_critic(2, 2, (16,), (16,), rngs=nnx.Rngs(5)),
+    )
     for i in (0, 1):
-        _assert_same(reference, _variables(tmp_path / f"p{i}-mlp.npz"))
-        assert worker[i]["total_steps"] == 2 * half
         for name, value in facts["mlp-1-eval"].items():
             np.testing.assert_allclose(worker[i]["eval"][name], value, rtol=1e-5)
     # Only process 0 logs, and restores (then broadcasts): the second run resumed.
     assert worker[0]["logged"] == [STEPS_PER_ITERATION * i for i in (1, 2, 3, 4)]
-    assert worker[1]["logged"] == []
     assert (worker[0]["restored-4"], worker[1]["restored-4"]) == (half, None)
-    # Process 0 wrote the gathered state: readable here, equal to the reference.
-    with Checkpointer(directory) as ckpt:
-        assert ckpt.steps == [half, 2 * half]
-    net = load_network(directory, make_mlp_actor_critic(2, 2, (16,), (16,), rngs=nnx.Rngs(5)))
-    variables = [_raw(x) for x in jax.tree.leaves(nnx.state(net))]
-    _assert_same(reference, variables)

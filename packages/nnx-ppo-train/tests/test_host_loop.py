@@ -44,16 +44,17 @@ class Recorder:
         self.events.append(f"{kind} {step}")
 
 
-def _run(rec: Recorder, n: int = 4, **kwargs):
-    options = {"log_every_calls": 1, "progress": False, **kwargs}
+def _run(rec: Recorder, n: int = 4, start: int = 0, **kwargs):
+    """A loop over ``n`` iterations of 10 steps, one a call, from iteration ``start``
+    (a resumed run when > 0), logging to ``rec`` after every call unless told."""
+    options = {"log_every_calls": 1, "progress": False, "log_fn": rec.log, **kwargs}
     return run_calls(
-        State(jnp.asarray(0), healthy()),
+        State(jnp.asarray(start), healthy()),
         rec.call,
         steps_per_iteration=10,
         iterations_per_call=1,
         n_iterations=n,
         log_level=LogLevel.DEFAULT,
-        log_fn=rec.log,
         **options,
     )
 
@@ -155,16 +156,11 @@ def _events_of(start_iteration: int, n: int, **kwargs) -> list[str]:
     def video(state, iteration, step):
         rec.events.append(f"video {step}")
 
-    run_calls(
-        State(jnp.asarray(start_iteration), healthy()),
-        rec.call,
-        steps_per_iteration=10,
-        iterations_per_call=1,
-        n_iterations=n,
+    _run(
+        rec,
+        n,
+        start=start_iteration,
         log_every_calls=3,
-        log_level=LogLevel.DEFAULT,
-        log_fn=rec.log,
-        progress=False,
         tasks=[
             Periodic(evaluate, every_steps=35, at_start=kwargs.get("at_start", True), history=True),
             Periodic(video, every_steps=25),
@@ -203,17 +199,8 @@ def test_a_resumed_loop_runs_every_periodic_task_where_the_uninterrupted_one_doe
 
 def test_a_resumed_finished_run_repeats_nothing():
     rec = Recorder()
-    result = run_calls(
-        State(jnp.asarray(4), healthy()),
-        rec.call,
-        steps_per_iteration=10,
-        iterations_per_call=1,
-        n_iterations=4,
-        log_every_calls=1,
-        log_level=LogLevel.DEFAULT,
-        log_fn=rec.log,
-        progress=False,
-        tasks=[Periodic(lambda *_: {"eval/x": 1.0}, every_steps=None, history=True)],
+    result = _run(
+        rec, start=4, tasks=[Periodic(lambda *_: {"eval/x": 1.0}, every_steps=None, history=True)]
     )
     # The interrupted attempt already evaluated at step 40, its last step.
     assert rec.events == [] and result.eval_history == [] and result.step == 40
@@ -242,16 +229,9 @@ def test_a_due_checkpoint_is_written_even_if_the_calls_tasks_fail(fails):
         rec.log(metrics, step)
 
     with pytest.raises(FailingEvaluation):
-        run_calls(
-            State(jnp.asarray(0), healthy()),
-            rec.call,
-            steps_per_iteration=10,
-            iterations_per_call=1,
-            n_iterations=4,
-            log_every_calls=1,
-            log_level=LogLevel.DEFAULT,
+        _run(
+            rec,
             log_fn=log_fn,
-            progress=False,
             tasks=[
                 Periodic(evaluate, every_steps=None, at_start=False, history=True),
                 Periodic(video, every_steps=None),

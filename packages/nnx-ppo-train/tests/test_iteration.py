@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _train_test_helpers import ONE_MINIBATCH, one_iteration
 from flax import nnx
 
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
@@ -45,6 +46,8 @@ CORE = ("mlp", "lstm")
 # below 1e-6. A replay error (a wrong noise key, a missed carry reset, other
 # statistics) moves ratios by O(0.1-1).
 RATIO_BOUND = {"variational": 5e-3}
+# The train_ppo runs: 4 envs x 5 steps = 20 env steps per iteration, 2 minibatches.
+TWENTY_STEPS = dict(n_envs=4, rollout_length=5, n_minibatches=2)
 
 
 def _kinds(kinds):
@@ -66,10 +69,7 @@ def test_replay_ratio_is_one_before_the_first_update(kind, sequence_length, nets
     # it stored (with L=2 one starts right after a reset, at step 6).
     env = EpisodeWrapper(PointMass(), episode_length=3)
     config = PPOConfig(
-        n_envs=4,
-        rollout_length=8,
-        n_epochs=1,
-        n_minibatches=1,
+        **ONE_MINIBATCH,
         sequence_length=sequence_length,
         learning_rate=1e-2,
         total_steps=64,
@@ -106,12 +106,6 @@ def test_replay_of_a_subset_of_envs_reproduces_the_rollout(kind, nets):
     np.testing.assert_allclose(out.value, tr.value, atol=1e-5)
 
 
-def _one_iteration(env, net, config, **variant):
-    optimizer = make_optimizer(config)
-    graphdef, state = init_train_state(env, net, config, optimizer, jax.random.PRNGKey(0))
-    return jax.jit(make_training_iteration(env, graphdef, optimizer, config, **variant))(state)
-
-
 @pytest.mark.parametrize("kind", ["mlp", "lstm"])
 def test_minibatch_advantages_equal_rollout_advantages_before_the_first_update(kind, nets):
     # One epoch of one minibatch: the minibatch is replayed with the rollout's
@@ -119,9 +113,9 @@ def test_minibatch_advantages_equal_rollout_advantages_before_the_first_update(k
     # the replayed carry) equal the rollout's, and so do the update and the metrics.
     # Episodes of 3 steps in a rollout of 8: truncations, final values, carry resets.
     env = EpisodeWrapper(PointMass(), episode_length=3)
-    base = dict(n_envs=4, rollout_length=8, n_epochs=1, n_minibatches=1, learning_rate=1e-2)
+    base = dict(ONE_MINIBATCH, learning_rate=1e-2)
     results = [
-        _one_iteration(env, NETWORKS[kind](nets), PPOConfig(**base, advantage_estimation=mode))
+        one_iteration(env, NETWORKS[kind](nets), PPOConfig(**base, advantage_estimation=mode))
         for mode in ("rollout", "minibatch")
     ]
     (rollout_state, rollout_metrics), (minibatch_state, minibatch_metrics) = results
@@ -141,7 +135,7 @@ def test_minibatch_advantages_follow_the_updated_critic():
     base = dict(n_envs=4, rollout_length=8, n_epochs=2, n_minibatches=2, learning_rate=1e-1)
     targets = [
         float(
-            _one_iteration(
+            one_iteration(
                 env,
                 make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0)),
                 PPOConfig(**base, advantage_estimation=mode, log_level=LogLevel.CRITIC),
@@ -172,8 +166,8 @@ def test_advantage_fn_replaces_gae_where_it_is_called(mode):
     def net():
         return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
 
-    _, with_gae = _one_iteration(env, net(), config)
-    _, with_zeros = _one_iteration(env, net(), config, advantage_fn=zero_advantages)
+    _, with_gae = one_iteration(env, net(), config)
+    _, with_zeros = one_iteration(env, net(), config, advantage_fn=zero_advantages)
     assert float(with_gae["loss/policy"]) != 0.0
     assert float(with_zeros["loss/policy"]) == 0.0
     np.testing.assert_allclose(
@@ -189,15 +183,13 @@ def test_statistics_first_lets_the_replay_see_the_rollouts_statistics():
     # statistics the iteration ends with are the same (the same rollout, taken in once).
     # A network without statistics trains the same either way.
     env = EpisodeWrapper(PointMass(), episode_length=3)
-    config = PPOConfig(
-        n_envs=4, rollout_length=8, n_epochs=1, n_minibatches=1, log_level=LogLevel.ACTOR
-    )
+    config = PPOConfig(**ONE_MINIBATCH, log_level=LogLevel.ACTOR)
 
     def net(normalize):
         return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0), normalize_obs=normalize)
 
-    after, after_metrics = _one_iteration(env, net(True), config)
-    first, first_metrics = _one_iteration(env, net(True), config, statistics_first=True)
+    after, after_metrics = one_iteration(env, net(True), config)
+    first, first_metrics = one_iteration(env, net(True), config, statistics_first=True)
     assert float(after_metrics["actor/ratio_max_deviation"]) < 1e-5
     assert float(first_metrics["actor/ratio_max_deviation"]) > 1e-3
     for a, b in zip(
@@ -207,7 +199,7 @@ def test_statistics_first_lets_the_replay_see_the_rollouts_statistics():
             a, b = jax.random.key_data(a), jax.random.key_data(b)
         np.testing.assert_allclose(a, b, rtol=1e-6)
     plain = [
-        _one_iteration(env, net(False), config, statistics_first=flag)[0].params
+        one_iteration(env, net(False), config, statistics_first=flag)[0].params
         for flag in (False, True)
     ]
     for a, b in zip(*map(jax.tree.leaves, plain), strict=True):
@@ -268,12 +260,7 @@ def test_train_ppo_traces_the_iteration_once_and_returns_an_exact_result(monkeyp
     logged = []
     config = TrainConfig(
         ppo=PPOConfig(
-            n_envs=4,
-            rollout_length=5,
-            n_minibatches=2,
-            n_epochs=2,
-            total_steps=41,
-            log_level=LogLevel.LOSSES | LogLevel.ROLLOUT,
+            **TWENTY_STEPS, n_epochs=2, total_steps=41, log_level=LogLevel.LOSSES | LogLevel.ROLLOUT
         ),
         eval=EvalConfig(n_envs=2, max_episode_length=5, every_steps=40),
     )
@@ -318,12 +305,7 @@ def test_several_iterations_per_call():
     logged = []
     config = TrainConfig(
         ppo=PPOConfig(
-            n_envs=4,
-            rollout_length=5,
-            n_minibatches=2,
-            total_steps=50,
-            iterations_per_call=2,
-            log_level=LogLevel.LOSSES,
+            **TWENTY_STEPS, total_steps=50, iterations_per_call=2, log_level=LogLevel.LOSSES
         ),
         eval=NO_EVAL,
     )

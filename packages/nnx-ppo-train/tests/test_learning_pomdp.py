@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _train_test_helpers import PENDULUM_PPO
 
 from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
 from nnx_ppo.algorithms.sweeps.many import train_many
@@ -47,15 +48,7 @@ def test_lstm_learns_velocity_masked_inverted_pendulum():
     env = RewardScalingWrapper(eval_env, 10.0)
     config = TrainConfig(
         ppo=PPOConfig(
-            n_envs=256,
-            rollout_length=20,
-            n_minibatches=8,
-            n_epochs=4,
-            learning_rate=1e-3,
-            discounting_factor=0.995,
-            clip_range=0.3,
-            bootstrap_on_truncation=False,
-            total_steps=204_800,
+            **PENDULUM_PPO, clip_range=0.3, bootstrap_on_truncation=False, total_steps=204_800
         ),
         eval=EvalConfig(every_steps=40_960, n_envs=64, max_episode_length=1000),
     )

@@ -7,48 +7,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _train_test_helpers import dict_obs_network
+from _train_test_helpers import PENDULUM_PPO, POINT_MASS_PPO, dict_obs_network, two_agent_network
 from flax import nnx
 
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
 from nnx_ppo.algorithms.ppo.train import train_ppo
 from nnx_ppo.envs import DictObsEnv, MemoryTask, PointMass, TwoAgentEnv
-from nnx_ppo.networks.adapter import PPOAdapter
-from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.factories import make_mlp_actor_critic
-from nnx_ppo.networks.feedforward import MLP
-from nnx_ppo.networks.normalizer import Normalizer
-from nnx_ppo.networks.sampling_layers import NormalTanhSampler
-from nnx_ppo.networks.utils import Map
 from nnx_ppo.wrappers import EpisodeWrapper
 
 NO_EVAL = EvalConfig(enabled=False)
-
-NETWORKS = {
-    "mlp": lambda nets: make_mlp_actor_critic(2, 2, (16,), (16,), rngs=nnx.Rngs(0)),
-    "lstm": lambda nets: nets.lstm(2, 2),
-    "delay": lambda nets: nets.delay(2, 2, k_steps=2),
-    "variational": lambda nets: nets.vb(2, 2),
-}
-
-
-def _two_agent_net():
-    rngs = nnx.Rngs(0)
-    agents = ("agent_a", "agent_b")
-    return Sequential(
-        [
-            Normalizer({k: 4 for k in agents}),
-            PPOAdapter(
-                action=Map(
-                    {
-                        k: Sequential([MLP(4, (8,), 4, rngs=rngs), NormalTanhSampler(rngs)])
-                        for k in agents
-                    }
-                ),
-                value=Map({k: MLP(4, (8,), 1, rngs=rngs) for k in agents}),
-            ),
-        ]
-    )
 
 
 def _brax_env():
@@ -82,7 +50,7 @@ ENV_FAMILIES = {
     "dict_obs_and_actions": (DictObsEnv, lambda e: dict_obs_network(nnx.Rngs(0)), {}),
     "dict_rewards_per_key": (
         TwoAgentEnv,
-        lambda e: _two_agent_net(),
+        lambda e: two_agent_network(nnx.Rngs(0)),
         {"advantage_mode": "per_key"},
     ),
     "brax_inverted_pendulum": (_brax_env, _factory_net, {}),
@@ -142,7 +110,7 @@ def test_evaluation_reports_dict_rewards_per_key():
 
     metrics = evaluate(
         EpisodeWrapper(TwoAgentEnv(), 4),
-        _two_agent_net(),
+        two_agent_network(nnx.Rngs(0)),
         jax.random.PRNGKey(0),
         n_envs=2,
         max_episode_length=4,
@@ -168,17 +136,7 @@ def test_mlp_learns_point_mass():
     # about -36; moving straight to the centre earns about -2.3.
     env = EpisodeWrapper(PointMass(), episode_length=30)
     net = make_mlp_actor_critic(2, 2, (32, 32), (64, 64), rngs=nnx.Rngs(0))
-    config = TrainConfig(
-        ppo=PPOConfig(
-            n_envs=64,
-            rollout_length=16,
-            n_minibatches=4,
-            learning_rate=3e-3,
-            discounting_factor=0.95,
-            total_steps=30_000,
-        ),
-        eval=EvalConfig(n_envs=64, max_episode_length=30),
-    )
+    config = TrainConfig(ppo=POINT_MASS_PPO, eval=EvalConfig(n_envs=64, max_episode_length=30))
     result = train_ppo(env, net, config, progress=False)
     first, last = result.eval_history[0][1], result.eval_history[-1][1]
     assert first["eval/episode_reward/mean"] < -20
@@ -234,14 +192,7 @@ def test_brax_inverted_pendulum_reaches_950_within_150k_steps(advantage_estimati
     )
     config = TrainConfig(
         ppo=PPOConfig(
-            n_envs=256,
-            rollout_length=20,
-            n_minibatches=8,
-            n_epochs=4,
-            learning_rate=1e-3,
-            discounting_factor=0.995,
-            total_steps=150_000,
-            advantage_estimation=advantage_estimation,
+            **PENDULUM_PPO, total_steps=150_000, advantage_estimation=advantage_estimation
         ),
         eval=EvalConfig(n_envs=16, max_episode_length=1000, every_steps=25_000),
     )

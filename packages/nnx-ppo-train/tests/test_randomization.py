@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _train_test_helpers import randomize_cartpole, randomize_pendulum
+from _train_test_helpers import graph_network, randomize_cartpole, randomize_pendulum
 from flax import nnx, struct
 
 from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
@@ -270,33 +270,8 @@ def test_distillation_trains_on_randomized_models():
 
 @pytest.mark.heavy
 def test_graph_network_with_redraws_and_fresh_resets():
-    graph = pytest.importorskip("nnx_ppo.networks.graph", reason="needs nnx-graph")
-    from nnx_ppo.networks.adapter import PPOAdapter
-    from nnx_ppo.networks.containers import Sequential
-    from nnx_ppo.networks.sampling_layers import NormalTanhSampler
-    from nnx_ppo.networks.utils import Filter
-
-    rngs = nnx.Rngs(0)
-    g = graph.PopulationGraph(rngs)
-    g.add_input("obs", size=2, input_from="obs")
-    g.add_population("hidden", size=8, activation=nnx.tanh)
-    g.connect("obs", "hidden")
-    g.connect("hidden", "hidden", delay=2)
-    g.add_output("action_params", size=4)
-    g.connect("hidden", "action_params")
-    g.add_output("value", size=1)
-    g.connect("hidden", "value", delay=1)
-    g.finalize()
-    net = Sequential(
-        [
-            Filter(lambda x: {"obs": x}),
-            g,
-            PPOAdapter(
-                action=Sequential([Filter("action_params"), NormalTanhSampler(rngs, 1e-2)]),
-                value=Filter("value"),
-            ),
-        ]
-    )
+    pytest.importorskip("nnx_ppo.networks.graph", reason="needs nnx-graph")
+    net = graph_network(nnx.Rngs(0))
     env = EpisodeWrapper(GainPointMass(), episode_length=3)
     ppo = PPOConfig(
         n_envs=4, rollout_length=4, n_minibatches=2, n_epochs=1, total_steps=48,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,10 +22,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _train_test_helpers import tiny_config
 from flax import nnx
 
 from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer, load_metadata, load_network
-from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
+from nnx_ppo.algorithms.config import EvalConfig, PPOConfig, TrainConfig
 from nnx_ppo.algorithms.core.faults import NonFiniteError
 from nnx_ppo.algorithms.observe.evaluation import evaluate
 from nnx_ppo.algorithms.ppo.train import train_ppo
@@ -32,7 +34,6 @@ from nnx_ppo.envs import MemoryTask, PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
 from nnx_ppo.wrappers import EpisodeWrapper
 
-LOG = LogLevel.LOSSES | LogLevel.ACTOR | LogLevel.CRITIC | LogLevel.ROLLOUT  # no wall time
 ENV = EpisodeWrapper(PointMass(), episode_length=8)
 
 # 4 envs x 4 steps = 16 env steps per call, 16 calls. Periods that divide neither each
@@ -60,32 +61,9 @@ def network():
         return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=rngs)
     if kind == "lstm":
         return make_lstm_actor_critic(2, 2, 8, (8,), (8,), rngs=rngs)
-    from nnx_ppo.networks.adapter import PPOAdapter
-    from nnx_ppo.networks.containers import Sequential
-    from nnx_ppo.networks.graph import PopulationGraph
-    from nnx_ppo.networks.normalizer import Normalizer
-    from nnx_ppo.networks.sampling_layers import NormalTanhSampler
-    from nnx_ppo.networks.utils import Filter
+    from _train_test_helpers import graph_network  # this folder is on PYTHONPATH
 
-    g = PopulationGraph(rngs)
-    g.add_input("obs", size=2, input_from="obs")
-    g.add_population("hidden", size=8, activation=nnx.tanh)
-    g.connect("obs", "hidden")
-    g.connect("hidden", "hidden", delay=2)
-    g.add_output("action_params", size=4)
-    g.connect("hidden", "action_params")
-    g.add_output("value", size=1)
-    g.connect("hidden", "value", delay=1)
-    g.finalize()
-    return Sequential([
-        Normalizer(2),
-        Filter(lambda x: {"obs": x}),
-        g,
-        PPOAdapter(
-            action=Sequential([Filter("action_params"), NormalTanhSampler(rngs, 1e-2)]),
-            value=Filter("value"),
-        ),
-    ])
+    return graph_network(rngs, normalize=True)
 
 
 class Stop(Exception):
@@ -123,6 +101,8 @@ def _run_script(tmp_path: Path, kind: str, name: str, stop_at: int) -> tuple[int
     script.write_text(SPLIT_SCRIPT)
     env = dict(os.environ)
     env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    paths = [str(Path(__file__).parent), *filter(None, [env.get("PYTHONPATH")])]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
     out = tmp_path / f"{name}.json"
     args = [kind, tmp_path / name, tmp_path / f"{name}.jsonl", stop_at, out]
     proc = subprocess.run(
@@ -178,20 +158,6 @@ def test_split_and_resume_in_new_processes_records_the_uninterrupted_run(kind, t
 # --------------------------------------------------------------------------- NaN
 
 
-def _tiny(total_steps: int, learning_rate, max_grad_norm=None) -> TrainConfig:
-    ppo = PPOConfig(
-        n_envs=4,
-        rollout_length=4,
-        n_minibatches=2,
-        n_epochs=2,
-        total_steps=total_steps,
-        learning_rate=learning_rate,
-        max_grad_norm=max_grad_norm,
-        log_level=LOG,
-    )
-    return TrainConfig(ppo=ppo, eval=EvalConfig(enabled=False))
-
-
 def _mlp(seed: int = 0) -> nnx.Module:
     return make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(seed))
 
@@ -208,24 +174,36 @@ def _lowered(count):
     return jnp.where(count < 40, 3e-3, 1e-3)
 
 
-@pytest.mark.heavy
-@pytest.mark.parametrize("recovery", ["lower learning_rate", "lower learning_rate + max_grad_norm"])
-def test_the_documented_recoveries_from_a_divergence_resume_and_train_on(recovery, tmp_path):
-    directory = tmp_path / "c"
+@pytest.fixture(scope="module")
+def diverged(tmp_path_factory) -> tuple[Path, NonFiniteError]:
+    """A run with `_too_high_after_40_updates`, checkpointed every 32 steps (2 kept),
+    run once for the recoveries: ``(its checkpoint folder, the error it stopped with)``."""
+    directory = tmp_path_factory.mktemp("diverged") / "c"
     with (
         Checkpointer(directory, save_every_steps=32, max_to_keep=2) as ckpt,
         pytest.raises(NonFiniteError) as info,
     ):
-        train_ppo(ENV, _mlp(), _tiny(256, _too_high_after_40_updates), progress=False,
+        train_ppo(ENV, _mlp(), tiny_config(256, _too_high_after_40_updates), progress=False,
                   checkpoint=ckpt)  # fmt: skip
-    assert info.value.iteration == 11  # the first with the learning rate of 1e10
-    assert "lower learning_rate" in str(info.value) and "max_grad_norm" in str(info.value)
+    return directory, info.value
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("recovery", ["lower learning_rate", "lower learning_rate + max_grad_norm"])
+def test_the_documented_recoveries_from_a_divergence_resume_and_train_on(
+    recovery, diverged, tmp_path
+):
+    source, error = diverged
+    directory = tmp_path / "c"
+    shutil.copytree(source, directory)  # each recovery resumes its own copy
+    assert error.iteration == 11  # the first with the learning rate of 1e10
+    assert "lower learning_rate" in str(error) and "max_grad_norm" in str(error)
     assert load_metadata(directory)["step"] == 160  # the last good checkpoint
     checkpointed = jax.tree.leaves(nnx.state(load_network(directory, _mlp(1)), nnx.Param))
 
     # Change the config as the message says and resume from that checkpoint.
     clip = 0.5 if "max_grad_norm" in recovery else None
-    config = _tiny(256, _lowered, max_grad_norm=clip)
+    config = tiny_config(256, _lowered, max_grad_norm=clip)
     network = _mlp()
     with Checkpointer(directory, save_every_steps=32, max_to_keep=2) as ckpt:
         result = train_ppo(ENV, network, config, progress=False, checkpoint=ckpt)
@@ -287,11 +265,11 @@ def test_a_schedule_replaced_by_a_constant_is_still_a_clear_mismatch(tmp_path):
     from nnx_ppo.algorithms.ppo.iteration import init_train_state, make_optimizer
 
     # The saved state's optimizer layout is what matters; it is the one training keeps.
-    old = _tiny(16, _lowered).ppo
+    old = tiny_config(16, _lowered).ppo
     trained = init_train_state(ENV, _mlp(), old, make_optimizer(old), jax.random.PRNGKey(0))[1]
     with Checkpointer(tmp_path / "c") as ckpt:
         ckpt.save(trained, 16, {}, final=True)
-    new = _tiny(16, 1e-3).ppo
+    new = tiny_config(16, 1e-3).ppo
     template = init_train_state(ENV, _mlp(), new, make_optimizer(new), jax.random.PRNGKey(1))[1]
     with Checkpointer(tmp_path / "c") as ckpt, pytest.raises(CheckpointMismatchError):
         ckpt.restore(template)
@@ -323,14 +301,15 @@ def test_a_run_whose_final_evaluation_raises_still_writes_its_final_checkpoint(
 
     monkeypatch.setattr(trainer_module, "evaluation_task", failing_at_the_end)
     config = TrainConfig(
-        ppo=_tiny(64, 3e-3).ppo, eval=EvalConfig(at_start=False, n_envs=4, max_episode_length=8)
+        ppo=tiny_config(64, 3e-3).ppo,
+        eval=EvalConfig(at_start=False, n_envs=4, max_episode_length=8),
     )
     with Checkpointer(tmp_path / "c") as ckpt, pytest.raises(_EvalFails):
         train_ppo(ENV, _mlp(), config, progress=False, checkpoint=ckpt)
     assert load_metadata(tmp_path / "c")["step"] == 64  # the trained run is on disk
     monkeypatch.undo()
     reference = _mlp()  # the same run without evaluation: the same trained network
-    train_ppo(ENV, reference, _tiny(64, 3e-3), progress=False)
+    train_ppo(ENV, reference, tiny_config(64, 3e-3), progress=False)
     loaded = load_network(tmp_path / "c", _mlp(1))
     for a, b in zip(
         jax.tree.leaves(nnx.state(loaded)), jax.tree.leaves(nnx.state(reference)), strict=True
@@ -359,7 +338,7 @@ def test_a_video_env_without_render_fails_before_compiling(monkeypatch, tmp_path
 
     _never_compiled(monkeypatch)
     config = TrainConfig(
-        ppo=_tiny(64, 3e-3).ppo,
+        ppo=tiny_config(64, 3e-3).ppo,
         eval=EvalConfig(enabled=False),
         video=VideoConfig(enabled=True, directory=str(tmp_path)),
     )

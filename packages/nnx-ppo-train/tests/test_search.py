@@ -82,6 +82,15 @@ def final_evaluations(folder: Path, n_runs: int) -> list[float]:
     return last
 
 
+def evaluation_steps(folder: Path, run: int = 0) -> list[int]:
+    """The steps at which run ``run`` of a round logged an evaluation."""
+    return [
+        json.loads(line)["step"]
+        for line in (folder / "log.jsonl").read_text().splitlines()
+        if "eval/episode_reward/mean" in line and json.loads(line)["run"] == run
+    ]
+
+
 def check_finished(study: optuna.Study, directory: Path, k: int, n_seeds: int) -> None:
     """2 rounds of ``k`` trials, each told the mean over its ``n_seeds`` runs (trial
     ``i``'s are runs ``i * n_seeds ...``) of the final evaluations its round's log holds."""
@@ -183,12 +192,7 @@ def test_two_rounds_stopped_inside_the_second_resume_from_its_checkpoint(tmp_pat
     assert {t.number: t.params for t in by_round(study)[1]} == asked
     check_finished(study, tmp_path, k=2, n_seeds=2)
     # The resumed round's log: the attempt's evaluation at step 0 and the final one.
-    steps = [
-        json.loads(line)["step"]
-        for line in (tmp_path / "round_0001" / "log.jsonl").read_text().splitlines()
-        if "eval/episode_reward/mean" in line and json.loads(line)["run"] == 0
-    ]
-    assert steps == [0, 40]
+    assert evaluation_steps(tmp_path / "round_0001") == [0, 40]
     # A finished search has nothing left to do: no trial asked, nothing trained.
     done = run_search(*arguments, **options)
     assert done.rounds_done == 2 and len(study.get_trials()) == 4
@@ -280,9 +284,4 @@ def test_a_driver_killed_inside_a_round_resumes_it_when_started_again(tmp_path):
     check_finished(study, tmp_path, k=4, n_seeds=1)
     # Resumed from a checkpoint, not retrained: the log holds one evaluation at step 0
     # (a fresh start would have appended a second) and the final one.
-    evaluations = [
-        json.loads(line)["step"]
-        for line in (tmp_path / "round_0001" / "log.jsonl").read_text().splitlines()
-        if "eval/episode_reward/mean" in line and json.loads(line)["run"] == 0
-    ]
-    assert evaluations == [0, 200]
+    assert evaluation_steps(tmp_path / "round_0001") == [0, 200]

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _train_test_helpers import ONE_MINIBATCH, one_iteration
 from flax import nnx
 
 from nnx_ppo.algorithms.config import LogLevel, PPOConfig
-from nnx_ppo.algorithms.ppo.iteration import (
-    init_train_state,
-    make_optimizer,
-    make_training_iteration,
-)
 from nnx_ppo.algorithms.ppo.value_normalization import (
     ValueStatistics,
     denormalize,
@@ -76,12 +71,6 @@ def test_config_checks_normalize_values():
         PPOConfig(normalize_values=True, advantage_estimation="minibatch")
 
 
-def _one_iteration(env, net, config):
-    optimizer = make_optimizer(config)
-    graphdef, state = init_train_state(env, net, config, optimizer, jax.random.PRNGKey(0))
-    return jax.jit(make_training_iteration(env, graphdef, optimizer, config))(state)
-
-
 def test_first_iteration_keeps_the_advantages_and_standardises_the_targets():
     # Before any update the statistics are the identity, so the advantages (from the
     # critic's outputs mapped back) are those of the plain run; the statistics then take
@@ -89,15 +78,9 @@ def test_first_iteration_keeps_the_advantages_and_standardises_the_targets():
     # 0, and the statistics' mean is the plain run's mean target (one minibatch of all
     # environments, one epoch: the metrics are over the whole rollout).
     env = EpisodeWrapper(PointMass(), episode_length=3)
-    base = dict(
-        n_envs=4,
-        rollout_length=8,
-        n_epochs=1,
-        n_minibatches=1,
-        log_level=LogLevel.ACTOR | LogLevel.CRITIC,
-    )
+    base = dict(ONE_MINIBATCH, log_level=LogLevel.ACTOR | LogLevel.CRITIC)
     runs = {
-        flag: _one_iteration(
+        flag: one_iteration(
             env,
             make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0)),
             PPOConfig(**base, normalize_values=flag),
@@ -126,7 +109,7 @@ def test_one_set_of_statistics_per_value_head_of_a_dict_reward():
     )
     env = EpisodeWrapper(TwoAgentEnv(), episode_length=4)
     config = PPOConfig(n_envs=4, rollout_length=4, n_minibatches=2, normalize_values=True)
-    state, metrics = _one_iteration(env, net, config)
+    state, metrics = one_iteration(env, net, config)
     assert set(state.value_stats) == set(agents)
     for name in agents:
         assert float(state.value_stats[name].count) == 16
