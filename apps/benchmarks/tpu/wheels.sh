@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Download, into .whl-tpu/ (git-ignored through .git/info/exclude), the wheels a TPU
+# Download, into .whl-tpu/ (git-ignored), the wheels a TPU
 # v5e machine of the `device` tool needs beside its own JAX and its own package index
 # (which holds flax, optax, orbax-checkpoint, mujoco, scipy, ml-collections, absl-py,
 # etils, tqdm, pillow, lxml, trimesh, matplotlib, tensorboardx): the simulators and the
