@@ -27,6 +27,7 @@ from nnx_ppo.envs.cognitive import (
     CognitiveTask,
     ContextDependentIntegration,
     DelayedMatchToSample,
+    Duration,
     EconomicChoice,
     GoNoGo,
     MultisensoryIntegration,
@@ -473,3 +474,78 @@ def test_task_properties(make):
     assert np.all(counts == counts[0])
     if env.psychometric_variable:
         assert env.psychometric_variable in env.conditions
+
+
+class _Light(CognitiveTask):
+    """A minimal subclass through the public hooks: is the light left or right?"""
+
+    inputs = ("fixation", "light")
+    epochs = ("fixation", "decision")
+
+    def epoch_durations(self):
+        return {"fixation": Duration.fixed(100), "decision": Duration.fixed(100)}
+
+    def condition_table(self):
+        return {"side": np.array([-1.0, 1.0])}
+
+    def answer(self, condition):
+        return jnp.where(condition["side"] < 0, 1, 2)
+
+    def epoch_input(self, condition, epoch):
+        fixating = epoch == 0
+        return jnp.stack([fixating, ~fixating * condition["side"]]), jnp.zeros(2, bool)
+
+
+def test_a_subclass_of_the_public_hooks_plays_and_its_mistakes_are_named():
+    env = _Light(dt=50)
+    state = env.reset_condition(jax.random.key(0), 1)  # the light on the right
+    state = env.step(env.step(state, jnp.int32(0)), jnp.int32(0))  # fixation: 2 steps
+    assert env.epochs[int(state.info["epoch"])] == "decision"
+    np.testing.assert_array_equal(state.obs, [0.0, 1.0])
+    state = env.step(state, jnp.int32(2))
+    assert float(state.reward) == 1.0 and int(state.info["outcome"]) == Outcome.CORRECT
+
+    class NoDecision(_Light):
+        def epoch_durations(self):
+            return {"fixation": Duration.fixed(100)}
+
+    with pytest.raises(
+        ValueError,
+        match=r"NoDecision\.epoch_durations\(\) must give .*"
+        r"\['fixation', 'decision'\].*got \['fixation'\]",
+    ):
+        NoDecision()
+
+    class OneInput(_Light):
+        def epoch_input(self, condition, epoch):
+            return jnp.ones(1), jnp.zeros(1, bool)
+
+    with pytest.raises(
+        ValueError,
+        match=r"OneInput\.epoch_input\(condition, epoch\) must "
+        r"give .* \[2\].*got float32\[1\]",
+    ):
+        OneInput()
+
+    class FloatAnswer(_Light):
+        def answer(self, condition):
+            return condition["side"]
+
+    with pytest.raises(
+        ValueError,
+        match=r"FloatAnswer\.answer\(condition\) must give one "
+        r"integer action",
+    ):
+        FloatAnswer()
+
+    class Responding(_Light):
+        response_epochs = frozenset({"choice"})
+
+    with pytest.raises(
+        ValueError,
+        match=r"response_epochs=\{'choice'\} must name .*"
+        r"unknown: \['choice'\]",
+    ):
+        Responding()
+    with pytest.raises(ValueError, match=r"dict_obs=True needs groups"):
+        _Light(dict_obs=True)

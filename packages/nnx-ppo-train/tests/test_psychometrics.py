@@ -153,3 +153,28 @@ def test_choices_all_on_one_side_are_not_reported_as_converged():
     fit = fit_psychometric(x, np.ones_like(x, bool))
     assert not fit.converged
     assert fit_psychometric(x, x > 0).n_trials == 60  # both sides: a fit to report
+
+
+def test_degenerate_fits_name_their_problems():
+    # A sound fit: choices follow x on both sides of 0 (1.5 of noise flips the nearer
+    # values half the time), the bias is inside [-2, 2] and every error is finite.
+    x = np.repeat([-2.0, -1.0, 1.0, 2.0], 50)
+    sound = fit_psychometric(x, x + np.tile([-1.5, 1.5], 100) > 0)
+    assert sound.problems == () and not sound.degenerate
+    # Every choice on one side: no finite maximum, the ascent cannot converge.
+    one_sided = fit_psychometric(x, np.ones_like(x, bool))
+    assert one_sided.degenerate and "did not converge" in one_sided.problems[0]
+    # 1 choice in 7 at every x: the curve is flat at 1/7, its point of subjective
+    # equality (p = 1/2) lies outside the stimulus range (the issue's "bias 57 outside
+    # +-51" case).
+    flat = fit_psychometric(x, np.arange(x.size) % 7 == 0)
+    assert not -2 <= flat.bias <= 2
+    assert f"bias {flat.bias:.3g} outside the range of x [-2, 2]" in flat.problems
+    # Two values of x for three parameters (go/no-go's two conditions).
+    two = fit_psychometric(np.repeat([0.0, 1.0], 10), np.tile([0, 1, 1, 1, 0], 4))
+    assert "2 values of x for 3 parameters" in two.problems
+    assert "2 values" not in " ".join(fit_psychometric(np.repeat([0.0, 1.0], 10),
+                                                       np.tile([0, 1, 1, 1, 0], 4),
+                                                       lapse=0.0).problems)  # fmt: skip
+    data = flat.to_dict()
+    assert data["degenerate"] is True and data["problems"] == list(flat.problems)

@@ -9,6 +9,7 @@ graph definition, so the tests reuse a few compiled trial programs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -307,6 +308,39 @@ def test_hand_built_results_are_scored_by_hand():
         results.criteria(decision=1.5)
 
 
+def test_two_action_task_fits_p_go_against_withholding_and_pairs_are_checked():
+    # Go/no-go (actions fixate, go): 8 trials, 4 go (x = 1) and 4 no-go (x = 0).
+    # Go trials: go, go, go, withheld (ran out); no-go: go (wrong), withheld x 2, and
+    # one aborted (left out). P(go) among go-or-withheld trials: x = 0: 1/3, x = 1: 3/4.
+    results = TrialResults(
+        outcome=[1, 1, 1, 4, 2, 1, 1, 3], choice=[1, 1, 1, 0, 1, 0, 0, 0],
+        answer=[1, 1, 1, 1, 0, 0, 0, 0], decision_time=[1] * 8, reaction_time=[1] * 8,
+        condition_index=[1, 1, 1, 1, 0, 0, 0, 0], condition={"go": [1, 1, 1, 1, 0, 0, 0, 0]},
+        psychometric_variable="go", action_names=("fixate", "go"),
+    )  # fmt: skip
+    assert results.default_choices == (0, 1)
+    rate = results.choice_rate()
+    np.testing.assert_array_equal(rate["go"], [0.0, 1.0])
+    np.testing.assert_array_equal(rate["n"], [3, 4])
+    np.testing.assert_array_equal(rate["k"], [1, 3])
+    np.testing.assert_allclose(rate["p"], [1 / 3, 3 / 4])
+    np.testing.assert_allclose(rate["sem"], np.sqrt([1 / 3 * 2 / 3 / 3, 3 / 4 / 4 / 4]))
+    fit = results.psychometric()
+    assert fit.n_trials == 7 and fit.p.tolist() == pytest.approx([1 / 3, 3 / 4])
+    assert "2 values of x for 3 parameters" in fit.problems  # flagged, not reported
+    # There is no action 2 on this task: the error names the pair and the actions.
+    with pytest.raises(ValueError, match=r"choices=\(1, 2\).*\{0: 'fixate', 1: 'go'\}"):
+        results.psychometric(choices=(1, 2))
+    # Without a psychometric variable, the rate is per row of the condition table.
+    per_row = dataclasses.replace(results, psychometric_variable="").choice_rate()
+    assert per_row["condition_index"].tolist() == [0, 1] and per_row["go"].tolist() == [0, 1]
+    # A three-action task's default pair is (1, 2): P(right) among left or right.
+    rt = evaluate_trials(REACTION, linear_policy(BRIGHTER), trials_per_condition=100, key=KEY)
+    assert rt.default_choices == (1, 2) and rt.label("signed_coherence") == "signed_coherence (%)"
+    table = rt.choice_rate()
+    np.testing.assert_array_equal(table["p"], rt.by_condition("signed_coherence")["p_choose_2"])
+
+
 def test_to_dict_is_json_serialisable():
     results = evaluate_trials(FIXED, linear_policy(FIXATE), trials_per_condition=PER_CONDITION,
                               key=KEY)  # fmt: skip
@@ -405,7 +439,8 @@ def test_plots_draw_the_data_and_the_fits(tmp_path):
     half = np.sqrt(fit.p * (1 - fit.p) / fit.n)
     np.testing.assert_allclose([s[:, 1] for s in bars.get_segments()],
                                np.stack([fit.p - half, fit.p + half], 1))  # fmt: skip
-    assert ax.get_xlabel() == "signed_coherence" and ax.get_ylabel() == "P(choose right)"
+    assert ax.get_xlabel() == "signed_coherence (%)"
+    assert ax.get_ylabel() == "P(right) of left or right"
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
     plt.close(ax.figure)
 
@@ -426,7 +461,7 @@ def test_plots_draw_the_data_and_the_fits(tmp_path):
     np.testing.assert_array_equal(mean.get_xdata(), REACTION.coherences)
     np.testing.assert_array_equal(mean.get_ydata(), 100.0)
     assert len([line for line in ax.get_lines() if line.get_alpha() is not None]) == 2
-    assert ax.get_xlabel() == "|signed_coherence|"
+    assert ax.get_xlabel() == "|signed_coherence| (%)"
     plt.close(ax.figure)
 
     with pytest.raises(ValueError, match="results is an empty list"):

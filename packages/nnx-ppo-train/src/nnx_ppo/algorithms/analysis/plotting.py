@@ -137,6 +137,7 @@ def _pooled(runs: list[TrialResults]) -> TrialResults:
         psychometric_variable=first.psychometric_variable,
         epoch_names=first.epoch_names,
         action_names=first.action_names,
+        condition_units=first.condition_units,
     )
 
 
@@ -145,9 +146,16 @@ def _binomial_errors(fit: PsychometricFit) -> np.ndarray:
     return np.sqrt(fit.p * (1.0 - fit.p) / fit.n)
 
 
-def _choice_label(results: TrialResults) -> str:
+def _choice_label(results: TrialResults, choices: tuple[int, int] | None) -> str:
+    first, second = results.default_choices if choices is None else choices
     names = results.action_names
-    return f"P(choose {names[2]})" if len(names) > 2 else "P(choose action 2)"
+
+    def name(action: int) -> str:
+        if action == 0 and len(names) == 2:
+            return "withhold"
+        return names[action] if action < len(names) else f"action {action}"
+
+    return f"P({name(second)}) of {name(first)} or {name(second)}"
 
 
 def _finish(ax: Any, path: str | os.PathLike[str] | None, title: str | None) -> Any:
@@ -168,9 +176,13 @@ def plot_psychometric(
     *,
     path: str | os.PathLike[str] | None = None,
     title: str | None = None,
+    choices: tuple[int, int] | None = None,
 ) -> Any:
-    """Draw the fraction of decided trials choosing action 2 per condition value, with
-    binomial error bars, and the fitted psychometric curve (`TrialResults.psychometric`).
+    """Draw the fraction of trials choosing the second action of ``choices`` among
+    those choosing either (by default action 2 of 1 and 2; P(go) for go/no-go), per
+    condition value, with binomial error bars, and the fitted psychometric curve
+    (`TrialResults.psychometric`). A degenerate fit (`PsychometricFit.problems`) is
+    drawn dashed, its label says why.
 
     The error bar of a point of ``n`` decided trials, a fraction ``p`` of them choosing
     action 2, is ``+- sqrt(p (1 - p) / n)``. Given a list (one result per run, e.g.
@@ -186,6 +198,8 @@ def plot_psychometric(
         ax: A matplotlib ``Axes`` to draw on; ``None`` makes a new figure.
         path: Also save the figure there (PNG, SVG, PDF... by its suffix).
         title: The title (``None``: none).
+        choices: The action pair ``(a, b)`` (``0``: withholding); default the
+            results' `TrialResults.default_choices`.
 
     Returns:
         The ``Axes`` (``ax.figure`` is its figure). The pooled points are an errorbar
@@ -204,8 +218,10 @@ def plot_psychometric(
     fn = "plot_psychometric"
     runs = _runs(fn, results)
     pooled = _pooled(runs)
-    fit = pooled.psychometric(variable, kind)
-    per_run = [run.psychometric(variable, kind) for run in runs] if len(runs) > 1 else []
+    fit = pooled.psychometric(variable, kind, choices=choices)
+    per_run = (
+        [run.psychometric(variable, kind, choices=choices) for run in runs] if len(runs) > 1 else []
+    )
     plt = _pyplot(fn)
     if ax is None:
         _, ax = plt.subplots(figsize=(5.0, 4.0))
@@ -230,19 +246,21 @@ def plot_psychometric(
         color="C1",
         label=f"data ({fit.n_trials} decided trials)",
     )
+    flag = f" (degenerate: {'; '.join(fit.problems)})" if fit.degenerate else ""
     ax.plot(
         grid,
         fit(grid),
         color="C1",
+        linestyle="--" if fit.degenerate else "-",
         label=(
             f"{pooled_label}{kind} fit: bias {fit.bias:.3g}, threshold {fit.threshold:.3g}, "
-            f"lapse {fit.lapse:.2g}"
+            f"lapse {fit.lapse:.2g}{flag}"
         ),
     )
     ax.axhline(0.5, color="0.6", linestyle=":", linewidth=1)
     ax.set_ylim(-0.03, 1.03)
-    ax.set_xlabel(fit.variable)
-    ax.set_ylabel(_choice_label(pooled))
+    ax.set_xlabel(pooled.label(fit.variable))
+    ax.set_ylabel(_choice_label(pooled, choices))
     ax.legend(fontsize="small")
     return _finish(ax, path, title)
 
@@ -319,7 +337,8 @@ def plot_chronometric(
         color="C1",
         label=f"{label} ({int(curve['n'].sum())} correct trials)",
     )
-    ax.set_xlabel(f"|{name}|")
+    unit = pooled.condition_units.get(name)
+    ax.set_xlabel(f"|{name}| ({unit})" if unit else f"|{name}|")
     ax.set_ylabel("reaction time of correct trials (ms)")
     ax.legend(fontsize="small")
     return _finish(ax, path, title)

@@ -95,6 +95,8 @@ class PsychometricFit:
             rounding (a huge slope standard error says so) or at the cap
             ``1000 / (max(x) - min(x))``, where it reports ``False``.
         fixed_lapse: Whether ``lapse`` was given rather than fitted.
+
+    `problems` lists what makes the numbers unfit to report (`degenerate`).
     """
 
     variable: str
@@ -127,6 +129,43 @@ class PsychometricFit:
         """The number of trials fitted."""
         return int(self.n.sum())
 
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """Why the fitted numbers do not describe a curve through the data (empty for a
+        sound fit): the ascent did not converge (e.g. every choice on one side), fewer
+        distinct values of ``x`` than fitted parameters, the ``bias`` outside the range
+        of ``x`` (an extrapolated point of subjective equality), the lapse on its upper
+        bound (a flat curve), or a bias or slope the data do not determine (no standard
+        error).
+
+        Examples:
+            >>> import numpy as np
+            >>> x = np.repeat([-2.0, -1.0, 1.0, 2.0], 50)
+            >>> fit_psychometric(x, x + np.tile([-1.5, 1.5], 100) > 0).problems
+            ()
+            >>> fit_psychometric(x, np.arange(x.size) % 7 == 0).problems  # 1 in 7 everywhere
+            ('bias -2.31 outside the range of x [-2, 2]',)
+        """
+        found = []
+        if not self.converged:
+            found.append("the fit did not converge (choices all on one side, or a step)")
+        parameters = 2 if self.fixed_lapse else 3
+        if self.x.size < parameters:
+            found.append(f"{self.x.size} values of x for {parameters} parameters")
+        low, high = float(self.x[0]), float(self.x[-1])
+        if not low <= self.bias <= high:
+            found.append(f"bias {self.bias:.3g} outside the range of x [{low:g}, {high:g}]")
+        if not self.fixed_lapse and self.lapse >= MAX_LAPSE * (1 - 1e-6):
+            found.append(f"lapse at its bound {MAX_LAPSE} (a flat curve)")
+        if any(math.isnan(self.standard_errors[k]) for k in ("bias", "slope")):
+            found.append("the data do not determine the bias or slope (no standard error)")
+        return tuple(found)
+
+    @property
+    def degenerate(self) -> bool:
+        """Whether the fit has `problems`: flag or leave out its numbers."""
+        return bool(self.problems)
+
     def to_dict(self) -> dict[str, Any]:
         """The fit as JSON-ready Python values (the data points as lists)."""
         return {
@@ -142,6 +181,8 @@ class PsychometricFit:
             },
             "converged": self.converged,
             "fixed_lapse": self.fixed_lapse,
+            "degenerate": self.degenerate,
+            "problems": list(self.problems),
             "x": self.x.tolist(),
             "n": self.n.tolist(),
             "p": self.p.tolist(),

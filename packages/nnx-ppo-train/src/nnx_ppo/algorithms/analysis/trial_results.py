@@ -23,6 +23,7 @@ from nnx_ppo.envs.cognitive import Outcome
 __all__ = ["TrialResults"]
 
 _CORRECT, _WRONG, _ABORTED = Outcome.CORRECT, Outcome.WRONG, Outcome.ABORTED
+_ONGOING = Outcome.ONGOING
 _PER_TRIAL: dict[str, Any] = {  # the per-trial info fields kept, with their dtypes
     "outcome": np.int32,
     "choice": np.int32,
@@ -68,6 +69,8 @@ class TrialResults:
             default of `criteria`.
         epoch_names: The task's epochs (``epoch`` indexes them).
         action_names: The task's actions.
+        condition_units: The unit of each condition value that has one (e.g.
+            ``{"signed_coherence": "%"}``, the task's ``condition_units``), for labels.
         activations: With ``record``: the recorded activations, the network's container
             tree with leaves ``[T, N, ...]``; else ``None``.
         observations: With ``record``: the observations fed, leaves ``[T, N, ...]``.
@@ -88,6 +91,7 @@ class TrialResults:
     criterion: tuple[float, float] = (0.99, 0.8)
     epoch_names: tuple[str, ...] = ()
     action_names: tuple[str, ...] = ()
+    condition_units: dict[str, str] = dataclasses.field(default_factory=dict)
     activations: Any = None
     observations: Any = None
     actions: np.ndarray | None = None
@@ -240,36 +244,130 @@ class TrialResults:
         )  # fmt: skip
         return table
 
+    @property
+    def default_choices(self) -> tuple[int, int]:
+        """The action pair a psychometric curve compares by default: ``(1, 2)``
+        (P(action 2) among choices of 1 and 2), or ``(0, 1)`` for a task with a single
+        choice (go/no-go: P(go) against withholding)."""
+        return (0, 1) if len(self.action_names) == 2 else (1, 2)
+
+    def label(self, name: str) -> str:
+        """``name`` with its unit, for an axis: ``"signed_coherence (%)"``."""
+        unit = self.condition_units.get(name)
+        return f"{name} ({unit})" if unit else name
+
+    def _choices(self, fn: str, choices: Any) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
+        """``(trials, chose_second, pair)``: the trials that ended in either action of
+        the pair (``0``: withheld to the trial's end, neither aborted nor cut short),
+        and which of them chose the second."""
+        pair = self.default_choices if choices is None else choices
+        known = len(self.action_names) or None
+        valid = (
+            isinstance(pair, tuple | list)
+            and len(pair) == 2
+            and all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in pair)
+            and pair[0] != pair[1]
+            and all(0 <= a < (known or 2**31) for a in pair)
+        )
+        if not valid:
+            actions = dict(enumerate(self.action_names)) if known else "unknown"
+            raise ValueError(
+                f"{fn}: choices={choices!r} must be two different action indices (a, b), "
+                f"the curve being P(b) among trials choosing a or b (0: withholding); the "
+                f"task's actions are {actions}, so e.g. choices={self.default_choices}."
+            )
+        first, second = int(pair[0]), int(pair[1])
+        ended = (self.outcome != _ONGOING) & (self.outcome != _ABORTED)
+        trials = ended & np.isin(self.choice, (first, second))
+        return trials, self.choice == second, (first, second)
+
+    def choice_rate(
+        self, variable: str | None = None, *, choices: tuple[int, int] | None = None
+    ) -> dict[str, np.ndarray]:
+        """The fraction of trials choosing the second action of ``choices`` among those
+        choosing either, per value of a condition value, with its binomial standard
+        error: the points of a psychometric curve, or P(go) per condition of go/no-go.
+
+        Args:
+            variable: The condition value (default `psychometric_variable`); where the
+                results have none, per row of the condition table.
+            choices: ``(a, b)``, action indices, ``0`` meaning withheld to the end
+                (default `default_choices`).
+
+        Returns:
+            Columns ``[M]``: the grouping (``variable``'s values sorted, or
+            ``condition_index`` and every condition value), ``n`` (trials choosing ``a``
+            or ``b``), ``k`` (of them ``b``), ``p = k / n`` (``nan`` where ``n = 0``) and
+            ``sem = sqrt(p (1 - p) / n)``.
+
+        Raises:
+            ValueError: If ``variable`` is not a condition value, or ``choices`` is not
+                a pair of the task's actions.
+
+        Examples:
+            >>> results = TrialResults(
+            ...     outcome=[1, 4, 2, 1], choice=[1, 0, 1, 0], answer=[1, 1, 0, 0],
+            ...     decision_time=[1, -1, 1, -1], reaction_time=[1, -1, 1, -1],
+            ...     condition_index=[1, 1, 0, 0], condition={"go": [1, 1, 0, 0]},
+            ...     action_names=("fixate", "go"))
+            >>> results.choice_rate("go")["p"].tolist()  # P(go) on no-go and go trials
+            [0.5, 0.5]
+        """
+        trials, second, _ = self._choices("choice_rate", choices)
+        if variable is None and not self.psychometric_variable:
+            keys = self.condition_index
+            groups, first = np.unique(keys, return_index=True)
+            table: dict[str, np.ndarray] = {"condition_index": groups}
+            table.update({k: v[first] for k, v in self.condition.items()})
+        else:
+            name, keys = self._values(variable)
+            groups = np.unique(keys)
+            table = {name: groups}
+        n = np.array([np.sum(trials & (keys == g)) for g in groups], np.int64)
+        k = np.array([np.sum(trials & second & (keys == g)) for g in groups], np.int64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = np.where(n > 0, k / np.maximum(n, 1), np.nan)
+            sem = np.sqrt(p * (1.0 - p) / n)
+        table.update(n=n, k=k, p=p, sem=sem)
+        return table
+
     def psychometric(
         self,
         variable: str | None = None,
         kind: PsychometricKind = "logistic",
         *,
         lapse: float | None = None,
+        choices: tuple[int, int] | None = None,
     ) -> PsychometricFit:
-        """Fit ``P(choice == 2 | decided)`` against a condition value
-        (`fit_psychometric`).
+        """Fit the probability of the second action of ``choices`` among trials choosing
+        either against a condition value (`fit_psychometric`); by default P(action 2)
+        among choices of 1 and 2, or P(go) against withholding for a task with one
+        choice (`default_choices`). Check the fit's `PsychometricFit.problems` before
+        reporting its numbers.
 
         Args:
             variable: The condition value (default `psychometric_variable`, e.g.
                 ``"signed_coherence"``).
             kind: ``"logistic"`` or ``"probit"``.
             lapse: ``None`` fits the lapse rate; a number fixes it.
+            choices: ``(a, b)``, the action pair (``0``: withholding); default
+                `default_choices`.
 
         Raises:
-            ValueError: If ``variable`` is not a condition value, or the decided trials
-                cover fewer than two of its values.
+            ValueError: If ``variable`` is not a condition value, ``choices`` is not a
+                pair of the task's actions, or the trials choosing either cover fewer
+                than two of the variable's values.
         """
         name, x = self._values(variable)
-        decided = self.decided
-        if not decided.any():
+        trials, second, (first, last) = self._choices("psychometric", choices)
+        if not trials.any():
+            what = "decided" if first else "decided or withheld"
             raise ValueError(
-                f"psychometric: none of the {self.n_trials} trials was decided (outcomes: "
-                f"{self.outcome_counts}); a psychometric curve needs choices."
+                f"psychometric: none of the {self.n_trials} trials was {what} with action "
+                f"{first} or {last} (outcomes: {self.outcome_counts}); a psychometric curve "
+                "needs choices."
             )
-        return fit_psychometric(
-            x[decided], self.choice[decided] == 2, kind=kind, lapse=lapse, variable=name
-        )
+        return fit_psychometric(x[trials], second[trials], kind=kind, lapse=lapse, variable=name)
 
     def chronometric(self, variable: str | None = None) -> dict[str, np.ndarray]:
         """Reaction times of correct decisions per ``|variable|`` (e.g. per unsigned

@@ -239,6 +239,7 @@ def _results(env: Any, final: Any, ys: Any) -> TrialResults:
         criterion=tuple(getattr(env, "criterion", (0.99, 0.8))),
         epoch_names=tuple(getattr(env, "epochs", ())),
         action_names=tuple(getattr(env, "actions", ())),
+        condition_units=dict(getattr(env, "condition_units", {})),
         **recorded,
     )
 

@@ -138,11 +138,21 @@ class TrialState:
 
 
 class TaskOptions(TypedDict, total=False):
-    """The keywords every cognitive task takes, ``CognitiveTask``'s arguments (see
-    there): ``dt``, ``sigma``, ``correct_reward``, ``abort_reward`` and ``dict_obs``.
+    """The keywords every cognitive task takes, documented here once.
 
-    A task with arguments of its own takes these after them as
-    ``**options: Unpack[TaskOptions]`` (PEP 692), so a type checker knows every key.
+    `CognitiveTask` takes them as keywords, and a task with arguments of its own takes
+    these after them as ``**options: Unpack[TaskOptions]`` (PEP 692), so a type checker
+    knows every key; a task's docstring lists only its own arguments.
+
+    Attributes:
+        dt: Milliseconds per step (> 0; default 10, pyrl's). Epoch durations are in ms
+            and the noise is scaled so that the evidence does not depend on ``dt``.
+        sigma: Input noise in ``ms ** 0.5`` (>= 0); ``None`` (the default) takes the
+            task's published value (`CognitiveTask.default_sigma`).
+        correct_reward: Reward of a correct decision (default 1).
+        abort_reward: Reward of breaking fixation (default -1, pyrl's).
+        dict_obs: Observations as a dict of the task's input groups
+            (`CognitiveTask.groups`) instead of one vector (default ``False``).
     """
 
     dt: float
@@ -178,18 +188,38 @@ class CognitiveTask(Env):
     (1 on the step that ends a trial so, else 0), whose means over a rollout give the
     rates.
 
-    Subclasses set the class attributes `inputs`, `actions`, `epochs`,
-    `response_epochs` and (optionally) `groups`, call ``super().__init__`` and
-    implement `_durations_ms`, `_conditions`, `_answer` and `_input`. Every task takes
-    the keywords below (`TaskOptions`); a task's docstring gives only its own.
+    **Writing a task.** A subclass sets the class attributes `inputs`, `epochs` (and,
+    where the defaults do not fit, `actions`, `response_epochs`, `groups`,
+    `default_sigma`, `psychometric_variable`, `criterion`, `reaction_time`,
+    `condition_units`) and implements four hooks, each a pure function of its
+    arguments (jittable; ``condition`` is ``{name: float32 []}``, one row of the
+    condition table):
+
+    - `epoch_durations` ``() -> {epoch: Duration}``, in epoch order;
+    - `condition_table` ``() -> {name: [C] values}``, the balanced conditions (a trial
+      draws a row uniformly; `reset_condition` picks one);
+    - `answer` ``(condition) -> int32 []``, the correct action (``0``: withhold);
+    - `epoch_input` ``(condition, epoch) -> (mean [n_inputs], noisy bool [n_inputs])``,
+      the noiseless input shown in ``epoch`` (an int32 index into `epochs`) and which
+      channels carry noise;
+
+    and may override `decision_reward` ``(condition, choice) -> float32 []``. A task
+    with arguments of its own sets its attributes, then calls ``super().__init__(
+    **options)``, which checks what the hooks return (errors name the hook). The
+    how-to *Write your own cognitive task* builds one in under 30 lines.
 
     Args:
-        dt: Milliseconds per step (> 0); pyrl's default is 10.
-        sigma: Input noise in ``ms ** 0.5`` (>= 0); ``None`` takes the task's published
-            value (`default_sigma`).
-        correct_reward: Reward of a correct decision.
-        abort_reward: Reward of breaking fixation (pyrl: -1).
-        dict_obs: Observations as a dict of the task's input groups.
+        dt: Milliseconds per step; see `TaskOptions`, where every keyword shared by the
+            tasks is described.
+        sigma: Input noise in ``ms ** 0.5``, ``None`` for `default_sigma`
+            (`TaskOptions`).
+        correct_reward: Reward of a correct decision (`TaskOptions`).
+        abort_reward: Reward of breaking fixation (`TaskOptions`).
+        dict_obs: Observations as a dict of `groups` (`TaskOptions`).
+
+    Raises:
+        ValueError: If a keyword is out of range, or a class attribute or a hook's
+            result does not fit the others (naming the attribute or the hook).
     """
 
     inputs: tuple[str, ...]
@@ -205,10 +235,19 @@ class CognitiveTask(Env):
     default_sigma: float = 0.0
     """The task's published input noise (``ms ** 0.5``)."""
     psychometric_variable: str = ""
-    """The condition value that a psychometric curve of choosing action 2 is drawn over."""
+    """The condition value a psychometric curve is drawn over (``""``: none); the curve
+    is P(action 2) among choices of 1 and 2, or P(action 1) against withholding for a
+    task with one choice (`TrialResults.psychometric`)."""
     criterion: tuple[float, float] = (0.99, 0.8)
     """The training criterion ``(decision rate, accuracy)``: the published one where the
     task has one (Song, Yang & Wang 2017), `TrialResults.criteria`'s default."""
+    reaction_time: bool = False
+    """Whether a choice may come while the evidence is still shown (a reaction-time
+    task): its reaction times then measure the decision, and the cognitive app draws
+    chronometric curves."""
+    condition_units: Mapping[str, str] = {}
+    """The unit of each condition value that has one (``{"signed_coherence": "%"}``),
+    for axis labels."""
 
     action_distribution = "categorical"
     discrete = True
@@ -241,48 +280,124 @@ class CognitiveTask(Env):
         self.correct_reward = float(correct_reward)
         self.abort_reward = float(abort_reward)
         self.dict_obs = check_bool(name, "dict_obs", dict_obs)
-        durations = self._durations_ms()
-        if tuple(durations) != tuple(self.epochs):
-            raise ValueError(f"{name}: _durations_ms() must give one Duration per epoch.")
+        self._check_attributes()
+        durations = self.epoch_durations()
+        if not isinstance(durations, Mapping) or tuple(durations) != tuple(self.epochs):
+            got = list(durations) if isinstance(durations, Mapping) else type(durations).__name__
+            raise ValueError(
+                f"{name}.epoch_durations() must give {{epoch: Duration}} for the epochs "
+                f"{list(self.epochs)} in that order, got {got}."
+            )
+        for epoch, duration in durations.items():
+            if not isinstance(duration, Duration):
+                raise ValueError(
+                    f"{name}.epoch_durations()[{epoch!r}] is {duration!r}, not a Duration; "
+                    "use Duration.fixed(ms), Duration.uniform(low, high) or "
+                    "Duration.truncated_exponential(mean, low, high)."
+                )
         self.durations: dict[str, Duration] = dict(durations)
         if self.max_trial_steps < 1:
             raise ValueError(
                 f"{name}: with dt={dt!r} ms a trial has no step; lower dt below the "
                 "trial's duration."
             )
-        table = {k: np.asarray(v, np.float32) for k, v in self._conditions().items()}
+        table = {k: np.asarray(v, np.float32) for k, v in self.condition_table().items()}
         sizes = {v.shape for v in table.values()}
-        if len(sizes) != 1 or len(next(iter(sizes))) != 1:
-            raise ValueError(f"{name}: _conditions() must give 1-D arrays of one length.")
+        if len(sizes) != 1 or len(next(iter(sizes))) != 1 or next(iter(sizes))[0] < 1:
+            raise ValueError(
+                f"{name}.condition_table() must give {{name: values}} with 1-D arrays of "
+                f"one length >= 1, got shapes { ({k: v.shape for k, v in table.items()}) }."
+            )
         self.conditions: dict[str, np.ndarray] = table
         """The balanced condition table: ``{name: [C]}``; a trial draws a row uniformly."""
         self._first_response = min(self.epochs.index(e) for e in self.response_epochs)
+        self._check_hooks()
+
+    def _check_attributes(self) -> None:
+        """The class attributes fit each other (a subclass's mistakes, named)."""
+        name = type(self).__name__
+        for attribute in ("inputs", "epochs"):
+            value = getattr(self, attribute, None)
+            if (
+                not isinstance(value, tuple)
+                or not value
+                or not all(isinstance(v, str) for v in value)
+            ):
+                raise ValueError(
+                    f"{name}.{attribute}={value!r} must be a non-empty tuple of names, e.g. "
+                    + ("inputs = ('fixation', 'left', 'right')." if attribute == "inputs"
+                       else "epochs = ('fixation', 'stimulus', 'decision').")
+                )  # fmt: skip
+        if not isinstance(self.actions, tuple) or len(self.actions) < 2:
+            raise ValueError(
+                f"{name}.actions={self.actions!r} must be a tuple of at least two names: "
+                "'fixate' (index 0) and the choices."
+            )
+        unknown = sorted(set(self.response_epochs) - set(self.epochs))
+        if not self.response_epochs or unknown:
+            raise ValueError(
+                f"{name}.response_epochs={set(self.response_epochs)!r} must name one or more "
+                f"of the epochs {list(self.epochs)} (unknown: {unknown})."
+            )
+        if self.dict_obs:
+            grouped = sorted(c for channels in self.groups.values() for c in channels)
+            if not self.groups or not set(grouped) <= set(self.inputs):
+                raise ValueError(
+                    f"{name}: dict_obs=True needs groups, {{key: channels}} over the inputs "
+                    f"{list(self.inputs)}, got groups={dict(self.groups)!r}; set the class "
+                    "attribute groups or pass dict_obs=False."
+                )
+
+    def _check_hooks(self) -> None:
+        """`answer` and `epoch_input` give the documented shapes (traced abstractly, so
+        nothing is compiled)."""
+        name = type(self).__name__
+        condition = self.condition_values(jnp.int32(0))
+        answer = jax.eval_shape(self.answer, condition)
+        if answer.shape != () or not jnp.issubdtype(answer.dtype, jnp.integer):
+            raise ValueError(
+                f"{name}.answer(condition) must give one integer action, shape (), got "
+                f"{answer.dtype}{list(answer.shape)}; e.g. jnp.where(..., 1, 2)."
+            )
+        mean, noisy = jax.eval_shape(self.epoch_input, condition, jnp.int32(0))
+        size = len(self.inputs)
+        if mean.shape != (size,) or noisy.shape != (size,) or noisy.dtype != jnp.bool_:
+            raise ValueError(
+                f"{name}.epoch_input(condition, epoch) must give (mean, noisy): a float "
+                f"[{size}] and a bool [{size}], one entry per input {list(self.inputs)}; "
+                f"got {mean.dtype}{list(mean.shape)} and {noisy.dtype}{list(noisy.shape)}."
+            )
 
     # ------------------------------------------------------------------ what a task says
 
     @abc.abstractmethod
-    def _durations_ms(self) -> Mapping[str, Duration]:
-        """``{epoch: Duration}`` in epoch order."""
+    def epoch_durations(self) -> Mapping[str, Duration]:
+        """How long each epoch lasts: ``{epoch: Duration}``, every epoch of `epochs` in
+        order (an epoch may last 0 ms; it is then skipped)."""
 
     @abc.abstractmethod
-    def _conditions(self) -> Mapping[str, ArrayLike]:
-        """The balanced condition table: ``{name: values}``, one entry per condition."""
+    def condition_table(self) -> Mapping[str, ArrayLike]:
+        """The balanced condition table: ``{name: values [C]}``, one entry per
+        condition. A trial draws a row uniformly; its values reach the other hooks as
+        ``condition`` (float32 scalars by name) and ``state.info["condition"]``."""
 
     @abc.abstractmethod
-    def _answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
-        """The correct action (int32 ``[]``) of a trial with these condition values."""
+    def answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
+        """The correct action (int32 ``[]``) of a trial with these condition values;
+        ``0`` if the right answer is to withhold (a no-go trial)."""
 
     @abc.abstractmethod
-    def _input(
+    def epoch_input(
         self, condition: Mapping[str, jax.Array], epoch: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
-        """``(mean, noisy)``: the noiseless input ``[n_inputs]`` shown in ``epoch`` (an
-        int32 index into `epochs`) and which channels carry noise (bool ``[n_inputs]``)."""
+        """The input shown in ``epoch`` (an int32 index into `epochs`; compare it with
+        `epoch_index`): ``(mean, noisy)``, the noiseless input ``[n_inputs]`` and which
+        channels get the noise ``sigma / sqrt(dt) * N(0, 1)`` (bool ``[n_inputs]``)."""
 
-    def _decision_reward(self, condition: Mapping[str, jax.Array], choice: jax.Array) -> jax.Array:
-        """The reward of choosing ``choice`` (>= 1); default: ``correct_reward`` if it
-        is the answer, else 0."""
-        return jnp.where(choice == self._answer(condition), self.correct_reward, 0.0)
+    def decision_reward(self, condition: Mapping[str, jax.Array], choice: jax.Array) -> jax.Array:
+        """The reward of choosing ``choice`` (an action >= 1) in a response epoch;
+        default: ``correct_reward`` if it is the `answer`, else 0."""
+        return jnp.where(choice == self.answer(condition), self.correct_reward, 0.0)
 
     # ------------------------------------------------------------------ derived facts
 
@@ -295,7 +410,7 @@ class CognitiveTask(Env):
     def max_trial_steps(self) -> int:
         """The longest trial, in steps (an evaluation that runs this long sees every
         trial end)."""
-        return sum(d.max_steps(self.dt) for d in self._durations_ms().values())
+        return sum(d.max_steps(self.dt) for d in self.epoch_durations().values())
 
     @property
     def max_episode_steps(self) -> int:
@@ -360,7 +475,7 @@ class CognitiveTask(Env):
         choice = self._check_action(action)
         trial: TrialState = state.pipeline_state
         condition = self.condition_values(trial.condition)
-        answer = self._answer(condition)
+        answer = self.answer(condition)
         epoch = self._epoch(trial.bounds, trial.t)
         responding = jnp.isin(epoch, jnp.asarray(self._response_indices()))
         chose = choice != 0
@@ -368,7 +483,7 @@ class CognitiveTask(Env):
         decided = chose & responding
         timeout = ~chose & (trial.t + 1 >= trial.bounds[-1])
         withheld_right = timeout & (answer == 0)
-        reward = jnp.where(decided, self._decision_reward(condition, choice), 0.0)
+        reward = jnp.where(decided, self.decision_reward(condition, choice), 0.0)
         reward = jnp.where(aborted, self.abort_reward, reward)
         reward = jnp.where(withheld_right, self.correct_reward, reward)
         correct = (decided & (choice == answer)) | withheld_right
@@ -421,7 +536,7 @@ class CognitiveTask(Env):
     def _observe(self, trial: TrialState) -> tuple[Any, TrialState]:
         key, noise_key = jax.random.split(trial.key)
         condition = self.condition_values(trial.condition)
-        mean, noisy = self._input(condition, self._epoch(trial.bounds, trial.t))
+        mean, noisy = self.epoch_input(condition, self._epoch(trial.bounds, trial.t))
         noise = jax.random.normal(noise_key, (len(self.inputs),), jnp.float32)
         obs = mean.astype(jnp.float32) + jnp.where(
             noisy, self.sigma / math.sqrt(self.dt) * noise, 0.0
@@ -449,7 +564,7 @@ class CognitiveTask(Env):
             "condition_index": trial.condition,
             "epoch": self._epoch(trial.bounds, trial.t),
             "time": trial.t,
-            "answer": self._answer(condition).astype(jnp.int32),
+            "answer": self.answer(condition).astype(jnp.int32),
             "outcome": jnp.asarray(outcome, jnp.int32),
             "choice": choice,
             "decision_time": decision_ms.astype(jnp.float32),

@@ -53,7 +53,7 @@ class ContextDependentIntegration(CognitiveTask):
     coherence ``c`` is ``Phi(c / 100 * sqrt(D) / (sqrt(2) * sigma))``: 68.6, 92.7 and
     100 % at 5, 15, 50 %, 87.1 % on average.
 
-    Takes the keywords of `CognitiveTask` (`TaskOptions`).
+    Takes the shared task keywords, `TaskOptions` (``dt``, ``sigma``, ...).
 
     Examples:
         >>> import jax
@@ -84,9 +84,12 @@ class ContextDependentIntegration(CognitiveTask):
     }
     default_sigma = 2.0  # sqrt(2 * 100 * 0.02)
     psychometric_variable = "relevant_coherence"
+    condition_units = {
+        k: "%" for k in ("motion_coherence", "colour_coherence", "relevant_coherence")
+    }
     criterion = (0.99, 0.85)
 
-    def _durations_ms(self) -> Mapping[str, Duration]:
+    def epoch_durations(self) -> Mapping[str, Duration]:
         return {
             "fixation": Duration.fixed(750),
             "stimulus": Duration.fixed(750),
@@ -94,7 +97,7 @@ class ContextDependentIntegration(CognitiveTask):
             "decision": Duration.fixed(500),
         }
 
-    def _conditions(self) -> Mapping[str, ArrayLike]:
+    def condition_table(self) -> Mapping[str, ArrayLike]:
         signed = sorted(s * c for s in (-1.0, 1.0) for c in _COHERENCES)
         rows = np.asarray(list(itertools.product((0.0, 1.0), signed, signed)), np.float32)
         context, motion, colour = rows.T
@@ -105,10 +108,10 @@ class ContextDependentIntegration(CognitiveTask):
             "relevant_coherence": np.where(context == 0, motion, colour),
         }
 
-    def _answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
+    def answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
         return jnp.where(condition["relevant_coherence"] < 0, 1, 2).astype(jnp.int32)
 
-    def _input(
+    def epoch_input(
         self, condition: Mapping[str, jax.Array], epoch: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
         cued = (epoch < self.epoch_index("decision")).astype(jnp.float32)

@@ -54,7 +54,7 @@ class PerceptualDecisionMaking(CognitiveTask):
     Args:
         reaction_time: The reaction-time version.
         coherences: Unsigned coherences in percent (default: the published ones).
-        **options: The keywords of `CognitiveTask` (`TaskOptions`).
+        **options: The shared task keywords, `TaskOptions` (``dt``, ``sigma``, ...).
 
     Examples:
         >>> import jax
@@ -70,6 +70,7 @@ class PerceptualDecisionMaking(CognitiveTask):
     inputs = ("fixation", "left", "right")
     groups = {"fixation": ("fixation",), "stimulus": ("left", "right")}
     psychometric_variable = "signed_coherence"
+    condition_units = {"coherence": "%", "signed_coherence": "%"}
 
     def __init__(
         self,
@@ -94,7 +95,7 @@ class PerceptualDecisionMaking(CognitiveTask):
         self.default_sigma = float(np.sqrt(3.0 if reaction_time else 2.0))
         super().__init__(**options)
 
-    def _durations_ms(self) -> Mapping[str, Duration]:
+    def epoch_durations(self) -> Mapping[str, Duration]:
         if self.reaction_time:
             return {"fixation": Duration.fixed(750), "stimulus": Duration.fixed(2000)}
         return {
@@ -103,7 +104,7 @@ class PerceptualDecisionMaking(CognitiveTask):
             "decision": Duration.fixed(500),
         }
 
-    def _conditions(self) -> Mapping[str, ArrayLike]:
+    def condition_table(self) -> Mapping[str, ArrayLike]:
         direction = np.repeat([-1.0, 1.0], self.coherences.size)
         coherence = np.tile(self.coherences, 2)
         return {
@@ -112,10 +113,10 @@ class PerceptualDecisionMaking(CognitiveTask):
             "signed_coherence": direction * coherence,
         }
 
-    def _answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
+    def answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
         return jnp.where(condition["direction"] < 0, 1, 2).astype(jnp.int32)
 
-    def _input(
+    def epoch_input(
         self, condition: Mapping[str, jax.Array], epoch: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
         stimulus = epoch == self.epoch_index("stimulus")

@@ -106,14 +106,14 @@ class EconomicChoice(CognitiveTask):
         )
         super().__init__(dt=dt, sigma=sigma, abort_reward=abort_reward, dict_obs=dict_obs)
 
-    def _durations_ms(self) -> Mapping[str, Duration]:
+    def epoch_durations(self) -> Mapping[str, Duration]:
         return {
             "fixation": Duration.fixed(750),
             "offer": Duration.uniform(1000, 2000),
             "decision": Duration.fixed(750),
         }
 
-    def _conditions(self) -> Mapping[str, ArrayLike]:
+    def condition_table(self) -> Mapping[str, ArrayLike]:
         n_b, n_a = np.asarray(_OFFERS, np.float32).T
         a_left = np.repeat([1.0, 0.0], len(_OFFERS))
         n_a, n_b = np.tile(n_a, 2), np.tile(n_b, 2)
@@ -133,14 +133,14 @@ class EconomicChoice(CognitiveTask):
             "value_difference": value_right - value_left,
         }
 
-    def _answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
+    def answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
         left_better = condition["value_left"] >= condition["value_right"]
         return jnp.where(left_better, 1, 2).astype(jnp.int32)
 
-    def _decision_reward(self, condition: Mapping[str, jax.Array], choice: jax.Array) -> jax.Array:
+    def decision_reward(self, condition: Mapping[str, jax.Array], choice: jax.Array) -> jax.Array:
         return jnp.where(choice == 1, condition["value_left"], condition["value_right"])
 
-    def _input(
+    def epoch_input(
         self, condition: Mapping[str, jax.Array], epoch: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
         offer = epoch == self.epoch_index("offer")

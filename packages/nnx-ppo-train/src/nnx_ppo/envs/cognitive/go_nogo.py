@@ -35,7 +35,7 @@ class GoNoGo(CognitiveTask):
     ``Phi(sqrt(D) / (sqrt(2) * sigma))``: 100 % at ``sigma = 1``. Without memory of the
     cue no policy beats chance: always going and never going both score 50 %.
 
-    Takes the keywords of `CognitiveTask` (`TaskOptions`).
+    Takes the shared task keywords, `TaskOptions` (``dt``, ``sigma``, ...).
 
     Examples:
         >>> import jax
@@ -53,7 +53,7 @@ class GoNoGo(CognitiveTask):
     groups = {"fixation": ("fixation",), "cue": ("go", "nogo")}
     default_sigma = 1.0
 
-    def _durations_ms(self) -> Mapping[str, Duration]:
+    def epoch_durations(self) -> Mapping[str, Duration]:
         return {
             "fixation": Duration.fixed(750),
             "stimulus": Duration.fixed(500),
@@ -61,13 +61,13 @@ class GoNoGo(CognitiveTask):
             "decision": Duration.fixed(500),
         }
 
-    def _conditions(self) -> Mapping[str, ArrayLike]:
+    def condition_table(self) -> Mapping[str, ArrayLike]:
         return {"go": np.asarray([0.0, 1.0])}
 
-    def _answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
+    def answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
         return (condition["go"] > 0).astype(jnp.int32)
 
-    def _input(
+    def epoch_input(
         self, condition: Mapping[str, jax.Array], epoch: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
         stimulus = epoch == self.epoch_index("stimulus")

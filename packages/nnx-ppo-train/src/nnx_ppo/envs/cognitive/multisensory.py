@@ -46,7 +46,7 @@ class MultisensoryIntegration(CognitiveTask):
     modalities: 81.3 % on one, 86.8 % on both, 83.1 % on average (the multisensory
     benefit is the ``sqrt(2)``).
 
-    Takes the keywords of `CognitiveTask` (`TaskOptions`).
+    Takes the shared task keywords, `TaskOptions` (``dt``, ``sigma``, ...).
 
     Examples:
         >>> import jax
@@ -68,18 +68,19 @@ class MultisensoryIntegration(CognitiveTask):
     }
     default_sigma = float(np.sqrt(2 * 100 * 0.021))
     psychometric_variable = "frequency"
+    condition_units = {"frequency": "Hz"}
     criterion = (0.99, 0.82)
     boundary = _BOUNDARY
     """The rate (Hz) above which ``high`` is the answer."""
 
-    def _durations_ms(self) -> Mapping[str, Duration]:
+    def epoch_durations(self) -> Mapping[str, Duration]:
         return {
             "fixation": Duration.fixed(750),
             "stimulus": Duration.fixed(1000),
             "decision": Duration.fixed(500),
         }
 
-    def _conditions(self) -> Mapping[str, ArrayLike]:
+    def condition_table(self) -> Mapping[str, ArrayLike]:
         frequencies = np.arange(9, 17, dtype=np.float32)
         modality = np.repeat([0.0, 1.0, 2.0], frequencies.size)
         return {
@@ -89,10 +90,10 @@ class MultisensoryIntegration(CognitiveTask):
             "frequency": np.tile(frequencies, 3),
         }
 
-    def _answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
+    def answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
         return jnp.where(condition["frequency"] > _BOUNDARY, 2, 1).astype(jnp.int32)
 
-    def _input(
+    def epoch_input(
         self, condition: Mapping[str, jax.Array], epoch: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
         stimulus = epoch == self.epoch_index("stimulus")

@@ -52,7 +52,7 @@ class ParametricWorkingMemory(CognitiveTask):
     settles 4 of the 10 conditions (10, 14 Hz: f1 > f2; 30, 34 Hz: f1 < f2), and 18,
     22 and 26 Hz are the f2 of one condition of either answer.
 
-    Takes the keywords of `CognitiveTask` (`TaskOptions`).
+    Takes the shared task keywords, `TaskOptions` (``dt``, ``sigma``, ...).
 
     Examples:
         >>> import jax
@@ -70,9 +70,10 @@ class ParametricWorkingMemory(CognitiveTask):
     groups = {"fixation": ("fixation",), "frequency": ("f_pos", "f_neg")}
     default_sigma = float(np.sqrt(2 * 100 * 0.001))
     psychometric_variable = "difference"
+    condition_units = {"f1": "Hz", "f2": "Hz", "difference": "Hz"}
     criterion = (0.99, 0.97)
 
-    def _durations_ms(self) -> Mapping[str, Duration]:
+    def epoch_durations(self) -> Mapping[str, Duration]:
         return {
             "fixation": Duration.fixed(750),
             "f1": Duration.fixed(500),
@@ -81,16 +82,16 @@ class ParametricWorkingMemory(CognitiveTask):
             "decision": Duration.fixed(500),
         }
 
-    def _conditions(self) -> Mapping[str, ArrayLike]:
+    def condition_table(self) -> Mapping[str, ArrayLike]:
         pairs = np.asarray(_FREQUENCY_PAIRS, np.float32)
         f1 = np.concatenate([pairs[:, 0], pairs[:, 1]])  # f1 > f2, then f1 < f2
         f2 = np.concatenate([pairs[:, 1], pairs[:, 0]])
         return {"f1": f1, "f2": f2, "difference": f1 - f2}
 
-    def _answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
+    def answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
         return jnp.where(condition["f1"] > condition["f2"], 1, 2).astype(jnp.int32)
 
-    def _input(
+    def epoch_input(
         self, condition: Mapping[str, jax.Array], epoch: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
         in_f1, in_f2 = epoch == self.epoch_index("f1"), epoch == self.epoch_index("f2")
@@ -126,7 +127,7 @@ class DelayedMatchToSample(CognitiveTask):
 
     Args:
         n_stimuli: The number of stimuli (>= 2).
-        **options: The keywords of `CognitiveTask` (`TaskOptions`).
+        **options: The shared task keywords, `TaskOptions` (``dt``, ``sigma``, ...).
 
     Examples:
         >>> import jax
@@ -158,7 +159,7 @@ class DelayedMatchToSample(CognitiveTask):
         self.groups = {"fixation": ("fixation",), "stimulus": stimuli}
         super().__init__(**options)
 
-    def _durations_ms(self) -> Mapping[str, Duration]:
+    def epoch_durations(self) -> Mapping[str, Duration]:
         return {
             "fixation": Duration.fixed(300),
             "sample": Duration.fixed(500),
@@ -167,17 +168,17 @@ class DelayedMatchToSample(CognitiveTask):
             "decision": Duration.fixed(500),
         }
 
-    def _conditions(self) -> Mapping[str, ArrayLike]:
+    def condition_table(self) -> Mapping[str, ArrayLike]:
         n = self.n_stimuli
         sample = np.tile(np.arange(n), 2)
         match = np.repeat([1, 0], n)
         test = np.where(match == 1, sample, (sample + n // 2) % n)
         return {"sample": sample, "test": test, "match": match}
 
-    def _answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
+    def answer(self, condition: Mapping[str, jax.Array]) -> jax.Array:
         return jnp.where(condition["match"] > 0, 1, 2).astype(jnp.int32)
 
-    def _input(
+    def epoch_input(
         self, condition: Mapping[str, jax.Array], epoch: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
         in_sample = epoch == self.epoch_index("sample")
