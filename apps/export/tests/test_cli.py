@@ -46,7 +46,7 @@ def test_stablehlo_export_of_a_quickstart_run(
     # The artefact equals the trained network (rebuilt independently) over 30 steps.
     trained = rebuild(run_dir)
     policy = DeterministicPolicy(trained.network, trained.observation_spec)
-    obs = np.random.default_rng(0).normal(size=(30, 2, 4)).astype(np.float32)
+    obs = np.random.default_rng(0).normal(size=(30, 2, 12)).astype(np.float32)
     loaded = load_stablehlo(out)
     carry = loaded.initial_carry(2)
     for t, want in enumerate(_policy_actions(policy, obs)):
@@ -68,25 +68,41 @@ def test_record_obs_makes_a_self_describing_artefact(
     assert source["env"] == "inverted_pendulum" and source["network"] == "lstm"
     assert source["episode_length"] == 40 and "jax" in source["trained_with"]
     assert {"nnx-modules", "jax", "flax"} <= set(manifest["producer"])
-    # The README names every tensor with its shape.
+    # What the input holds: 3 stacked observations of 4 values, oldest first, zeros.
+    layout = source["observation"]
+    assert (layout["history"], layout["entry_size"], layout["order"]) == (
+        3, {"obs": 4}, "oldest first"
+    )  # fmt: skip
+    assert (layout["padding"], layout["obs_lag"], layout["action_lag"]) == ("zeros", "1", "0:1")
+    # The README names every tensor with its shape, and says what obs holds.
     readme = (out / "README.md").read_text()
     for fn in ("step", "reset"):
         for tensor in manifest[fn]["inputs"] + manifest[fn]["outputs"]:
             shape = "[" + ", ".join(str(d) for d in tensor["shape"]) + "]"
             assert f"`{tensor['name']}` | `{shape}`" in readme, tensor
+    note = manifest["observation_notes"]["obs"]
+    assert f"- `obs`: {note}" in readme
+    assert "the last 3 observations of inverted_pendulum (4 values each)" in note
+    assert "values [0:4] the oldest, [8:12] the newest" in note and "1 step old" in note
     # obs.npz: a real rollout (episodes of at most 40 steps) with the JAX actions; the
     # StableHLO artefact, its carry fed back and reset where done, reproduces them.
     with np.load(out / "obs.npz") as data:
         obs, done, expected = data["obs"], data["done"], data["expected/action"]
-    assert obs.shape == (60, 2, 4) and expected.shape == (60, 2, 1)
+    assert obs.shape == (60, 2, 12) and expected.shape == (60, 2, 1)
     assert done.any(axis=0).all()  # every environment's first episode ended in it
-    # The run's environment is behind a one-step observation lag (and the recording
-    # keeps it): the first step of every episode sees the reset observation again.
+    newest, middle = obs[..., 8:], obs[..., 4:8]
     for b in range(2):
         starts = [0, *(np.flatnonzero(done[:-2, b]) + 1)]
         for t in starts:
-            np.testing.assert_array_equal(obs[t + 1, b], obs[t, b])
-            assert not np.array_equal(obs[t + 2, b], obs[t + 1, b])
+            # A fresh history at every episode start: zeros before the first observation.
+            np.testing.assert_array_equal(obs[t, b, :8], 0.0)
+            assert np.abs(newest[t, b]).max() > 0
+            # Oldest first: each step's newest moves one slot back at the next step.
+            np.testing.assert_array_equal(middle[t + 1, b], newest[t, b])
+            # The run's one-step observation lag (kept in the recording): the first step
+            # of every episode sees the reset observation again.
+            np.testing.assert_array_equal(newest[t + 1, b], newest[t, b])
+            assert not np.array_equal(newest[t + 2, b], newest[t + 1, b])
     assert source["obs_lag"] == "1" and source["action_lag"] == "0:1"
     loaded = load_stablehlo(out)
     carry = loaded.initial_carry(2)
@@ -111,10 +127,38 @@ def test_onnx_export_of_a_quickstart_run(run_dir: Path, tmp_path: Path) -> None:
     onnxruntime = pytest.importorskip("onnxruntime")
     out = tmp_path / "onnx"
     ckpt = run_dir / "checkpoints"  # the checkpoints/ folder works as well
-    assert main([str(ckpt), "--format", "onnx", "--out", str(out), "--include-value"]) == 0
+    args = ["--format", "onnx", "--out", str(out), "--include-value", "--record-obs", "45"]
+    assert main([str(ckpt), *args]) == 0
     session = onnxruntime.InferenceSession(str(out / "step.onnx"))
     names = [o.name for o in session.get_outputs()]
     assert names[0] == "action" and names[-1] == "value" and len(names) == 6  # 4 carry
+    # The ONNX step reproduces the recorded JAX actions on the stacked observations (an
+    # episode ends at step 40: the reset graph restarts the carry there).
+    manifest = read_manifest(out)
+    assert "the last 3 observations" in manifest["observation_notes"]["obs"]
+    reset = onnxruntime.InferenceSession(str(out / "reset.onnx"))
+    with np.load(out / "obs.npz") as data:
+        obs, done, expected = data["obs"], data["done"], data["expected/action"]
+    assert obs.shape == (45, 1, 12) and done.any()
+    back = {c["output"]: c["input"] for c in manifest["carry"]}
+    reset_names = [o.name for o in reset.get_outputs()]
+
+    def restart(carry: dict[str, Any], where: np.ndarray) -> dict[str, Any]:
+        outs = reset.run(None, {**carry, "done": where})
+        return {back[n]: v for n, v in zip(reset_names, outs, strict=True)}
+
+    zeros = {
+        t["name"]: np.zeros((1, *t["shape"][1:]), t["dtype"])
+        for t in manifest["reset"]["inputs"]
+        if t["name"] != "done"
+    }
+    carry = restart(zeros, np.ones(1, bool))  # the README's initial carry
+    for t in range(45):
+        result = dict(zip(names, session.run(None, {"obs": obs[t], **carry}), strict=True))
+        carry = {back[n]: v for n, v in result.items() if n in back}
+        if done[t].any():
+            carry = restart(carry, done[t])
+        np.testing.assert_allclose(result["action"], expected[t], atol=1e-5, rtol=0)
 
 
 # A Python without jax2onnx (find_spec is how the CLI looks for it), asking for ONNX.
@@ -181,7 +225,7 @@ from nnx_ppo_quickstart.networks import make_network
 
 def build(metadata):
     assert metadata["config"]["ppo"]["n_envs"] == 8  # the stored TrainConfig
-    return make_network("lstm", 4, 1, 0), 4
+    return make_network("lstm", 12, 1, 0), 12  # 3 stacked observations of 4
 """
 
 

@@ -3,7 +3,9 @@
 For each network, 200 steps of a real rollout (the package's environments and brax
 ``inverted_pendulum``; 3 environments, episodes truncated after 70 steps and restarted,
 so every carry is reset twice mid-rollout) are recorded with the network in ``eval()``
-mode. Each artefact is then stepped on the recorded observations with nothing but its
+mode; one case is a quickstart-like run's environment (a privileged critic's dict
+observation, latency, a 3-step observation history), recorded as it is wrapped. Each
+artefact is then stepped on the recorded observations with nothing but its
 ``policy.json``: initial carry ``reset(zeros, done=True)``, its own carry fed back,
 ``reset`` where the episode ended. Actions must agree to 1e-5 (float32) at every step.
 """
@@ -19,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from nnx_ppo_export.rollouts import Rollout, record_rollout
+from nnx_ppo_export.rollouts import Rollout, record_rollout, reference_arrays
 
 from nnx_ppo.envs import DictObsEnv, MemoryTask, PointMass
 from nnx_ppo.networks.adapter import PPOAdapter
@@ -33,6 +35,7 @@ from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.recurrent import GRU
 from nnx_ppo.networks.sampling_layers import NormalTanhSampler
 from nnx_ppo.networks.utils import Filter, Map
+from nnx_ppo.wrappers import Latency, ObservationHistory, Wrapper, wrap_for_training
 
 ATOL = 1e-5
 
@@ -153,6 +156,40 @@ def _graph_ring(env: Any) -> Any:
     return _fit_normalizer(net, n)
 
 
+class _Privileged(Wrapper):
+    """A dict observation: the wrapped one as ``"state"`` (the actor's) and a scaled copy
+    as ``"privileged_state"`` (a privileged critic's)."""
+
+    @property
+    def observation_size(self) -> Any:
+        return {"state": self.env.observation_size, "privileged_state": 2}
+
+    def _split(self, state: Any) -> Any:
+        return state.replace(obs={"state": state.obs, "privileged_state": 3 * state.obs[:2]})
+
+    def reset(self, rng: Any) -> Any:
+        return self._split(self.env.reset(rng))
+
+    def step(self, state: Any, action: Any) -> Any:
+        return self._split(self.env.step(state.replace(obs=state.obs["state"]), action))
+
+
+def _quickstart_like_env() -> Any:
+    """Wrapped as a quickstart run with ``--obs-lag 1 --action-lag 0:1 --obs-history 3``
+    wraps its evaluation env: latency, 70-step episodes, the last 3 observations."""
+    base = Latency(_Privileged(PointMass()), obs_lag=1, action_lag=(0, 1))
+    episodes = wrap_for_training(base, episode_length=70, stagger=False)
+    return ObservationHistory(episodes, 3, flatten=True)
+
+
+def _lstm_privileged(env: Any) -> Any:
+    # The actor reads the stacked "state", the critic also "privileged_state".
+    return make_lstm_actor_critic(
+        env.observation_size, env.action_size, 16, (16,), (16,), rngs=nnx.Rngs(6),
+        actor_obs=("state",), critic_obs=("privileged_state", "state"),
+    )  # fmt: skip
+
+
 CASES = {
     "mlp_normalizer-inverted_pendulum": (_mlp, _pendulum),
     "lstm-memory_task": (_lstm, lambda: MemoryTask(delay=3)),
@@ -160,7 +197,9 @@ CASES = {
     "delay-point_mass": (_delay, PointMass),
     "dict-dict_obs_env": (_dict, DictObsEnv),
     "graph_ring-inverted_pendulum": (_graph_ring, _pendulum),
+    "lstm_privileged-history_latency": (_lstm_privileged, _quickstart_like_env),
 }
+PRE_WRAPPED = {"lstm_privileged-history_latency"}  # the env limits its episodes itself
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -168,7 +207,8 @@ def case(request: pytest.FixtureRequest) -> tuple[str, Any, Any, Rollout]:
     make_network, make_env = CASES[request.param]
     env = make_env()
     network = make_network(env)
-    rollout = record_rollout(env, network, n_envs=3, n_steps=200, episode_length=70)
+    limit = None if request.param in PRE_WRAPPED else 70
+    rollout = record_rollout(env, network, n_envs=3, n_steps=200, episode_length=limit)
     # Every environment's episode ends mid-rollout (truncation at 70 steps, or earlier
     # when the pendulum falls), so every carry is reset between recorded steps.
     assert (rollout.done[:-1].sum(axis=0) >= 2).all(), rollout.done.sum(axis=0)
@@ -190,7 +230,8 @@ def _compare(name: str, manifest: dict, outputs: list[dict], rollout: Rollout) -
 
 def _run(manifest: dict, call_step: Any, call_reset: Any, rollout: Rollout) -> list[dict]:
     """Step an artefact on the recorded observations; the step outputs of every step."""
-    obs_leaves = jax.tree.leaves(rollout.observations)
+    # By tensor name: a privileged critic's key is in the rollout, not a policy input.
+    recorded = reference_arrays(rollout, manifest["observation"], manifest["action"])
     n_steps, batch = rollout.done.shape
     carry: dict[str, Any] = {}
     if manifest["reset"] is not None:
@@ -203,7 +244,7 @@ def _run(manifest: dict, call_step: Any, call_reset: Any, rollout: Rollout) -> l
         carry = {c["input"]: out[c["output"]] for c in manifest["carry"]}
     outputs = []
     for t in range(n_steps):
-        obs = {n: leaf[t] for n, leaf in zip(manifest["observation"], obs_leaves, strict=True)}
+        obs = {name: recorded[name][t] for name in manifest["observation"]}
         out = call_step({**obs, **carry})
         outputs.append({k: np.asarray(v) for k, v in out.items()})
         carry = {c["input"]: out[c["output"]] for c in manifest["carry"]}
@@ -217,6 +258,10 @@ def test_stablehlo_parity(case: tuple, tmp_path: Path) -> None:
     name, network, obs_spec, rollout = case
     out = export_policy(network, obs_spec, tmp_path / "art", format="stablehlo")
     loaded = load_stablehlo(out)
+    if name in PRE_WRAPPED:  # the actor's stacked key only; the critic's is no input
+        assert loaded.manifest["observation"] == ["obs/state"]
+        stacked = rollout.observations["state"]
+        assert stacked.shape[-1] == 3 * 2 and (stacked[0, :, :4] == 0).all()
     outputs = _run(loaded.manifest, loaded.step, loaded.reset, rollout)
     _compare(name, loaded.manifest, outputs, rollout)
 

@@ -73,11 +73,16 @@ def test_readme_describes_tensors_and_its_loop_checks_parity(kind: str, tmp_path
         network = make_mlp_actor_critic(4, 2, (8,), (8,), rngs=nnx.Rngs(0))
     reference = _reference(network)
     source = {"env": "my_env", "run": "runs/a", "step": 1200, "git_commit": "abc123"}
+    notes = {"obs": "the last 2 observations (2 values each), oldest first"}
     out = export_policy(
-        network, 4, tmp_path / kind, format="stablehlo", source=source, reference=reference
-    )
+        network, 4, tmp_path / kind, format="stablehlo", source=source, reference=reference,
+        observation_notes=notes,
+    )  # fmt: skip
     manifest = read_manifest(out)
     readme = (out / "README.md").read_text()
+    # What each input holds, in policy.json and below the step's table.
+    assert manifest["observation_notes"] == notes
+    assert "- `obs`: the last 2 observations (2 values each), oldest first" in readme
     # Every tensor of every function, with its shape and dtype, in a table row.
     for fn in ("step", "reset"):
         for side in ("inputs", "outputs"):
@@ -104,4 +109,8 @@ def test_reference_is_checked_before_conversion(tmp_path: Path) -> None:
         export_policy(network, 4, tmp_path / "a", reference=bad)
     with pytest.raises(TypeError, match="reference must be a mapping"):
         export_policy(network, 4, tmp_path / "a", reference=[1, 2])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"observation_notes names \['obs/state'\]"):
+        export_policy(network, 4, tmp_path / "a", observation_notes={"obs/state": "x"})
+    with pytest.raises(TypeError, match=r"observation_notes=.* must map observation tensor"):
+        export_policy(network, 4, tmp_path / "a", observation_notes={"obs": 3})  # type: ignore[dict-item]
     assert not (tmp_path / "a").exists()

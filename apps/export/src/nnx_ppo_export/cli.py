@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         export_policy,
         read_manifest,
     )
+    from nnx_ppo_export.inputs import observation_notes
     from nnx_ppo_export.rebuild import rebuild
     from nnx_ppo_export.rollouts import record_rollout, reference_arrays
 
@@ -130,14 +131,21 @@ def main(argv: list[str] | None = None) -> int:
         policy = DeterministicPolicy(
             rebuilt.network, rebuilt.observation_spec, include_value=args.include_value
         )
+        notes = None
+        if "observation" in rebuilt.source:  # a quickstart run: what each input holds
+            notes = observation_notes(
+                rebuilt.source["observation"], rebuilt.source["env"], policy.observation_names
+            )
         reference = None
         if args.record_obs is not None:
             rollout = record_rollout(
-                rebuilt.envs.eval.env,  # inside the episode limit; Latency stays
+                # The run's evaluation env as it is (its episode limit, action repeat,
+                # observation history and latency), restarted where an episode ends.
+                rebuilt.envs.eval,
                 rebuilt.network,
                 n_envs=args.record_envs,
                 n_steps=args.record_obs,
-                episode_length=int(rebuilt.source["episode_length"]),
+                episode_length=None,
             )
             reference = reference_arrays(rollout, policy.observation_names, policy.action_names)
             print(
@@ -155,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             platforms=platforms,
             source=rebuilt.source,
             reference=reference,
+            observation_notes=notes,
         )
     except (FileNotFoundError, FileExistsError, ValueError, TypeError, ImportError) as error:
         return fail(PROG, str(error))

@@ -34,8 +34,9 @@ class RebuiltPolicy:
         source: Where it came from, for the artefact's manifest: the run folder (``None``
             for a bare checkpoint folder) and the checkpoint folder as given, the step, the git
             commit the run recorded (if any) and, for a quickstart run, its environment
-            (``env``, ``brax_backend``, ``episode_length``), network preset and the
-            package versions it trained with (``trained_with``).
+            (``env``, ``brax_backend``, ``episode_length``), network preset, what its
+            observation holds (``observation``: `nnx_ppo_export.inputs.observation_layout`)
+            and the package versions it trained with (``trained_with``).
         envs: A quickstart run's environments (`nnx_ppo_quickstart.envs.EnvPair`:
             ``eval`` is the run's evaluation environment); ``None`` for ``--factory``.
     """
@@ -93,6 +94,8 @@ def _quickstart_template(run_dir: Path) -> tuple[Any, Any, str, Any, dict[str, A
     from nnx_ppo_quickstart.envs import make_envs
     from nnx_ppo_quickstart.networks import make_network, parse_critic_obs
 
+    from nnx_ppo_export.inputs import observation_layout
+
     stored = json.loads((run_dir / "config.json").read_text())  # a ValueError if not JSON
     cli = stored.get("cli") if isinstance(stored, dict) else None
     needed = ("env", "network", "seed", "episode_length", "brax_backend")
@@ -124,6 +127,7 @@ def _quickstart_template(run_dir: Path) -> tuple[Any, Any, str, Any, dict[str, A
     what = f"{cli['network']} on {cli['env']} [{envs.source}]"
     run = {key: cli[key] for key in ("env", "brax_backend", "episode_length", "network")}
     run.update({key: cli[key] for key in ("action_lag", "obs_lag", "lag_hold_prob") if key in cli})
+    run["observation"] = observation_layout(cli, envs.observation_size)
     run["trained_with"] = (stored.get("provenance") or {}).get("versions")
     return network, envs.observation_size, what, envs, run
 

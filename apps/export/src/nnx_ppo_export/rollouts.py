@@ -43,7 +43,7 @@ def record_rollout(
     *,
     n_envs: int = 3,
     n_steps: int = 200,
-    episode_length: int = 70,
+    episode_length: int | None = 70,
     seed: int = 0,
 ) -> Rollout:
     """Roll ``network`` (switched to ``eval()``) out in ``env`` for ``n_steps`` steps.
@@ -53,14 +53,18 @@ def record_rollout(
         network: A PPO network.
         n_envs: Number of parallel environments ``B``.
         n_steps: Number of steps ``T``.
-        episode_length: Episodes are truncated after this many steps (and start afresh).
+        episode_length: Episodes are truncated after this many steps (and start afresh);
+            ``None`` for an ``env`` that limits its episodes itself (the
+            `wrap_for_training` of a run's evaluation environment, whose action repeat
+            and observation history then stay as the run trained with them).
         seed: Seed of the resets.
 
     Returns:
         The `Rollout`.
     """
     network.eval()
-    wrapped = AutoResetWrapper(EpisodeWrapper(env, episode_length), full_reset=True)
+    limited = env if episode_length is None else EpisodeWrapper(env, episode_length)
+    wrapped = AutoResetWrapper(limited, full_reset=True)
     reset = jax.jit(jax.vmap(wrapped.reset))
     step = jax.jit(jax.vmap(wrapped.step))
 

@@ -66,6 +66,19 @@ def _table(tensors: list[dict[str, Any]]) -> list[str]:
     return rows
 
 
+def _notes(manifest: dict[str, Any]) -> list[str]:
+    """What each observation tensor holds (``observation_notes``), if recorded."""
+    notes = manifest.get("observation_notes") or {}
+    if not notes:
+        return []
+    return [
+        "What the observation tensors hold:",
+        "",
+        *[f"- `{name}`: {text}" for name, text in notes.items()],
+        "",
+    ]
+
+
 def _loop(manifest: dict[str, Any]) -> list[str]:
     has_carry = bool(manifest["carry"])
     lines = [
@@ -161,6 +174,7 @@ def render_readme(manifest: dict[str, Any], *, has_reference: bool) -> str:
         f"`{files['step']}`: one control step.",
         "",
         *_signature(manifest["step"]),
+        *_notes(manifest),
     ]
     if carry:
         lines += [

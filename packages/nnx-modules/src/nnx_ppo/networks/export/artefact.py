@@ -100,6 +100,27 @@ def _source_record(source: Any) -> dict[str, Any] | None:
         ) from None
 
 
+def _observation_notes(notes: Any, policy: DeterministicPolicy) -> dict[str, str] | None:
+    """``observation_notes`` checked against the policy's observation tensor names."""
+    if notes is None:
+        return None
+    if not isinstance(notes, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in notes.items()
+    ):
+        raise TypeError(
+            f"export_policy: observation_notes={notes!r} must map observation tensor names "
+            "to strings (e.g. {'obs': 'the last 3 observations, oldest first'}) or be None."
+        )
+    unknown = [name for name in notes if name not in policy.observation_names]
+    if unknown:
+        raise ValueError(
+            f"export_policy: observation_notes names {unknown}, which are not observation "
+            f"tensors of this policy; its observation tensors are "
+            f"{list(policy.observation_names)}."
+        )
+    return dict(notes)
+
+
 def _reference_arrays(
     reference: Mapping[str, Any] | None, policy: DeterministicPolicy
 ) -> dict[str, np.ndarray] | None:
@@ -233,6 +254,7 @@ def export_policy(
     platforms: tuple[str, ...] | None = None,
     source: Mapping[str, Any] | None = None,
     reference: Mapping[str, Any] | None = None,
+    observation_notes: Mapping[str, str] | None = None,
 ) -> Path:
     """Export a trained network's deterministic policy to an artefact folder.
 
@@ -259,6 +281,10 @@ def export_policy(
             tensor by name (``obs`` or ``obs/<key>``, ``[T, B, ...]``), ``"done"``
             (``[T, B]``, the episode ended at step t: reset the carry after it) and
             ``"expected/<action>"`` (``[T, B, ...]``, the JAX policy's actions).
+        observation_notes: What each observation tensor holds, by tensor name (e.g.
+            ``{"obs": "the last 3 observations, oldest first, zeros before the
+            episode's first"}``), for inputs whose layout the shapes do not tell; stored
+            as the manifest's ``"observation_notes"`` and shown in the README.
 
     Every artefact also holds ``README.md``, generated from ``policy.json``: the tensors
     with their shapes and dtypes, how to reset the carry, a numpy loop that runs the
@@ -269,8 +295,10 @@ def export_policy(
 
     Raises:
         ValueError: For an unknown ``format``, an ``opset`` below 17, an observation spec
-            that does not fit the network, or conflicting arguments.
-        TypeError: If ``network`` is not a `StatefulModule` with a `PPONetworkOutput`.
+            that does not fit the network, ``observation_notes`` naming a tensor the
+            policy does not take, or conflicting arguments.
+        TypeError: If ``network`` is not a `StatefulModule` with a `PPONetworkOutput`,
+            or ``observation_notes`` is not a mapping of names to strings.
         FileExistsError: If ``out_dir`` exists and ``overwrite`` is false.
         ImportError: For ``format="onnx"`` without the ``onnx`` extra installed.
         ExportError: If the converter cannot express an operation of the policy.
@@ -279,6 +307,7 @@ def export_policy(
     source_record = _source_record(source)
     policy = _as_policy(network, observation_spec, include_value)
     reference_arrays = _reference_arrays(reference, policy)
+    notes = _observation_notes(observation_notes, policy)
     if out.exists() and not overwrite:  # fail before the (slow) conversion
         _write_atomically(out, overwrite, lambda _: None)
     # Each converter returns {file name: bytes} and what it adds to the manifest.
@@ -298,6 +327,8 @@ def export_policy(
     manifest["producer"].update(producer)
     if source_record is not None:
         manifest["source"] = source_record
+    if notes:
+        manifest["observation_notes"] = notes
 
     if reference_arrays is not None:
         buffer = io.BytesIO()
