@@ -22,6 +22,7 @@ from nnx_ppo.algorithms.ppo.iteration import (
     make_training_iteration,
 )
 from nnx_ppo.algorithms.ppo.train import TrainResult, train_ppo
+from nnx_ppo.algorithms.symmetry import Mirror, Symmetry
 from nnx_ppo.algorithms.trainer.skeleton import make_train_call
 from nnx_ppo.envs import PointMass
 from nnx_ppo.networks.factories import make_mlp_actor_critic
@@ -58,7 +59,7 @@ def _kinds(kinds):
     ("kind", "sequence_length"),
     [(kind, None) for kind in CORE]
     + [pytest.param(kind, None, marks=pytest.mark.heavy) for kind in NETWORKS if kind not in CORE]
-    + [("lstm", 2), pytest.param("delay", 4, marks=pytest.mark.heavy)],
+    + [("lstm", 2), pytest.param("delay", 4, marks=pytest.mark.heavy), ("lstm_mirrored", 2)],
 )
 def test_replay_ratio_is_one_before_the_first_update(kind, sequence_length, nets):
     # One epoch of one minibatch: the only minibatch is replayed with the rollout's
@@ -66,15 +67,24 @@ def test_replay_ratio_is_one_before_the_first_update(kind, sequence_length, nets
     # Episodes of 3 steps in a rollout of 8 exercise the carry resets. The second
     # iteration runs after the normalizer statistics and parameters changed. With a
     # sequence_length the rollout is replayed as 2- or 4-step sequences from the carries
-    # it stored (with L=2 one starts right after a reset, at step 6).
+    # it stored (with L=2 one starts right after a reset, at step 6). "_mirrored": with
+    # PointMass's x mirror, the minibatch also holds the mirrored sequences, replayed
+    # from the mirrored carries; their ratios (the mirrored actions' likelihoods on the
+    # mirrored observations) must be 1 too, and the mirror loss is computed.
     env = EpisodeWrapper(PointMass(), episode_length=3)
+    flip_x = Mirror.from_signs(-1, 1)
+    mirrored = kind.endswith("_mirrored")
     config = PPOConfig(
         **ONE_MINIBATCH,
         sequence_length=sequence_length,
         learning_rate=1e-2,
         total_steps=64,
-        log_level=LogLevel.ACTOR,
+        log_level=LogLevel.ACTOR | (LogLevel.LOSSES if mirrored else LogLevel.NONE),
+        symmetry=Symmetry(observation=flip_x, action=flip_x, mirror_loss_weight=1.0)
+        if mirrored
+        else None,
     )
+    kind = kind.removesuffix("_mirrored")
     optimizer = make_optimizer(config)
     graphdef, state = init_train_state(
         env, NETWORKS[kind](nets), config, optimizer, jax.random.PRNGKey(0)
@@ -85,6 +95,7 @@ def test_replay_ratio_is_one_before_the_first_update(kind, sequence_length, nets
         assert float(metrics["actor/clip_fraction"]) == 0.0
         assert float(metrics["actor/ratio_max_deviation"]) < RATIO_BOUND.get(kind, 1e-5)
         assert abs(float(metrics["actor/approx_kl"])) < 1e-7
+        assert (float(metrics.get("loss/mirror", 0.0)) > 0) == mirrored
 
 
 @pytest.mark.parametrize("kind", _kinds(["lstm", "variational"]))

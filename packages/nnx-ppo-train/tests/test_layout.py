@@ -1,12 +1,12 @@
 """The rooms of ``nnx_ppo.algorithms`` and the way they may import each other.
 
-The folder holds the face (``__init__.py``) and the records (``config``, ``types`` and
-their base ``_config_base``); everything else lives in a topic subpackage with a face of
-its own (``__all__``). A room may import only the rooms below it in `ALLOWED`, so the
-layering cannot rot silently: an import that breaks it fails here with the file and
-line. Imports are read from the sources with `ast` (function bodies and
-``TYPE_CHECKING`` blocks included), so nothing is imported and the check costs
-milliseconds. nnx-ppo 0.3.0's module paths that moved (``rollout``, ``logging``) are
+The folder holds the face (``__init__.py``) and the records (``config``, ``types``, their
+base ``_config_base``, and ``symmetry``, the record of `PPOConfig.symmetry`); everything
+else lives in a topic subpackage with a face of its own (``__all__``). A room may import
+only the rooms below it in `ALLOWED`, so the layering cannot rot silently: an import that
+breaks it fails here with the file and line. Imports are read from the sources with
+`ast` (function bodies and ``TYPE_CHECKING`` blocks included), so nothing is imported and
+the check costs milliseconds. nnx-ppo 0.3.0's module paths that moved (``rollout``, ``logging``) are
 checked to still import, as the same objects.
 """
 
@@ -21,7 +21,7 @@ import pytest
 
 SOURCE = Path(__file__).parents[1] / "src"
 PACKAGE = "nnx_ppo.algorithms"
-RECORDS = {"config", "types", "_config_base"}
+RECORDS = {"config", "types", "_config_base", "symmetry"}
 
 # room -> the rooms it may import (besides itself). "records" is config/types; "face" is
 # nnx_ppo.algorithms itself, which only the faces of the rooms import (lazy_exports).

@@ -14,12 +14,14 @@ shards back as one `MergedSweep`; `SweepMismatchError` refuses another sweep's);
 compiling anything.
 **Configure**: `TrainConfig`, `PPOConfig`, `EvalConfig`, `VideoConfig`,
 `DistillationConfig`, `LogLevel` (`LoggingLevel`, nnx-ppo's name of it), `linear_decay`
-(a learning rate that decays over the run).
+(a learning rate that decays over the run), `Symmetry` and `Mirror` (a task's mirror
+symmetry, `PPOConfig.symmetry`).
 **Save and load**: `Checkpointer`, `load_network`, `load_metadata`.
 **Observe and analyse**: `evaluate`, `JSONLWriter`, `TensorBoardWriter`, `WandbWriter`,
 `combine` (several sinks as one ``log_fn``), `PerRun`, `curves_of`, `summary_table`,
 `plot_learning_curves`, `iqm`, `probability_of_improvement`, `interval_estimates`
-(rliable's statistics), `record_activations_rollout`, `NonFiniteError`, `Periodic`
+(rliable's statistics), `record_activations_rollout`, `symmetry_error`, `NonFiniteError`,
+`Periodic`
 (your own task between device calls, ``tasks=[...]``); for cognitive tasks
 `evaluate_trials`, `evaluate_trials_many`, `TrialResults`, `fit_psychometric`,
 `PsychometricFit`, `plot_psychometric`, `plot_chronometric`.
@@ -29,7 +31,8 @@ compiling anything.
 Everything else lives in the rooms of this package, one subpackage per concept, each
 with a face (``__all__``) of its own; a room imports only the rooms below it:
 
-- `nnx_ppo.algorithms.config`, `nnx_ppo.algorithms.types`: the records (configs, states);
+- `nnx_ppo.algorithms.config`, `nnx_ppo.algorithms.types`,
+  `nnx_ppo.algorithms.symmetry`: the records (configs, states, a task's symmetry);
 - `nnx_ppo.algorithms.core`: rollout and replay, the phases of an iteration,
   schedules, placement on devices, randomization, progress, faults, checks, hooks,
   preemption, logging sinks;
@@ -152,6 +155,8 @@ _NAMES = {
     "LoggingLevel": "config",
     "DistillationConfig": "config",
     "linear_decay": "core.schedules",
+    "Symmetry": "symmetry",
+    "Mirror": "symmetry",
     # Save and load
     "Checkpointer": "checkpointing.checkpointer",
     "load_network": "checkpointing.loading",
@@ -170,6 +175,7 @@ _NAMES = {
     "interval_estimates": "analysis.statistics",
     "plot_learning_curves": "analysis.plotting",
     "record_activations_rollout": "observe.activations",
+    "symmetry_error": "core.mirroring",
     "NonFiniteError": "core.faults",
     "Periodic": "core.hooks",
     "evaluate_trials": "observe.trials",
@@ -201,6 +207,7 @@ __all__ = [
     "LogLevel",
     "LoggingLevel",
     "MergedSweep",
+    "Mirror",
     "NonFiniteError",
     "PPOConfig",
     "PerRun",
@@ -212,6 +219,7 @@ __all__ = [
     "StopRequest",
     "SweepMismatchError",
     "SweepResult",
+    "Symmetry",
     "TensorBoardWriter",
     "TrainConfig",
     "TrainResult",
@@ -242,6 +250,7 @@ __all__ = [
     "record_activations_rollout",
     "run_search",
     "summary_table",
+    "symmetry_error",
     "train_distillation",
     "train_many",
     "train_ppo",
@@ -283,6 +292,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         WandbWriter,
         combine,
     )
+    from nnx_ppo.algorithms.core.mirroring import symmetry_error
     from nnx_ppo.algorithms.core.preemption import StopOnSignal, StopRequest
     from nnx_ppo.algorithms.core.progress import (
         IS_TRAINING,
@@ -301,6 +311,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from nnx_ppo.algorithms.sweeps.merge import MergedSweep, merge_shards
     from nnx_ppo.algorithms.sweeps.search import SearchResult, run_search
     from nnx_ppo.algorithms.sweeps.shards import Shard, SweepMismatchError, train_shard
+    from nnx_ppo.algorithms.symmetry import Mirror, Symmetry
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)

@@ -48,6 +48,7 @@ from nnx_ppo.algorithms._config_base import (
     swept,
     why_fixed,
 )
+from nnx_ppo.algorithms.symmetry import Symmetry
 
 __all__ = [
     "DistillationConfig",
@@ -146,6 +147,8 @@ class PPOConfig(OnPolicyRun):
         iterations_per_call: Iterations run inside one jitted device call (one
             ``lax.scan``); logging, evaluation and checkpoints happen between calls.
         log_level: Which metric groups to compute (see `LogLevel`).
+        symmetry: The task's mirror `Symmetry`, for data augmentation and a mirror
+            loss (`nnx_ppo.algorithms.symmetry`); ``None`` (default): none.
     """
 
     n_envs: int = fixed(256, SIZES)
@@ -175,6 +178,7 @@ class PPOConfig(OnPolicyRun):
     reset_mode: Literal["cached", "refresh", "fresh"] = fixed("cached", CODE)
     iterations_per_call: int = fixed(1, SIZES)
     log_level: LogLevel = fixed(LogLevel.DEFAULT, CODE)
+    symmetry: Symmetry | None = fixed(None, CODE)
 
     def __post_init__(self) -> None:
         self._check_run()
@@ -192,6 +196,8 @@ class PPOConfig(OnPolicyRun):
         check_choice("advantage_mode", self.advantage_mode, ("combined", "per_key"))
         check_choice("advantage_estimation", self.advantage_estimation, ("rollout", "minibatch"))
         check_bool("bootstrap_on_truncation", self.bootstrap_on_truncation)
+        if not isinstance(self.symmetry, Symmetry | None):
+            raise TypeError(f"symmetry={self.symmetry!r} must be a Symmetry or None.")
         check_optional_int("sequence_length", self.sequence_length, 1)
         if self.sequence_length is not None and self.rollout_length % self.sequence_length:
             raise ValueError(
@@ -204,6 +210,8 @@ class PPOConfig(OnPolicyRun):
              "from the rollout's value targets"),
             ("sequence_length", self.sequence_length, "cuts the rollout into sequences "
              "with no step after the last one's to bootstrap from"),
+            ("symmetry", self.symmetry, "trains on mirrored sequences with the real ones' "
+             "advantages, computed once per rollout"),
         ):  # fmt: skip
             if self.advantage_estimation == "minibatch" and value is not None:
                 raise ValueError(
@@ -559,6 +567,8 @@ def _rebuild(kind: str, data: Mapping[str, Any]) -> Any:
         )
     if "log_level" in fields:
         fields["log_level"] = _log_level(fields["log_level"])
+    if isinstance(fields.get("symmetry"), Mapping):
+        fields["symmetry"] = Symmetry.from_data(fields["symmetry"])
     if kind == "DistillationConfig":  # checkpoints of before videos have no "video"
         for name, cls in (("eval", EvalConfig), ("video", VideoConfig)):
             if name in fields:

@@ -109,6 +109,9 @@ class TrainState:
         models: With domain randomization, each environment's randomized model leaves,
             ``{path: [n_envs, ...]}`` (only the per-environment ones; see
             `nnx_ppo.algorithms.core.randomization`); ``None`` otherwise.
+        mirror_carry: With ``PPOConfig(symmetry=...)``, the carry the network has on
+            the mirrored observations (`nnx_ppo.algorithms.core.mirroring`), leaves
+            ``[n_envs, ...]``; ``None`` otherwise.
     """
 
     params: Any
@@ -123,6 +126,7 @@ class TrainState:
     non_finite: NonFinite
     value_stats: Any = None
     models: Any = batch_field(default=None)
+    mirror_carry: Any = batch_field(default=None)
 
 
 @struct.dataclass

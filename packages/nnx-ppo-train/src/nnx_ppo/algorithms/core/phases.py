@@ -38,6 +38,7 @@ from nnx_ppo.algorithms.core.distributed import (
 )
 from nnx_ppo.algorithms.core.faults import record_non_finite
 from nnx_ppo.algorithms.core.logging import in_log_level, observation_statistics
+from nnx_ppo.algorithms.core.mirroring import MirrorStep
 from nnx_ppo.algorithms.core.progress import (
     TRAINING_STEP,
     check_step_range,
@@ -150,7 +151,9 @@ def rollout_phase(
 
     With domain randomization (``state.models``, `nnx_ppo.algorithms.core.randomization`)
     every reset and step runs each environment with its own model (redraws happen
-    before the iteration, `with_redraws`).
+    before the iteration, `with_redraws`). With a symmetry (``config.symmetry``) the
+    network also runs on the mirrored observations from ``state.mirror_carry``
+    (`nnx_ppo.algorithms.core.mirroring`).
     """
     n_envs = jnp.shape(state.env_state.done)[0]
     reset_state, models = state.reset_state, state.models
@@ -167,6 +170,9 @@ def rollout_phase(
 
     if config.reset_mode == "refresh":
         reset_state = constrain_batch(reset_envs(env, refresh_key, n_envs, models), mesh)
+    carry_every = getattr(config, "sequence_length", None)
+    symmetry = getattr(config, "symmetry", None)
+    mirror = None if symmetry is None else MirrorStep(graphdef, symmetry, carry_every)
     network_state, env_state, carry, episodes, _, rollout = unroll(
         env,
         graphdef,
@@ -184,9 +190,15 @@ def rollout_phase(
         before_step=before_step,
         models=models,
         diagnostics=LogLevel.DIAGNOSTICS in config.log_level,
-        carry_every=getattr(config, "sequence_length", None),
+        carry_every=carry_every,
+        mirror=mirror,
+        mirror_carry=None if mirror is None else state.mirror_carry,
     )
     rollout = rollout.replace(transitions=constrain_batch(rollout.transitions, mesh, axis=1))
+    if mirror is not None:
+        labels = constrain_batch(rollout.mirror.labels, mesh, axis=1)
+        rollout = rollout.replace(mirror=rollout.mirror.replace(rollout_extras=labels[0],
+                                  log_likelihood=labels[1], value=labels[2]))  # fmt: skip
     return RolloutPhase(
         network_state=network_state,
         env_state=env_state,

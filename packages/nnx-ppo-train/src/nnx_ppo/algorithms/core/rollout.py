@@ -93,6 +93,8 @@ class Rollout:
             ``rollout/reward`` (mean reward per step) and, if requested, ``env/<name>``
             (each ``state.metrics`` entry averaged over the rollout) and the
             ``diagnostics/nonfinite_*`` counts (`unroll`).
+        mirror: With ``unroll(..., mirror=...)`` (a symmetry), the mirrored half, a
+            `nnx_ppo.algorithms.core.mirroring.MirrorRollout`; else ``None``.
     """
 
     transitions: Transition
@@ -100,6 +102,7 @@ class Rollout:
     bootstrap_value: Any
     metrics: dict[str, jax.Array]
     chunk_carries: Any = None
+    mirror: Any = None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -256,6 +259,8 @@ def unroll(
     models: Models | None = None,
     diagnostics: bool = False,
     carry_every: int | None = None,
+    mirror: Any = None,
+    mirror_carry: Any = None,
 ) -> tuple[nnx.State, Any, Any, EpisodeStats, jax.Array, Rollout]:
     """The rollout on split network state (the jitted trainer's building block; see
     `unroll_env` for the same on a network object).
@@ -281,8 +286,9 @@ def unroll(
     never reaches the network. The step's reward is kept. Where every next observation
     is finite, the rollout is the same, bit for bit, as without ``diagnostics``.
     With ``carry_every=L`` the rollout also keeps the carry of every ``L``-th step
-    (`Rollout.chunk_carries`). Returns ``(network_state, env_state, carry, episodes,
-    key, rollout)``.
+    (`Rollout.chunk_carries`). With ``mirror`` (a `MirrorStep`) the network also runs on
+    the mirrored observations from ``mirror_carry`` (`Rollout.mirror`). Returns
+    ``(network_state, env_state, carry, episodes, key, rollout)``.
     """
     batched_reset = batched(env, "reset", models)
     batched_step = batched(env, "step", models)
@@ -320,7 +326,7 @@ def unroll(
         )
 
     def env_step(loop, t):
-        net_state, env_s, net_carry, eps, key = loop
+        net_state, env_s, net_carry, eps, key, m_carry = loop
         key, step_key = jax.random.split(key)
         if before_step is not None:
             env_s = before_step(env_s, t)
@@ -345,6 +351,9 @@ def unroll(
             else None
         )
         next_carry = _reset_carry(graphdef, params, net_state, done, out.next_state)
+        m_step = None
+        if mirror is not None:  # the network on the mirrored observations
+            m_carry, m_step = mirror.step(params, net_state, m_carry, obs, out, done)
         next_env_state = restart(next_env, done, step_key)
 
         step_return = eps.episode_return + sum_leaves(next_env.reward)
@@ -377,17 +386,18 @@ def unroll(
             final_value=final,
         )
         kept = net_carry if carry_every is not None else None
-        return (net_state, next_env_state, next_carry, eps, key), (transition, summary, kept)
+        loop = (net_state, next_env_state, next_carry, eps, key, m_carry)
+        return loop, (transition, summary, kept, m_step)
 
     initial_carry = carry
     aliases: list[Any] = []  # filled when env_step is traced
-    loop = (network_state, env_state, carry, episodes, key)
+    loop = (network_state, env_state, carry, episodes, key, mirror_carry)
     steps = None if before_step is None else jnp.arange(length, dtype=jnp.int32)
-    loop, (transitions, summary, carries) = jax.lax.scan(env_step, loop, steps, length=length)
+    loop, (transitions, summary, carries, m_steps) = jax.lax.scan(env_step, loop, steps, length)
     transitions = transitions.replace(
         rollout_extras=_restore_extras(transitions.rollout_extras, transitions.obs, aliases)
     )
-    network_state, env_state, carry, episodes, key = loop
+    network_state, env_state, carry, episodes, key, m_final = loop
 
     bootstrap_value = None
     if store_values:
@@ -416,6 +426,7 @@ def unroll(
         chunk_carries=None
         if carry_every is None
         else jax.tree.map(lambda c: c[::carry_every], carries),
+        mirror=None if mirror is None else mirror.finish(mirror_carry, m_final, m_steps),
     )
     return network_state, env_state, carry, episodes, key, rollout
 

@@ -39,6 +39,7 @@ from jax.sharding import Mesh
 from nnx_ppo.algorithms.config import PPOConfig, sweep_fields
 from nnx_ppo.algorithms.core.distributed import check_batch_divisible
 from nnx_ppo.algorithms.core.losses import ppo_loss
+from nnx_ppo.algorithms.core.mirroring import augmented, mirror_loss
 from nnx_ppo.algorithms.core.phases import (
     cut_sequences,
     replay_minibatch,
@@ -55,7 +56,7 @@ from nnx_ppo.algorithms.ppo.value_normalization import (
     normalize,
 )
 from nnx_ppo.algorithms.ppo.value_normalization import update as update_value_statistics
-from nnx_ppo.algorithms.trainer.initial_state import init_state, reset_on_mesh
+from nnx_ppo.algorithms.trainer.initial_state import INITIAL_CARRY, init_state, reset_on_mesh
 from nnx_ppo.algorithms.types import Metrics, TrainState
 
 __all__ = [
@@ -135,11 +136,15 @@ def init_train_state(
 def ppo_state_fields(env: Any, config: PPOConfig) -> dict[str, Any]:
     """The initial values of the `TrainState` fields that only PPO has, for
     `init_state`'s ``**fields``: ``value_stats`` (identity statistics, one per
-    leaf of the reward tree) with ``config.normalize_values``, else nothing."""
-    if not config.normalize_values:
-        return {}
-    rewards = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).reward
-    return {"value_stats": initial_value_statistics(rewards)}
+    leaf of the reward tree) with ``config.normalize_values``, and ``mirror_carry``
+    (the network's initial carry) with ``config.symmetry``."""
+    fields: dict[str, Any] = {}
+    if config.symmetry is not None:
+        fields["mirror_carry"] = INITIAL_CARRY
+    if config.normalize_values:
+        rewards = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).reward
+        fields["value_stats"] = initial_value_statistics(rewards)
+    return fields
 
 
 def make_training_iteration(
@@ -200,6 +205,7 @@ def make_training_iteration(
         learning_rate = learning_rate_rule(config)
 
     estimate = gae if advantage_fn is None else advantage_fn
+    symmetry = config.symmetry
 
     def advantages_of(transitions, values, bootstrap_value):
         return estimate(
@@ -214,7 +220,13 @@ def make_training_iteration(
         )
 
     def minibatch_loss(params, network_state, minibatch):
-        (transitions, advantages, targets), (initial_carry, last_obs) = minibatch
+        (transitions, advantages, targets, mirrored), starts = minibatch
+        initial_carry, last_obs, mirror_carry = starts
+        real = (transitions, initial_carry, mirrored, mirror_carry)
+        if symmetry is not None and symmetry.augment:  # the mirrored sequences too
+            transitions, initial_carry, advantages, targets = augmented(
+                symmetry, transitions, initial_carry, mirrored, mirror_carry, advantages, targets
+            )
         out, network_metrics = replay_minibatch(
             graphdef, params, network_state, initial_carry, transitions, level
         )
@@ -240,6 +252,10 @@ def make_training_iteration(
             normalize=config.normalize_advantages,
             advantage_mode=config.advantage_mode,
         )
+        if symmetry is not None and symmetry.mirror_loss_weight > 0:
+            mirror = mirror_loss(graphdef, params, network_state, symmetry, *real)
+            loss = loss + symmetry.mirror_loss_weight * mirror
+            metrics = {**metrics, "loss/total": loss, "loss/mirror": mirror}
         return loss, {**metrics, **network_metrics}
 
     def training_iteration(state: TrainState) -> tuple[TrainState, Metrics]:
@@ -262,6 +278,8 @@ def make_training_iteration(
         # 2. Advantages and value targets, once per iteration (or per minibatch, in
         #    minibatch_loss, with the observation after the last step for bootstrapping).
         value_stats = state.value_stats
+        mirror = rollout.mirror
+        mirrored = None if mirror is None else mirror.labels
         if per_minibatch:
             advantages = targets = None
             last_obs = phase.env_state.obs
@@ -286,18 +304,25 @@ def make_training_iteration(
             restated = normalize(value_stats, denormalize(stats, transitions.value))
             transitions = transitions.replace(value=restated)
             last_obs = None
+            if mirror is not None:
+                restated = normalize(value_stats, denormalize(stats, mirror.value))
+                mirrored = (mirror.rollout_extras, mirror.log_likelihood, restated)
 
-        labels, starts = (transitions, advantages, targets), (rollout.initial_carry, last_obs)
+        mirror_carry = None if mirror is None else mirror.initial_carry
+        labels = (transitions, advantages, targets, mirrored)
+        starts = (rollout.initial_carry, last_obs, mirror_carry)
         if config.sequence_length is not None:  # replayed in shorter stored-carry sequences
-            labels, carries = cut_sequences(config.sequence_length, labels, rollout.chunk_carries)
-            starts = (carries, None)
+            chunks = (rollout.chunk_carries, None if mirror is None else mirror.chunk_carries)
+            labels, (carries, mirror_carry) = cut_sequences(config.sequence_length, labels, chunks)
+            starts = (carries, None, mirror_carry)
+        fields = {} if mirror is None else {"mirror_carry": mirror.final_carry}
 
         # 3. Gradient phase: n_epochs passes of n_minibatches replayed minibatches;
         # 4. statistics, NaN/inf check, metrics of the enabled groups.
         new_state, metrics = update_phase(
             minibatch_loss, optimizer, graphdef, state, phase, labels, starts,
             shuffle_key, rng, config, mesh=mesh, learning_rate=learning_rate,
-            statistics_first=statistics_first, value_stats=value_stats,
+            statistics_first=statistics_first, value_stats=value_stats, **fields,
         )  # fmt: skip
         return new_state, metrics
 

@@ -23,6 +23,7 @@ _NAMES = {
     "plan_call": "trainer.host_loop",
     "run_calls": "trainer.host_loop",
     "split_runs": "trainer.host_loop",
+    "INITIAL_CARRY": "trainer.initial_state",
     "init_state": "trainer.initial_state",
     "reset_on_mesh": "trainer.initial_state",
     "Host": "trainer.options",
@@ -48,6 +49,7 @@ _NAMES = {
     "video_task": "trainer.tasks",
 }
 __all__ = [
+    "INITIAL_CARRY",
     "Algorithm",
     "CallPlan",
     "Clock",
@@ -94,7 +96,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         run_calls,
         split_runs,
     )
-    from nnx_ppo.algorithms.trainer.initial_state import init_state, reset_on_mesh
+    from nnx_ppo.algorithms.trainer.initial_state import INITIAL_CARRY, init_state, reset_on_mesh
     from nnx_ppo.algorithms.trainer.options import (
         Host,
         RunOptions,

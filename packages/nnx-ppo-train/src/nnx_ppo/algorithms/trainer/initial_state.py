@@ -26,7 +26,18 @@ from nnx_ppo.algorithms.core.randomization import Models, Randomization, batched
 from nnx_ppo.algorithms.core.rollout import initial_episode_stats, reset_envs, split_network
 from nnx_ppo.algorithms.types import TrainState
 
-__all__ = ["init_state", "reset_on_mesh"]
+__all__ = ["INITIAL_CARRY", "init_state", "reset_on_mesh"]
+
+
+class _InitialCarry:
+    def __repr__(self) -> str:
+        return "INITIAL_CARRY"
+
+
+INITIAL_CARRY: Any = _InitialCarry()
+"""A value of `init_state`'s ``**fields`` that stands for the network's initial carry,
+``network.initialize_state(n_envs)`` (e.g. PPO's ``mirror_carry`` with a symmetry): an
+algorithm's fields are given before the network is at hand."""
 
 
 def init_state(
@@ -67,7 +78,8 @@ def init_state(
         models: The run's first models, already drawn (`Randomization.initial`; a
             sweep draws every run's before its vmapped program, since the draw checks
             the randomizer eagerly), instead of ``randomization``.
-        **fields: The algorithm's extra fields (e.g. distillation's ``teacher_carry``).
+        **fields: The algorithm's extra fields (e.g. distillation's ``teacher_carry``);
+            `INITIAL_CARRY` stands for ``network.initialize_state(n_envs)``.
 
     Returns:
         ``(graphdef, state)``; the state's values do not depend on ``mesh``.
@@ -80,6 +92,10 @@ def init_state(
     if models is None and randomization is not None:
         models = randomization.initial(key)
     key, reset_key = jax.random.split(key)
+    fields = {
+        name: network.initialize_state(n_envs) if value is INITIAL_CARRY else value
+        for name, value in fields.items()
+    }
     state = state_type(
         params=params,
         network_state=network_state,

@@ -53,6 +53,7 @@ from nnx_ppo.algorithms.core.distributed import (
     state_shardings,
     uses_mesh,
 )
+from nnx_ppo.algorithms.core.mirroring import check_symmetry
 from nnx_ppo.algorithms.core.phases import with_redraws
 from nnx_ppo.algorithms.core.randomization import Randomization, run_randomizations
 from nnx_ppo.algorithms.core.rollout import eval_graphdef, split_network
@@ -168,13 +169,16 @@ def set_up(
 
     Raises:
         ValueError: If the placement is invalid, the network does not fit ``env`` or
-            ``eval_env``, or ``env`` draws its episodes at reset (a cognitive task)
-            and ``config.reset_mode`` is not ``"fresh"``.
+            ``eval_env`` (or the config's symmetry, `check_symmetry`), or ``env`` draws
+            its episodes at reset (a cognitive task) and ``config.reset_mode`` is not
+            ``"fresh"``.
     """
     sharded = place_run(devices, mesh, n_envs=config.n_envs, n_minibatches=config.n_minibatches)
     network.train()
     check_reset_mode(env, config.reset_mode)
     check_env_network(env, network, config.n_envs, advantage_mode=advantage_mode)
+    if getattr(config, "symmetry", None) is not None:  # its mirrors against env and network
+        check_symmetry(env, network, config.symmetry, config.n_envs)
     if eval_env is not env and eval_config.enabled:
         check_env_network(eval_env, network, eval_config.n_envs, env_name="eval_env")
     return sharded
