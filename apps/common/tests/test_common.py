@@ -18,8 +18,15 @@ from nnx_ppo_apps_common.results import done_message, throughput, write_json
 from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
 
 
-@pytest.mark.parametrize(("text", "value"), [("1", 1), ("150_000", 150_000), ("007", 7)])
-def test_positive_int_accepts_grouped_digits(text, value):
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1", 1), ("150_000", 150_000), ("007", 7), ("1e7", 10_000_000),
+        ("1.5e5", 150_000), ("30k", 30_000), ("30K", 30_000), ("2.5M", 2_500_000),
+        ("1G", 10**9), ("2b", 2 * 10**9), ("1_000k", 10**6),
+    ],
+)  # fmt: skip
+def test_positive_int_accepts_counts_as_people_write_them(text, value):
     assert positive_int(text) == value
 
 
@@ -28,9 +35,18 @@ def test_positive_int_accepts_grouped_digits(text, value):
     [
         (positive_int, "0", "0 must be positive"),
         (positive_int, "-5", "-5 must be positive"),
-        (positive_int, "1.5", "'1.5' is not an integer"),
+        (positive_int, "1.5", r"'1.5' is not an integer \(1.5\)"),
+        (positive_int, "1.2345k", r"'1.2345k' is not an integer \(1234.5\)"),
+        (positive_int, "1e-3", r"'1e-3' is not an integer \(0.001\)"),
+        (
+            positive_int,
+            "10x",
+            "'10x' is not an integer: give a count such as 150000, "
+            r"150_000, 1e7, 1.5e5, 30k or 2.5M",
+        ),
+        (positive_int, "inf", "'inf' is not an integer: .*"),
         (non_negative_int, "-1", "-1 must be >= 0"),
-        (non_negative_int, "seven", "'seven' is not an integer"),
+        (non_negative_int, "seven", "'seven' is not an integer: .*"),
     ],
 )
 def test_bad_integers_are_usage_errors(parse, text, message):
@@ -49,6 +65,10 @@ def test_parser_reports_the_option_and_exits_2(capsys):
         parser.parse_args(["--steps", "-5"])
     assert exc.value.code == 2
     assert "argument --steps: -5 must be positive" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--steps", "1e7.5"])
+    assert "argument --steps: '1e7.5' is not an integer" in capsys.readouterr().err
+    assert parser.parse_args(["--steps", "1e7"]).steps == 10_000_000
 
 
 def test_fail_prints_one_line_and_returns_2(capsys):

@@ -7,27 +7,73 @@ Examples:
     >>> _ = parser.add_argument("--steps", type=positive_int)
     >>> parser.parse_args(["--steps", "1_000_000"]).steps
     1000000
+    >>> parser.parse_args(["--steps", "1e7"]).steps, parser.parse_args(["--steps", "30k"]).steps
+    (10000000, 30000)
 """
 
 from __future__ import annotations
 
 import argparse
+import decimal
 import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HelpFormatter", "arguments_record", "fail", "non_negative_int", "positive_int"]
+__all__ = [
+    "HelpFormatter",
+    "arguments_record",
+    "fail",
+    "non_negative_int",
+    "parse_count",
+    "positive_int",
+]
+
+
+_SUFFIXES = {"k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9}
+
+
+def parse_count(text: str) -> int:
+    """A count as people write it: ``150000``, ``150_000``, ``1e7``, ``1.5e5``, ``30k``,
+    ``2.5M`` or ``1G`` (suffixes ``k`` = 10^3, ``M`` = 10^6, ``G`` or ``B`` = 10^9, in
+    either case); the value must be a whole number.
+
+    Raises:
+        argparse.ArgumentTypeError: If ``text`` is none of these, or not a whole number
+            (``1.5k`` is 1500, ``1.2345k`` is refused); as an argparse ``type`` argparse
+            turns it into a usage error naming the option.
+
+    Examples:
+        >>> [parse_count(t) for t in ("150000", "150_000", "1e7", "30k", "2.5M", "1G")]
+        [150000, 150000, 10000000, 30000, 2500000, 1000000000]
+        >>> parse_count("1.2345k")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: '1.2345k' is not an integer (1234.5)
+    """
+    cleaned = text.strip().replace("_", "")
+    scale = _SUFFIXES.get(cleaned[-1:].lower(), 1) if cleaned else 1
+    number = cleaned[:-1] if scale != 1 else cleaned
+    try:
+        value = decimal.Decimal(number) * scale
+    except decimal.InvalidOperation:
+        value = None
+    if value is None or not value.is_finite():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an integer: give a count such as 150000, 150_000, 1e7, "
+            "1.5e5, 30k or 2.5M"
+        )
+    if value != value.to_integral_value():
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer ({value.normalize()})")
+    return int(value)
 
 
 def _integer(text: str) -> int:
-    try:
-        return int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    return parse_count(text)
 
 
 def positive_int(text: str) -> int:
-    """An argparse ``type``: an integer ``> 0``; underscores group digits (``150_000``).
+    """An argparse ``type``: an integer ``> 0``, written as `parse_count` reads it
+    (``150000``, ``150_000``, ``1e7``, ``30k``).
 
     Raises:
         argparse.ArgumentTypeError: If ``text`` is not an integer or not positive
@@ -40,7 +86,8 @@ def positive_int(text: str) -> int:
 
 
 def non_negative_int(text: str) -> int:
-    """An argparse ``type``: an integer ``>= 0`` (a seed); underscores group digits.
+    """An argparse ``type``: an integer ``>= 0`` (a seed), written as `parse_count` reads
+    it.
 
     Raises:
         argparse.ArgumentTypeError: If ``text`` is not an integer or is negative.

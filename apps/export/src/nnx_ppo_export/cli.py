@@ -22,7 +22,7 @@ import argparse
 import importlib.util
 from pathlib import Path
 
-from nnx_ppo_apps_common.cli import HelpFormatter, fail, positive_int
+from nnx_ppo_apps_common.cli import HelpFormatter, fail, non_negative_int, positive_int
 
 __all__ = ["main", "parse_args"]
 
@@ -54,7 +54,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--include-value", action="store_true", help="also output the value estimates"
     )
-    parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: latest)")
+    parser.add_argument(
+        "--step", type=non_negative_int, default=None, help="checkpoint step (default: latest)"
+    )
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset version (>= 17)")
     parser.add_argument(
         "--platforms",

@@ -58,7 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="RUN_DIR",
         help="the --output-dir of an nnx-ppo-quickstart run, or its checkpoints/ folder",
     )
-    parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: latest)")
+    parser.add_argument(
+        "--step", type=non_negative_int, default=None, help="checkpoint step (default: latest)"
+    )
     parser.add_argument(
         "--episodes", type=positive_int, default=5, help="episodes to play, in parallel"
     )
