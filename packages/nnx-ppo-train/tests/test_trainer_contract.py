@@ -1,6 +1,7 @@
 """The contract every trainer keeps, one suite parametrized over the trainers:
 `train_ppo`, `train_distillation` and `train_many` (a PPO sweep and a distillation
-sweep, K=2 each).
+sweep, K=2 each; and, ``extended``, a sweep of LSTMs trained with a mirror symmetry,
+whose mirrored carries are state too).
 
 1. Exact resume: a run that crashed past its last checkpoint, was resumed, stopped by a
    stop request and resumed again ends bit for bit where the uninterrupted run ends
@@ -70,6 +71,7 @@ from nnx_ppo.algorithms.core.faults import NonFiniteError
 from nnx_ppo.algorithms.distillation.train import train_distillation
 from nnx_ppo.algorithms.ppo.train import train_ppo
 from nnx_ppo.algorithms.sweeps.many import train_many
+from nnx_ppo.algorithms.symmetry import Mirror, Symmetry
 from nnx_ppo.algorithms.trainer import skeleton as trainer_module
 from nnx_ppo.algorithms.types import batch_fields
 from nnx_ppo.envs import MemoryTask, PointMass
@@ -199,6 +201,16 @@ def _run_ppo_sweep(env: Any, make: Factory, diverge: bool, **options: Any) -> Ou
     return _sweep(result)
 
 
+def _run_ppo_symmetry_sweep(env: Any, make: Factory, diverge: bool, **options: Any) -> Outcome:
+    # PointMass mirrored in x; augmentation and a mirror loss.
+    flip_x = Mirror.from_signs(-1, 1)
+    symmetry = Symmetry(observation=flip_x, action=flip_x, mirror_loss_weight=0.1)
+    config = _ppo_config(RATES[0], _total(diverge))
+    config = dataclasses.replace(config, ppo=dataclasses.replace(config.ppo, symmetry=symmetry))
+    result = train_many(env, make, config, seeds=[0, 1], overrides=_sweep_rates(diverge), **options)
+    return _sweep(result)
+
+
 def _run_distillation_sweep(env: Any, make: Factory, diverge: bool, **options: Any) -> Outcome:
     config = _distillation_config(RATES[0], _total(diverge))
     result = train_many(
@@ -250,10 +262,18 @@ TRAINERS = [
     Trainer("distillation", "train_distillation", 1, _run_distillation, _lstm),
     Trainer("ppo_sweep", "train_many", 2, _run_ppo_sweep, _mlp),
     Trainer("distillation_sweep", "train_many", 2, _run_distillation_sweep, _mlp),
+    Trainer("ppo_symmetry_sweep", "train_many", 2, _run_ppo_symmetry_sweep, _lstm),
 ]
+EXTENDED = {"ppo_symmetry_sweep"}  # run by the extended session only
 
 
-@pytest.fixture(scope="module", params=TRAINERS, ids=[t.id for t in TRAINERS])
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(t, id=t.id, marks=[pytest.mark.extended] if t.id in EXTENDED else [])
+        for t in TRAINERS
+    ],
+)
 def trainer(request: pytest.FixtureRequest) -> Trainer:
     return request.param
 
