@@ -244,13 +244,25 @@ def test_bad_numbers_are_rejected_by_the_parser(capsys):
         main(["--steps", "-5"])
     assert exc.value.code == 2
     assert "must be positive" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--steps", "1e7x"])
+    assert "argument --steps: '1e7x' is not an integer" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("preset", ["lstm", "graph"])
+def test_counts_as_people_write_them():
+    args = parse_args(["--steps", "1e7", "--eval-every", "30k", "--checkpoint-every", "2.5M"])
+    assert (args.steps, args.eval_every, args.checkpoint_every) == (10**7, 30_000, 2_500_000)
+
+
+@pytest.mark.parametrize("preset", ["lstm", "gru", "graph"])
 def test_presets_build_and_step(preset):
     import jax.numpy as jnp
 
     network = make_network(preset, obs_size=4, action_size=1, seed=0)
+    if preset == "gru":  # the LSTM preset's layout, a GRU cell: one h [B, 128] per port
+        cells = [type(m).__name__ for m in network.layers[1].action.layers]
+        state = network.initialize_state(3)[1]
+        assert cells[0] == "GRU" and state["action"][0]["h"].shape == (3, 128)
     out = network(network.initialize_state(3), jnp.ones((3, 4))).output
     assert out.actions.shape == (3, 1)
     assert out.loglikelihoods.shape == (3,)
@@ -262,6 +274,7 @@ def test_presets_build_and_step(preset):
     [
         ([], "constant"),
         (["--network", "lstm"], "linear"),
+        (["--network", "gru"], "linear"),
         (["--network", "graph"], "linear"),
         (["--network", "graph", "--lr-schedule", "constant"], "constant"),
         (["--network", "lstm", "--lr-schedule", "constant"], "constant"),

@@ -65,8 +65,9 @@ Playground's registry provides for the task (``registry.get_domain_randomizer``)
 LR_SCHEDULES = ("linear", "constant")
 """The choices of ``--lr-schedule`` (`with_learning_rate_schedule`)."""
 
-PRESET_LR_SCHEDULE = {"mlp": "constant", "lstm": "linear", "graph": "linear"}
-"""``--lr-schedule`` when not given, per ``--network`` preset. The LSTM decays its rate:
+PRESET_LR_SCHEDULE = {"mlp": "constant", "lstm": "linear", "gru": "linear", "graph": "linear"}
+"""``--lr-schedule`` when not given, per ``--network`` preset. The LSTM decays its rate
+(and the GRU, the same network with another cell, as it does):
 at a constant rate it drifts through collapses of its return after learning
 ``CartpoleBalance`` (see `with_learning_rate_schedule`). The graph preset
 (`make_graph_actor_critic`) decays it too: so it solved ``CartpoleBalance`` on every
@@ -112,10 +113,16 @@ def _parser() -> argparse.ArgumentParser:
         help="training settings to start from: a DeepMind Control Suite task's tuned "
         "brax-PPO settings from MuJoCo Playground (e.g. CheetahRun), or 'quickstart' (the "
         "defaults shown here); 'auto' takes the one named like --env, else 'quickstart'. "
-        "With --network lstm or graph a Playground preset trains 4 epochs per rollout, not "
+        "With --network lstm, gru or graph a Playground preset trains 4 epochs per rollout, not "
         "its 16 (tuned for the MLP). Options given explicitly override the preset's",
     )
-    parser.add_argument("--network", default="mlp", choices=PRESETS, help="network preset")
+    parser.add_argument(
+        "--network",
+        default="mlp",
+        choices=PRESETS,
+        help="network preset: 'mlp' (brax's sizes), 'lstm' or 'gru' (a 128-unit cell per "
+        "port, MLP heads), 'graph' (a population graph with delayed self-loops)",
+    )
     parser.add_argument(
         "--reward-scaling", type=float, default=10.0, help="training rewards are multiplied by it"
     )
@@ -228,7 +235,7 @@ def _parser() -> argparse.ArgumentParser:
         default="",
         metavar="KEY[,KEY]",
         help="a privileged critic, for envs with dict observations: the critic also reads "
-        "these keys, which the actor does not; --network mlp or lstm (default: none, "
+        "these keys, which the actor does not; --network mlp, lstm or gru (default: none, "
         "actor and critic read the same observation)",
     )
     parser.add_argument(

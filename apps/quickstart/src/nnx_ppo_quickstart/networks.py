@@ -1,4 +1,4 @@
-"""Network presets: an MLP, an LSTM and a population-graph actor-critic."""
+"""Network presets: an MLP, an LSTM, a GRU and a population-graph actor-critic."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ from flax import nnx
 from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
 from nnx_ppo.networks.graph import make_graph_actor_critic
+from nnx_ppo.networks.recurrent_actor_critic import make_recurrent_actor_critic
 from nnx_ppo_quickstart.presets import NETWORK_SIZES
 
 __all__ = ["PRESETS", "make_network", "parse_critic_obs", "privileged_critic_keys"]
 
-PRESETS = ("mlp", "lstm", "graph")
+PRESETS = ("mlp", "lstm", "gru", "graph")
+"""The choices of ``--network``: ``lstm`` and ``gru`` are the same network with another
+memory cell (one 128-unit cell per port, MLP heads; `make_recurrent_actor_critic`)."""
 
 
 def make_network(
@@ -30,7 +33,7 @@ def make_network(
     its action sampler's entropy bonus weighted by ``entropy_weight`` (``--entropy-cost``).
 
     ``critic_obs`` (``--critic-obs``) makes a privileged critic for a dict observation:
-    the critic reads every key, the actor every key but these (``mlp`` and ``lstm``).
+    the critic reads every key, the actor every key but these (``mlp``, ``lstm``, ``gru``).
 
     Raises:
         ValueError: For an unknown preset, env sizes the preset cannot handle, or
@@ -45,7 +48,7 @@ def make_network(
         keys = privileged_critic_keys(obs_size, critic_obs)
         if preset == "graph":
             raise ValueError(
-                "--critic-obs needs --network mlp or lstm: the graph preset reads one "
+                "--critic-obs needs --network mlp, lstm or gru: the graph preset reads one "
                 "observation vector for actor and critic"
             )
     elif not isinstance(obs_size, int) or not isinstance(action_size, int):
@@ -70,6 +73,11 @@ def make_network(
         return make_lstm_actor_critic(
             obs_size, action_size, rngs=rngs, entropy_weight=entropy_weight, **keys
         )
+    if preset == "gru":  # the LSTM preset's layout and sizes with a GRU cell
+        return make_recurrent_actor_critic(
+            obs_size, action_size, rngs=rngs, cell="gru", torso_blocks=0,
+            entropy_weight=entropy_weight, **keys,
+        )  # fmt: skip
     # Per port a tanh memory population with a delayed self-loop, then Playground's
     # default heads: the graph the graph-networks tutorial recommends for control.
     return make_graph_actor_critic(obs_size, action_size, rngs=rngs, entropy_weight=entropy_weight)

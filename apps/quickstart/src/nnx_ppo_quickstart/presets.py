@@ -14,7 +14,7 @@ The translation of Playground's `brax_ppo_config` fields (read from
 | ``num_envs`` | ``--n-envs`` | the same |
 | ``unroll_length`` | ``--rollout-length`` | the same |
 | ``batch_size``, ``num_minibatches`` | ``--n-minibatches`` | ``num_envs // batch_size`` |
-| ``num_updates_per_batch`` | ``--n-epochs`` | the same (4 for ``--network lstm``, ``graph``) |
+| ``num_updates_per_batch`` | ``--n-epochs`` | the same (4 for a recurrent ``--network``) |
 | ``learning_rate`` | ``--learning-rate`` | the same |
 | ``entropy_cost`` | ``--entropy-cost`` | the sampler's entropy weight |
 | ``discounting`` | ``--discount`` | the same |
@@ -60,8 +60,8 @@ which Playground's DeepMind Control Suite presets use (they name no network)."""
 
 
 RECURRENT_N_EPOCHS = 4
-"""``--n-epochs`` of a Playground preset with ``--network lstm`` or ``graph``, in place of
-Playground's ``num_updates_per_batch`` (16 on every dm_control task), which was tuned for
+"""``--n-epochs`` of a Playground preset with ``--network lstm``, ``gru`` or ``graph``, in
+place of Playground's ``num_updates_per_batch`` (16 on every dm_control task), which was tuned for
 its MLP. Measured with staggered episode starts (the quickstart's), 5 seeds per cell, at
 each task's preset otherwise: on ``CheetahRun`` (TPU, 2M steps) the LSTM ended at a
 median return of 742 with 4 epochs against 393 with 16 (every seed higher), the
@@ -69,7 +69,8 @@ recommended graph at 638 against 417 (less clearly: p = 0.55), the MLP at 876 wi
 829 with 4; on ``CartpoleBalance`` with the velocities masked (CPU, 1M steps) at 749 against
 290, the recommended graph at 464 against 310 (less clearly: p = 0.15), the MLP at 587.
 With 16 epochs each update moved the LSTM's policy about four times as far as the MLP's
-(``actor/approx_kl``). See 'Stateful families' on the benchmarks page."""
+(``actor/approx_kl``). See 'Stateful families' on the benchmarks page. The GRU preset
+(the LSTM's network with a GRU cell) takes the LSTM's setting; it was not measured apart."""
 
 
 def _suite() -> Any:
