@@ -3,30 +3,44 @@
 Trains one run per ``--seeds`` entry with PPO in **one** `train_many` program (compiled
 once), plays ``--trials-per-condition`` trials of every condition of the task with each
 trained network (`evaluate_trials_many`, the same trials for every seed) and writes to
-``--output-dir``: ``results.json`` (per seed: rates, criterion, psychometric fit and
-per-condition table; the median over seeds with a 95 % bootstrap interval; wall times;
-settings and provenance), ``results.md`` (the summary table), ``metrics.jsonl`` (the
-training log: one line per seed per iteration, with its ``"run"`` index, the rollout's
-mean episode reward and ``throughput/sps``) and ``psychometric.png``
-(`nnx_ppo_cognitive.plotting`, where matplotlib is installed).
+``--output-dir`` (by default a new folder, `nnx_ppo_cognitive.outputs`; an existing
+folder with files in it is refused unless ``--overwrite``): ``results.json`` (per seed:
+rates, criterion, psychometric fit flagged when degenerate, reaction times of a
+reaction-time task, per-condition table; the median over seeds with a 95 % bootstrap
+interval; wall times; settings and provenance), ``results.md`` (the summary table),
+``metrics.jsonl`` (the training log: one line per seed per iteration, with its
+``"run"`` index), ``learning_curves.csv`` / ``.png`` (`nnx_ppo_cognitive.curves`),
+``psychometric.png`` and, for a reaction-time task, ``chronometric.png``
+(`nnx_ppo_cognitive.plotting`), and ``checkpoints/``, every seed's trained network
+(`nnx_ppo_cognitive.outputs.load_trained` loads one back).
+
+``--task`` is a task of the suite (`nnx_ppo_cognitive.tasks.TASKS`) or a user's own
+`nnx_ppo.envs.cognitive.CognitiveTask` subclass as ``module:Class``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from nnx_ppo_apps_common.cli import arguments_record, fail, non_negative_int, positive_int
+from nnx_ppo_apps_common.cli import (
+    HelpFormatter,
+    arguments_record,
+    fail,
+    non_negative_int,
+    positive_int,
+)
 from nnx_ppo_apps_common.results import write_json
 from nnx_ppo_apps_common.runs import add_run_arguments, provenance, use_compilation_cache
 
 from nnx_ppo_cognitive.networks import NETWORKS
-from nnx_ppo_cognitive.tasks import TASKS
+from nnx_ppo_cognitive.tasks import CUSTOM_STEPS, TASKS, resolve_task
 
-__all__ = ["PROG", "main", "parse_args"]
+__all__ = ["PROG", "build_parser", "main", "make_network_factory", "parse_args"]
 
 PROG = "nnx-ppo-cognitive"
 EVAL_KEY = 2017
@@ -60,38 +74,102 @@ def _fraction(text: str) -> float:
     return value
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse the command line (``--help`` lists every option with its default)."""
+def _task(text: str) -> str:
+    """An argparse ``type``: a task name or ``module:Class``, checked by importing it."""
+    try:
+        resolve_task(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def _steps_help() -> str:
+    by_steps: dict[int, list[str]] = {}
+    for name, spec in TASKS.items():
+        by_steps.setdefault(spec.steps, []).append(name)
+    parts = [f"{', '.join(names)}: {steps:,}" for steps, names in by_steps.items()]
+    return (
+        f"env steps per seed (default: the task's; {'; '.join(parts)}; a module:Class "
+        f"task: {CUSTOM_STEPS:,})"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The app's parser: every option with its help text and default."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Train a GRU or a Dale's-law E/I network on a cognitive task with PPO "
-        "(all seeds in one program), then score trials per condition and fit "
-        "psychometric curves.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "(all seeds in one program), then score trials per condition, fit psychometric "
+        "curves and save every seed's network.",
+        formatter_class=HelpFormatter,
     )
-    tasks = ", ".join(f"{name}: {spec.title}" for name, spec in TASKS.items())
+    tasks = "; ".join(f"{name}: {spec.title}" for name, spec in TASKS.items())
     # argparse formats help with %: a literal one (as in "80 %") must be doubled.
-    parser.add_argument("--task", choices=TASKS, default="pdm", help=tasks.replace("%", "%%"))
-    networks = ", ".join(f"{name}: {title}" for name, title in NETWORKS.items())
+    parser.add_argument(
+        "--task",
+        type=_task,
+        default="pdm",
+        help=(
+            f"{tasks}; or module:Class, your own CognitiveTask subclass, importable from "
+            "the current folder (see the how-to 'Write your own cognitive task')"
+        ).replace("%", "%%"),
+    )
+    networks = "; ".join(f"{name}: {title}" for name, title in NETWORKS.items())
     parser.add_argument(
         "--network", choices=NETWORKS, default="gru", help=networks.replace("%", "%%")
     )
-    parser.add_argument("--seeds", type=_seed_list, default=[0, 1, 2, 3, 4],
-                        help="comma-separated seeds, one run each")  # fmt: skip
-    parser.add_argument("--steps", type=positive_int, default=None,
-                        help="env steps per seed (default: the task's, see README)")  # fmt: skip
-    parser.add_argument("--dt", type=_positive_float, default=20.0, help="ms per step")
-    parser.add_argument("--trials-per-condition", type=positive_int, default=100,
-                        help="evaluation trials of each condition, per seed")  # fmt: skip
-    parser.add_argument("--hidden", type=positive_int, default=100, help="units per network")
-    parser.add_argument("--tau", type=_positive_float, default=100.0,
-                        help="time constant of the E/I units, ms (--network ei)")  # fmt: skip
+    parser.add_argument(
+        "--seeds",
+        type=_seed_list,
+        default=[0, 1, 2, 3, 4],
+        help="comma-separated distinct seeds, one run each",
+    )
+    parser.add_argument("--steps", type=positive_int, default=None, help=_steps_help())
+    parser.add_argument(
+        "--dt",
+        type=_positive_float,
+        default=20.0,
+        help="ms per step (the tasks' noise is scaled so that the evidence does not depend on it)",
+    )
+    parser.add_argument(
+        "--trials-per-condition",
+        type=positive_int,
+        default=100,
+        help="evaluation trials of each condition, per seed",
+    )
+    parser.add_argument(
+        "--hidden",
+        type=positive_int,
+        default=100,
+        help="units of the network (the GRU's, or E + I of the E/I graph)",
+    )
+    parser.add_argument(
+        "--tau",
+        type=_positive_float,
+        default=100.0,
+        help="time constant of the E/I units, ms (--network ei; at least --dt)",
+    )
     group = parser.add_argument_group("training (PPO)")
-    group.add_argument("--n-envs", type=positive_int, default=128)
-    group.add_argument("--rollout-length", type=positive_int, default=64)
-    group.add_argument("--n-minibatches", type=positive_int, default=4)
-    group.add_argument("--n-epochs", type=positive_int, default=4)
-    group.add_argument("--lr", type=_positive_float, default=1e-3, help="learning rate")
+    group.add_argument(
+        "--n-envs",
+        type=positive_int,
+        default=128,
+        help="parallel environments (one trial each at a time), per seed",
+    )
+    group.add_argument(
+        "--rollout-length",
+        type=positive_int,
+        default=64,
+        help="steps per environment per iteration, the recurrent network's replay window",
+    )
+    group.add_argument(
+        "--n-minibatches",
+        type=positive_int,
+        default=4,
+        help="minibatches per epoch; --n-envs must be a multiple of it",
+    )
+    group.add_argument("--n-epochs", type=positive_int, default=4, help="passes over each rollout")
+    group.add_argument("--lr", type=_positive_float, default=1e-3, help="Adam learning rate")
     group.add_argument(
         "--discount",
         type=_fraction,
@@ -99,7 +177,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="below 1 a later abort costs less, which teaches fixation: with 1.0 a "
         "seed can settle on breaking fixation at once",
     )
-    group.add_argument("--gae-lambda", type=_fraction, default=0.98)
+    group.add_argument(
+        "--gae-lambda",
+        type=_fraction,
+        default=0.98,
+        help="GAE's lambda, the bias-variance trade-off of the advantages",
+    )
     group.add_argument(
         "--entropy-weight",
         type=float,
@@ -114,12 +197,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="clip the gradient's global norm: unclipped, the E/I graph's ReLU rates "
         "diverged (NaN) at lr 3e-4",
     )
-    parser.add_argument("--output-dir", type=Path, default=Path("outputs/cognitive"))
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    out = parser.add_argument_group("outputs")
+    out.add_argument(
+        "--output-dir",
+        type=Path,
+        default=None,
+        help="the run's folder, new or empty (default: a new "
+        "outputs/cognitive/<task>-<network>-<date>-<time>)",
+    )
+    out.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="reuse a non-empty --output-dir: replace the outputs of the previous run in "
+        "it (results, figures, log, checkpoints); other files are kept",
+    )
+    out.add_argument(
+        "--log-every",
+        type=positive_int,
+        default=10,
+        help="iterations between the plain progress lines printed when the output is not "
+        "a terminal (a terminal gets a progress bar)",
+    )
+    out.add_argument(
+        "--no-progress", action="store_true", help="no progress bar and no progress lines"
+    )
     add_run_arguments(parser)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line (``--help`` lists every option with its default); a
+    missing ``--output-dir`` becomes a new timestamped folder
+    (`nnx_ppo_cognitive.outputs.default_output_dir`)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.steps is None:
-        args.steps = TASKS[args.task].steps
+        args.steps = resolve_task(args.task).steps
     if args.n_envs % args.n_minibatches:
         parser.error(
             f"--n-envs {args.n_envs} is not a multiple of --n-minibatches "
@@ -130,11 +243,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             f"--dt {args.dt:g} is above --tau {args.tau:g}: the E/I units' leak dt / tau "
             "must be at most 1; lower --dt or raise --tau"
         )
+    if args.output_dir is None:
+        from nnx_ppo_cognitive.outputs import default_output_dir
+
+        args.output_dir = default_output_dir(args.task, args.network)
     return args
 
 
 def _train_config(args: argparse.Namespace) -> Any:
-    from nnx_ppo.algorithms import EvalConfig, PPOConfig, TrainConfig
+    from nnx_ppo.algorithms import EvalConfig, LogLevel, PPOConfig, TrainConfig
 
     ppo = PPOConfig(
         n_envs=args.n_envs,
@@ -147,12 +264,16 @@ def _train_config(args: argparse.Namespace) -> Any:
         max_grad_norm=args.max_grad_norm,
         total_steps=args.steps,
         reset_mode="fresh",  # a cognitive task draws a new trial at every reset
+        # env/correct, env/abort and env/trial_end: the learning curves' trial rates.
+        log_level=LogLevel.DEFAULT | LogLevel.ENV_METRICS,
     )
     # No evaluation during training: the trials are scored after it.
     return TrainConfig(ppo=ppo, eval=EvalConfig(enabled=False))
 
 
-def _make_network(args: argparse.Namespace, env: Any) -> Any:
+def make_network_factory(args: argparse.Namespace, env: Any) -> Any:
+    """``make_network(rngs)`` of the ``--network`` and its sizes for ``env``: what the
+    run trains, and what `nnx_ppo_cognitive.outputs.load_trained` rebuilds."""
     from nnx_ppo_cognitive.networks import make_ei_actor_critic, make_gru_actor_critic
 
     obs, actions = env.observation_size, env.action_size
@@ -166,39 +287,69 @@ def _make_network(args: argparse.Namespace, env: Any) -> Any:
     )  # fmt: skip
 
 
+def _reaction_time_lines(records: list[dict[str, Any]]) -> str:
+    """The printed reaction-time summary: each seed's median and quartiles."""
+    lines = ["Reaction times of correct trials (ms from the stimulus onset):"]
+    for r in records:
+        rt = r["reaction_time"]
+        if rt["n"] == 0:
+            lines.append(f"  seed {r['seed']}: no correct decision")
+            continue
+        low, high = rt["quartiles_ms"]
+        lines.append(f"  seed {r['seed']}: median {rt['median_ms']:.0f} [quartiles "
+                     f"{low:.0f}, {high:.0f}] over {rt['n']} trials")  # fmt: skip
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = parse_args(argv)
     # Heavy imports after argument parsing, so `--help` is instant.
     import jax
 
-    from nnx_ppo.algorithms import evaluate_trials_many, train_many
+    from nnx_ppo.algorithms import Checkpointer, evaluate_trials_many, train_many
     from nnx_ppo.algorithms.config import config_to_json
     from nnx_ppo.wrappers import EpisodeWrapper
+    from nnx_ppo_cognitive.curves import ProgressLines, write_learning_curves
+    from nnx_ppo_cognitive.outputs import CHECKPOINTS, prepare_output_dir
     from nnx_ppo_cognitive.summary import results_table, seed_record, summarize
 
-    spec = TASKS[args.task]
+    spec = resolve_task(args.task)
     try:
         task = spec.make(dt=args.dt)
         config = _train_config(args)
-        make_network = _make_network(args, task)
+        make_network = make_network_factory(args, task)
     except (ValueError, TypeError) as error:
         return fail(PROG, f"--task {args.task} --dt {args.dt:g}: {error}")
-    use_compilation_cache(not args.no_compile_cache)
     out: Path = args.output_dir
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        prepare_output_dir(out, overwrite=args.overwrite)
+    except ValueError as error:
+        return fail(PROG, str(error))
+    use_compilation_cache(not args.no_compile_cache)
 
     # Every trial ends by itself within max_trial_steps; the time limit is a backstop.
     env = EpisodeWrapper(task, episode_length=task.max_trial_steps)
     print(f"Training {args.network} on {args.task} (dt {args.dt:g} ms), seeds {args.seeds}, "
-          f"{args.steps:,} steps each")  # fmt: skip
+          f"{args.steps:,} steps each, into {out}/", flush=True)  # fmt: skip
     log = out / "metrics.jsonl"
-    log.unlink(missing_ok=True)  # the log appends: a new run starts a new file
+    terminal = sys.stdout.isatty()
+    options: dict[str, Any] = {"progress": terminal and not args.no_progress}
+    if not terminal and not args.no_progress:
+        options["log_fn"] = ProgressLines(
+            every=args.log_every,
+            total_steps=args.steps,
+            steps_per_iteration=args.n_envs * args.rollout_length,
+            n_runs=len(args.seeds),
+        )
     start = time.perf_counter()
-    sweep = train_many(
-        env, make_network, config, seeds=args.seeds, progress=not args.no_progress,
-        jsonl_path=log,
-    )  # fmt: skip
+    # One checkpoint of the whole sweep at the end: every seed's trained network (run i
+    # of it), without the environments' states (nothing to resume from them).
+    with Checkpointer(out / CHECKPOINTS, config=config, env_state=False, resume=False) as saver:
+        sweep = train_many(
+            env, make_network, config, seeds=args.seeds, jsonl_path=log, checkpoint=saver,
+            **options,
+        )  # fmt: skip
     train_s = time.perf_counter() - start
     start = time.perf_counter()
     trials = evaluate_trials_many(
@@ -207,8 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     eval_s = time.perf_counter() - start
 
     decision, correct = task.criterion  # the task's published training criterion
+    reaction = bool(task.reaction_time)
     records = [
-        seed_record(seed, result, decision=decision, correct=correct)
+        seed_record(seed, result, decision=decision, correct=correct, reaction_time=reaction)
         for seed, result in zip(args.seeds, trials, strict=True)
     ]
     results: dict[str, Any] = {
@@ -219,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             "n_conditions": task.n_conditions,
             "max_trial_steps": task.max_trial_steps,
             "psychometric_variable": task.psychometric_variable or None,
+            "reaction_time": reaction,
             "criteria": {"decision": decision, "correct": correct},
         },
         "summary": summarize(records),
@@ -232,14 +385,26 @@ def main(argv: list[str] | None = None) -> int:
     write_json(out / "results.json", results)
     table = results_table(results)
     (out / "results.md").write_text(table + "\n")
+    plots = importlib.util.find_spec("matplotlib") is not None  # a dependency, optional here
+    title = f"{args.network} on {args.task}: {spec.title}, dt {args.dt:g} ms"
     written = ["results.json", "results.md", "metrics.jsonl"]
-    if importlib.util.find_spec("matplotlib") is not None:  # a dependency, but optional here
-        from nnx_ppo_cognitive.plotting import plot_psychometric
+    written += write_learning_curves(log, args.seeds, out, title=title, plot=plots)
+    if plots:
+        from nnx_ppo_cognitive.plotting import plot_chronometric, plot_psychometric
 
-        title = f"{args.network} on {args.task}: {spec.title}, dt {args.dt:g} ms"
         plot_psychometric(args.seeds, trials, out / "psychometric.png", title=title)
         written.append("psychometric.png")
+        chronometric = out / "chronometric.png"
+        if (
+            reaction
+            and task.psychometric_variable
+            and plot_chronometric(args.seeds, trials, chronometric, title=title)
+        ):
+            written.append("chronometric.png")
+    written.append(f"{CHECKPOINTS}/")
     print(table)
+    if reaction:
+        print(_reaction_time_lines(records))
     print(f"Trained in {train_s:.0f} s, evaluated in {eval_s:.0f} s. "
           f"Results in {out}/ ({', '.join(written)})")  # fmt: skip
     return 0

@@ -3,10 +3,13 @@
 
 `seed_record` turns one seed's `TrialResults` into JSON: its rates, whether the
 criterion is met, the psychometric fit (``None`` where the task has no psychometric
-variable or the trials allow no fit, with the reason) and the per-condition table.
+variable or the trials allow no fit, with the reason; ``degenerate`` and ``problems``
+where its numbers do not describe a curve, `PsychometricFit.problems`), the reaction
+times of a reaction-time task (`reaction_times`) and the per-condition table.
 `summarize` gives each metric's median over seeds with a 95 % percentile bootstrap
 interval (`nnx_ppo.algorithms.analysis.curves.bootstrap_interval`), over the seeds where the
-metric is a number. `results_table` is the markdown of that summary.
+metric is a number (degenerate fits left out). `results_table` is the markdown of that
+summary; a degenerate fit's values are marked ``*``.
 
 Examples:
     >>> records = [{"decision_rate": 1.0, "abort_rate": 0.0, "accuracy": 0.8,
@@ -28,7 +31,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FIT_FIELDS", "RATE_FIELDS", "results_table", "seed_record", "summarize"]
+__all__ = [
+    "FIT_FIELDS",
+    "RATE_FIELDS",
+    "reaction_times",
+    "results_table",
+    "seed_record",
+    "summarize",
+]
 
 RATE_FIELDS = ("decision_rate", "abort_rate", "accuracy")
 """The `TrialResults` rates kept per seed and summarized."""
@@ -45,7 +55,47 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def seed_record(seed: int, trials: Any, *, decision: float, correct: float) -> dict[str, Any]:
+def reaction_times(trials: Any) -> dict[str, Any]:
+    """The reaction times of a seed's correct decisions (ms from the first response
+    epoch's start, the stimulus onset of a reaction-time task): their number, median,
+    mean and quartiles, and per ``|psychometric variable|`` (`TrialResults.chronometric`)
+    the count, mean and standard error; ``None`` where there is no such trial.
+
+    Examples:
+        >>> from nnx_ppo.algorithms.analysis import TrialResults
+        >>> trials = TrialResults(
+        ...     outcome=[1, 1, 2, 1], choice=[2, 1, 1, 2], answer=[2, 1, 2, 2],
+        ...     decision_time=[0] * 4, reaction_time=[100, 300, 50, 200],
+        ...     condition_index=[0, 1, 0, 0], condition={"c": [5, -5, 5, 10]},
+        ...     psychometric_variable="c")
+        >>> rt = reaction_times(trials)
+        >>> rt["n"], rt["median_ms"], rt["by_value"]["value"], rt["by_value"]["mean_ms"]
+        (3, 200.0, [5.0, 10.0], [200.0, 200.0])
+    """
+    timed = (trials.outcome == 1) & trials.decided & (trials.reaction_time >= 0)
+    rt = trials.reaction_time[timed].astype(np.float64)
+    record: dict[str, Any] = {
+        "n": int(rt.size),
+        "median_ms": float(np.median(rt)) if rt.size else None,
+        "mean_ms": float(rt.mean()) if rt.size else None,
+        "quartiles_ms": [float(q) for q in np.percentile(rt, [25, 75])] if rt.size else None,
+        "by_value": None,
+    }
+    if trials.psychometric_variable:
+        curve = trials.chronometric()
+        record["by_value"] = {
+            "variable": f"|{trials.psychometric_variable}|",
+            "value": curve["value"].tolist(),
+            "n": curve["n"].tolist(),
+            "mean_ms": [_number(v) for v in curve["mean"]],
+            "sem_ms": [_number(v) for v in curve["sem"]],
+        }
+    return record
+
+
+def seed_record(
+    seed: int, trials: Any, *, decision: float, correct: float, reaction_time: bool = False
+) -> dict[str, Any]:
     """One seed's scores as JSON-ready values.
 
     Args:
@@ -53,12 +103,15 @@ def seed_record(seed: int, trials: Any, *, decision: float, correct: float) -> d
         trials: Its `TrialResults`.
         decision: The criterion's decision rate (`TrialResults.criteria`).
         correct: The criterion's accuracy.
+        reaction_time: Whether the task is a reaction-time task: then the record has
+            ``"reaction_time"`` (`reaction_times`).
 
     Returns:
         ``{"seed", "decision_rate", "abort_rate", "accuracy", "criteria_met",
-        "n_trials", "outcomes", "psychometric", "psychometric_error", "by_condition"}``;
-        ``psychometric`` is `PsychometricFit.to_dict` or ``None`` (then
-        ``psychometric_error`` says why).
+        "n_trials", "outcomes", "psychometric", "psychometric_error", "by_condition"}``
+        and, for a reaction-time task, ``"reaction_time"``; ``psychometric`` is
+        `PsychometricFit.to_dict` (with ``degenerate`` and ``problems``) or ``None``
+        (then ``psychometric_error`` says why).
     """
     scores = trials.to_dict()
     record: dict[str, Any] = {"seed": int(seed)}
@@ -75,15 +128,17 @@ def seed_record(seed: int, trials: Any, *, decision: float, correct: float) -> d
         except ValueError as error:  # e.g. no decided trial, or one value of x only
             record["psychometric_error"] = str(error)
         else:
-            if fit.converged:
-                record["psychometric"] = fit.to_dict()
-            else:  # e.g. every choice on one side: its numbers would mean nothing
-                record["psychometric_error"] = (
-                    f"the fit did not converge (choices of action 2 per value: "
-                    f"{fit.p.round(3).tolist()})"
-                )
+            record["psychometric"] = fit.to_dict()
+    if reaction_time:
+        record["reaction_time"] = reaction_times(trials)
     record["by_condition"] = scores["by_condition"]
     return record
+
+
+def _fit(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The seed's fit if it is one to report (not degenerate), else ``None``."""
+    fit = record.get("psychometric")
+    return None if not fit or fit.get("degenerate") else fit
 
 
 def _interval(values: Sequence[float | None]) -> dict[str, Any]:
@@ -108,14 +163,20 @@ def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         records: `seed_record`'s, one per seed.
 
     Returns:
-        ``{metric: {"median", "low", "high", "n"}}`` for `RATE_FIELDS` and
-        ``psychometric_<p>`` for `FIT_FIELDS` (``n`` seeds where it is a number; all
-        ``None`` where none is), and ``"criteria_met": {"seeds", "of"}``.
+        ``{metric: {"median", "low", "high", "n"}}`` for `RATE_FIELDS`,
+        ``psychometric_<p>`` for `FIT_FIELDS` (over the seeds whose fit is not
+        degenerate) and, for a reaction-time task, ``reaction_time_ms`` (of the seeds'
+        median reaction times); ``n`` seeds where it is a number, all ``None`` where
+        none is; and ``"criteria_met": {"seeds", "of"}``.
     """
     summary: dict[str, Any] = {name: _interval([r[name] for r in records]) for name in RATE_FIELDS}
     for name in FIT_FIELDS:
-        values = [_number(r["psychometric"][name]) if r["psychometric"] else None for r in records]
-        summary[f"psychometric_{name}"] = _interval(values)
+        fits = [_fit(r) for r in records]
+        summary[f"psychometric_{name}"] = _interval([_number(f[name]) if f else None for f in fits])
+    if any("reaction_time" in r for r in records):
+        summary["reaction_time_ms"] = _interval(
+            [(r.get("reaction_time") or {}).get("median_ms") for r in records]
+        )
     summary["criteria_met"] = {
         "seeds": sum(bool(r["criteria_met"]) for r in records),
         "of": len(records),
@@ -149,13 +210,34 @@ def results_table(results: Mapping[str, Any]) -> str:
     for name in RATE_FIELDS:
         values = ", ".join("n/a" if r[name] is None else f"{r[name]:.3g}" for r in records)
         lines.append(f"| {name} | {_cell(summary[name])} | {values} |")
+    fits = [r["psychometric"] for r in records]
     for name in FIT_FIELDS:
-        fits = [r["psychometric"] for r in records]
-        values = ", ".join("n/a" if f is None else f"{f[name]:.3g}" for f in fits)
+        values = ", ".join(
+            "n/a" if f is None else f"{f[name]:.3g}" + ("*" if f.get("degenerate") else "")
+            for f in fits
+        )
         lines.append(
             f"| psychometric {name} | {_cell(summary[f'psychometric_{name}'])} | {values} |"
+        )
+    if "reaction_time_ms" in summary:
+        values = ", ".join(
+            "n/a" if (r.get("reaction_time") or {}).get("median_ms") is None
+            else f"{r['reaction_time']['median_ms']:.3g}"
+            for r in records
+        )  # fmt: skip
+        lines.append(
+            f"| reaction time, median of correct trials (ms) | "
+            f"{_cell(summary['reaction_time_ms'])} | {values} |"
         )
     met = summary["criteria_met"]
     flags = ", ".join("yes" if r["criteria_met"] else "no" for r in records)
     lines.append(f"| criteria met | {met['seeds']} of {met['of']} seeds | {flags} |")
+    degenerate = [
+        f"seed {r['seed']}: {'; '.join(f['problems'])}"
+        for r, f in zip(records, fits, strict=True)
+        if f and f.get("degenerate")
+    ]
+    if degenerate:
+        lines.append("")
+        lines.append("\\* degenerate fit, left out of the median: " + "; ".join(degenerate) + ".")
     return "\n".join(lines)

@@ -1,18 +1,29 @@
-"""The ``--task`` choices: each a task of `nnx_ppo.envs.cognitive` and its settings.
+"""The ``--task`` choices: each a task of `nnx_ppo.envs.cognitive` and its settings,
+or a user's own task class named ``module:Class`` (`resolve_task`).
 
 Examples:
     >>> env = TASKS["pdm"].make(dt=100.0)
     >>> type(env).__name__, env.observation_size, env.action_size, env.n_conditions
     ('PerceptualDecisionMaking', 3, 3, 10)
+    >>> spec = resolve_task("nnx_ppo.envs.cognitive:GoNoGo")  # any importable task class
+    >>> spec.steps, type(spec.make(dt=100.0)).__name__
+    (400000, 'GoNoGo')
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import inspect
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["TASKS", "TaskSpec"]
+__all__ = ["CUSTOM_STEPS", "TASKS", "TaskSpec", "resolve_task"]
+
+CUSTOM_STEPS = 400_000
+"""The default ``--steps`` of a task given as ``module:Class``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,3 +118,81 @@ TASKS: dict[str, TaskSpec] = {
     )
 }
 """``--task`` name -> `TaskSpec`."""
+
+
+def _task_classes(module: Any) -> list[str]:
+    from nnx_ppo.envs.cognitive import CognitiveTask
+
+    return sorted(
+        name
+        for name, value in vars(module).items()
+        if inspect.isclass(value) and issubclass(value, CognitiveTask)
+        and value is not CognitiveTask and not inspect.isabstract(value)
+    )  # fmt: skip
+
+
+def resolve_task(value: str) -> TaskSpec:
+    """The `TaskSpec` of a ``--task`` value: a name of `TASKS`, or ``module:Class``, a
+    subclass of `nnx_ppo.envs.cognitive.CognitiveTask` in an importable module (the
+    current folder is searched first, as ``python -m`` does), built as
+    ``Class(dt=...)`` and trained for `CUSTOM_STEPS` by default.
+
+    Raises:
+        ValueError: For an unknown name, a module that cannot be imported, a missing
+            class, or a class that is not a task; the message names the value and the
+            fix.
+    """
+    if value in TASKS:
+        return TASKS[value]
+    if ":" not in value:
+        raise ValueError(
+            f"invalid choice: {value!r} (choose from {', '.join(TASKS)}, or give your own "
+            "task class as module:Class, e.g. my_tasks:AntiSaccade)"
+        )
+    module_name, _, class_name = value.partition(":")
+    if not module_name or not class_name.isidentifier():
+        raise ValueError(
+            f"{value!r} is not module:Class; write e.g. my_tasks:AntiSaccade (the module "
+            "as you would import it, then a colon and the class name)"
+        )
+    here = str(Path.cwd())
+    if here not in sys.path:
+        sys.path.insert(0, here)  # a task module in the current folder, as python -m finds it
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and module_name.startswith(error.name):
+            raise ValueError(
+                f"{value!r}: no module named {module_name!r} in the current folder "
+                f"({here}) or the environment; run from the folder that holds "
+                f"{module_name.replace('.', '/')}.py, or install the package that has it"
+            ) from None
+        raise ValueError(f"{value!r}: importing {module_name!r} failed: {error}") from None
+    except Exception as error:  # the user's module raised while importing
+        raise ValueError(
+            f"{value!r}: importing {module_name!r} failed: {type(error).__name__}: {error}"
+        ) from None
+    from nnx_ppo.envs.cognitive import CognitiveTask
+
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        found = _task_classes(module)
+        raise ValueError(
+            f"{value!r}: module {module_name!r} has no {class_name!r}; its task classes: "
+            f"{', '.join(found) or 'none'}"
+        )
+    if not (inspect.isclass(cls) and issubclass(cls, CognitiveTask)):
+        kind = "a class" if inspect.isclass(cls) else f"a {type(cls).__name__}"
+        raise ValueError(
+            f"{value!r}: {module_name}.{class_name} is {kind}, not a subclass "
+            "of nnx_ppo.envs.cognitive.CognitiveTask; see the how-to 'Write your own "
+            "cognitive task'"
+        )
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise ValueError(
+            f"{value!r}: {module_name}.{class_name} does not implement {missing}; a task "
+            "implements epoch_durations, condition_table, answer and epoch_input"
+        )
+    doc = (inspect.getdoc(cls) or class_name).splitlines()[0].rstrip(".")
+    return TaskSpec(value, doc, lambda *, dt: cls(dt=dt), steps=CUSTOM_STEPS)
