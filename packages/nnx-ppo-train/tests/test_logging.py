@@ -18,7 +18,7 @@ def test_jsonl_writer_writes_strict_json(tmp_path):
     assert lines == [{"step": 10, "a": 1.5, "b": None}, {"step": 2**40, "a": 2.0}]
 
 
-def test_progress_bar_shows_sps_and_latest_eval(capsys):
+def test_progress_bar_shows_one_rate_and_latest_eval(capsys):
     import io
 
     from nnx_ppo.algorithms.core.logging import ProgressBar
@@ -29,7 +29,75 @@ def test_progress_bar_shows_sps_and_latest_eval(capsys):
     bar({"throughput/sps": 1234.0}, 50)
     bar.close()
     text = out.getvalue()
-    assert "50.0/100" in text and "sps=1.23e+03" in text and "eval=12.5" in text
+    assert "50.0/100" in text and "1.23k steps/s, eval 12.5" in text
+    assert "step/s" not in text and "sps=" not in text  # tqdm's own rate is not shown
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_progress_lines_where_the_output_is_no_terminal():
+    import io
+    import re
+
+    from nnx_ppo.algorithms.core.logging import ProgressBar
+
+    out = io.StringIO()  # not a terminal: plain lines, no bar
+    bar = ProgressBar(1_000_000, file=out, description="quickstart", line_every_s=30.0)
+    bar._clock = clock = _Clock()
+    bar({"eval/episode_reward/mean": 1.5}, 0)  # an evaluation before training: no line
+    clock.now = 2.0
+    bar.compiling()
+    clock.now = 14.5
+    bar.compiled()
+    # One device call per 10 s of 100k steps; a line after the compilation, then one
+    # when 30 s have passed since the last, then at the end.
+    for call in range(1, 11):
+        clock.now = 14.5 + 10.0 * call
+        bar(
+            {
+                "throughput/sps": 10_000.0,
+                **({"eval/episode_reward/mean": 7.25} if call == 5 else {}),
+            },
+            100_000 * call,
+        )
+    bar.close()
+    lines = out.getvalue().splitlines()
+    assert lines[:2] == [
+        "quickstart: compiling the training program ...",
+        "quickstart: compiled in 12.5 s",
+    ]
+    progress = lines[2:]
+    assert progress[0] == (
+        "quickstart: step 100k/1.00M (10%), 10.0k steps/s, eval return 1.5, "
+        "elapsed 00:10, ETA 01:30"
+    )
+    steps = [int(re.search(r"step (\d+)k", line).group(1)) for line in progress[:-1]]
+    assert steps == [100, 400, 700]  # every 30 s of training (each call lasts 10 s)
+    assert progress[-1] == (
+        "quickstart: step 1.00M/1.00M (100%), 10.0k steps/s, eval return 7.25, elapsed 01:40"
+    )
+    assert "\r" not in out.getvalue() and "|" not in out.getvalue()  # no bar drawn
+
+
+def test_no_progress_lines_when_switched_off_or_on_a_bar():
+    import io
+
+    from nnx_ppo.algorithms.core.logging import ProgressBar
+
+    for disable in (True, False):
+        out = io.StringIO()
+        bar = ProgressBar(100, file=out, disable=disable)
+        bar.compiling()
+        bar.compiled()
+        bar({"throughput/sps": 5.0}, 100)
+        bar.close()
+        assert "compiled in" not in out.getvalue() and "step 100" not in out.getvalue()
 
 
 def test_tensorboard_writer_and_combine(tmp_path):

@@ -5,7 +5,7 @@ floats and the exact number of env steps so far (a Python ``int``). A sink is an
 callable ``(metrics, step) -> None``; the built-in ones also have ``close()``.
 
 - `ProgressBar`: a live tqdm bar (steps, steps per second, latest eval reward,
-  ETA), silent when the output is not a terminal;
+  ETA) on a terminal, plain progress lines elsewhere (a batch job's log);
 - `JSONLWriter`: one JSON object per call, ``{"step": ..., **metrics}``;
 - `TensorBoardWriter`: scalars via ``tensorboardX`` (extra ``logging``);
 - `WandbWriter`: ``wandb.log`` (extra ``wandb``).
@@ -47,6 +47,7 @@ name                               group            meaning
 ``network/<path>``                 NETWORK_METRICS  the network's metrics, e.g. sampler entropy
 ``train/grad_norm``                GRAD_NORM        global gradient norm (before clipping)
 ``train/param_norm``               WEIGHTS          global parameter norm
+``train/updates_taken``            LOSSES           share of the updates stepped (``target_kl``)
 ``throughput/sps``                 THROUGHPUT       env steps per second since the last log
 ``throughput/wall_time``           THROUGHPUT       seconds since training started
 ``diagnostics/nonfinite_obs``      DIAGNOSTICS      env steps whose observation had a NaN/inf
@@ -96,6 +97,7 @@ _GROUPS = {
     "train/grad_norm": LogLevel.GRAD_NORM,
     "train/param_norm": LogLevel.WEIGHTS,
     "train/learning_rate": LogLevel.LOSSES,
+    "train/updates_taken": LogLevel.LOSSES,
     "diagnostics/": LogLevel.DIAGNOSTICS,
 }
 
@@ -149,18 +151,33 @@ EVAL_REWARD = "eval/episode_reward/mean"
 
 
 class ProgressBar:
-    """A tqdm progress bar over env steps: SPS, latest eval reward, ETA.
+    """Training progress over env steps: a live tqdm bar on a terminal, plain lines
+    elsewhere (a batch job's log, ``nohup``, a pipe).
 
-    The trainers mark the first call's compilation (`compiling`, `compiled`): the label
-    says "(compiling)" until it is done, and the ETA leaves the compilation out.
+    **On a terminal** the bar shows the steps, one rate (env steps per second of
+    training, ``throughput/sps`` once logged, in tqdm's unit-scaled format: ``2.35k
+    steps/s``), the latest evaluation return and the ETA. The trainers mark the first
+    call's compilation (`compiling`, `compiled`): the label says "(compiling)" until it
+    is done, and the ETA leaves the compilation out.
+
+    **Elsewhere** (``disable=None`` and an output that is not a terminal, where a bar
+    would draw nothing readable) it prints plain lines instead: ``compiling the training
+    program ...`` and ``compiled in 12.3 s``, then one line right after the compilation,
+    one per ``line_every_s`` seconds of training and one at the end, each with the step,
+    the rate, the latest evaluation return, the time elapsed since the compilation and
+    the ETA::
+
+        train_ppo: step 120k/1.5M (8%), 2.35k steps/s, eval return 123.4, elapsed 00:52, ETA 09:48
 
     Args:
         total_steps: The run's env steps (the bar's total).
         initial_step: Steps already done (when resuming).
-        disable: ``None`` (default) disables the bar when the output is not a terminal;
-            ``True`` / ``False`` force it.
-        file: Where to draw (default ``sys.stderr``).
-        description: The bar's label.
+        disable: ``None`` (default): the bar on a terminal, plain lines elsewhere;
+            ``True``: nothing; ``False``: the bar wherever the output goes.
+        file: Where to draw or print (default ``sys.stderr``).
+        description: The label.
+        line_every_s: Seconds between plain lines (at most; a line is printed when
+            metrics arrive, after every logged device call).
 
     Examples:
         >>> bar = ProgressBar(1000, disable=True)
@@ -177,7 +194,11 @@ class ProgressBar:
         disable: bool | None = None,
         file: IO[str] | None = None,
         description: str = "train_ppo",
+        line_every_s: float = 20.0,
     ) -> None:
+        import sys
+        import time
+
         from tqdm.auto import tqdm
 
         self._bar = tqdm(
@@ -189,34 +210,99 @@ class ProgressBar:
             unit_scale=True,
             dynamic_ncols=True,
             desc=description,
+            # One rate: the training throughput in the postfix (tqdm's own counts the
+            # evaluations too, in another format).
+            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]",
         )
+        self._file = file if file is not None else sys.stderr
+        # Plain lines where tqdm switched itself off because the output is no terminal.
+        self._lines = disable is None and bool(self._bar.disable)
+        self._clock = time.perf_counter
+        self._total = total_steps
         self._step = initial_step
         self._eval: float | None = None
+        self._sps: float | None = None
         self._description = description
+        self._line_every = float(line_every_s)
+        self._began: float | None = None  # the end of the compilation
+        self._began_step = initial_step
+        self._compile_start: float | None = None
+        self._compile_note = ""
+        self._last_line: float | None = None
 
-    def compiling(self) -> None:
-        """Show that the first call is being compiled (the bar stands still meanwhile)."""
+    def _print(self, text: str) -> None:
+        print(f"{self._description}: {text}", file=self._file, flush=True)
+
+    def compiling(self, note: str | None = None) -> None:
+        """Show that the first call is being compiled (the bar stands still meanwhile).
+
+        Args:
+            note: What else happens before `compiled` (e.g. ``"with the evaluation
+                before training"``), for the plain lines; a second call while compiling
+                keeps the first one's start and note.
+        """
         self._bar.set_description(f"{self._description} (compiling)")
+        if self._lines and self._compile_start is None:
+            self._compile_start = self._clock()
+            self._compile_note = f" ({note})" if note else ""
+            self._print("compiling the training program ...")
 
     def compiled(self) -> None:
         """The compilation is over: restore the label and restart the clock, so the rate
         and the ETA count training time only."""
         self._bar.set_description(self._description, refresh=False)
         self._bar.unpause()
+        self._began, self._began_step = self._clock(), self._step
+        if self._lines and self._compile_start is not None:
+            took = self._began - self._compile_start
+            self._print(f"compiled in {took:.1f} s{self._compile_note}")
 
     def __call__(self, metrics: Mapping[str, float], step: int) -> None:
-        """Advance to ``step`` and show SPS and the latest eval reward."""
+        """Advance to ``step`` and show the rate and the latest eval reward."""
+        from tqdm import tqdm
+
         if EVAL_REWARD in metrics:
             self._eval = float(metrics[EVAL_REWARD])
-        postfix = {}
         if "throughput/sps" in metrics:
-            postfix["sps"] = f"{metrics['throughput/sps']:.3g}"
+            self._sps = float(metrics["throughput/sps"])
+        shown = []
+        if self._sps is not None:
+            shown.append(f"{tqdm.format_sizeof(self._sps)} steps/s")
         if self._eval is not None:
-            postfix["eval"] = f"{self._eval:.4g}"
-        if postfix:
-            self._bar.set_postfix(postfix, refresh=False)
+            shown.append(f"eval {self._eval:.4g}")
+        if shown:
+            self._bar.set_postfix_str(", ".join(shown), refresh=False)
         self._bar.update(step - self._step)
         self._step = step
+        if self._lines:
+            self._line()
+
+    def _line(self) -> None:
+        """A plain line: after the compilation, every ``line_every_s``, at the end."""
+        from tqdm import tqdm
+
+        now = self._clock()
+        if self._began is None:  # before training (an evaluation at step 0)
+            return
+        due = self._last_line is None or now - self._last_line >= self._line_every
+        if not (due or self._step >= self._total):
+            return
+        self._last_line = now
+        elapsed = now - self._began
+        done = self._step - self._began_step
+        rate = self._sps if self._sps is not None else (done / elapsed if elapsed > 0 else 0.0)
+        parts = [
+            f"step {tqdm.format_sizeof(self._step)}/{tqdm.format_sizeof(self._total)} "
+            f"({100 * self._step / max(self._total, 1):.0f}%)",
+            f"{tqdm.format_sizeof(rate)} steps/s",
+        ]
+        if self._eval is not None:
+            parts.append(f"eval return {self._eval:.4g}")
+        parts.append(f"elapsed {tqdm.format_interval(elapsed)}")
+        if done > 0 and self._step < self._total:
+            remaining = (self._total - self._step) * elapsed / done  # wall time, evals too
+            parts.append(f"ETA {tqdm.format_interval(remaining)}")
+        self._print(", ".join(parts))
 
     def close(self) -> None:
         """Close the bar."""
