@@ -39,7 +39,21 @@ TINY = [
 def test_tiny_run_writes_every_output(tmp_path, capsys, monkeypatch):
     os.umask(0o022)
     out = tmp_path / "run"
-    assert main([*TINY, "--lr-schedule", "linear", "--output-dir", str(out)]) == 0
+    shown = [word for word in TINY if word != "--no-progress"]  # progress as in a batch job
+    assert main([*shown, "--lr-schedule", "linear", "--output-dir", str(out)]) == 0
+    # The output is no terminal (captured, as a pipe or a batch job's log): plain lines,
+    # the compilation with its duration, then progress with the rate and the return.
+    captured = capsys.readouterr()
+    err = captured.err
+    assert "train_ppo: compiling the training program ...\n" in err
+    compiled = r"^train_ppo: compiled in \d+\.\d s \(with the evaluation before training\)$"
+    assert re.search(compiled, err, re.M), err
+    last = re.findall(r"^train_ppo: step .*$", err, re.M)[-1]
+    assert re.fullmatch(
+        r"train_ppo: step 2\.40k/2\.40k \(100%\), [\d.]+k? steps/s, eval return [\d.]+, "
+        r"elapsed \d\d:\d\d", last
+    ), last  # fmt: skip
+    assert "\r" not in err  # no bar redrawn in the log
     for name in ("metrics.jsonl", "learning_curve.png", "config.json", "summary.json"):
         assert (out / name).stat().st_size > 0, name
     assert any((out / "checkpoints").iterdir())
@@ -55,7 +69,7 @@ def test_tiny_run_writes_every_output(tmp_path, capsys, monkeypatch):
     rates = [r["train/learning_rate"] for r in records if "train/learning_rate" in r]
     expected = [1e-3 * 59 / 60, 1e-3 / 60]  # float32 in the trainer
     assert [rates[0], rates[-1]] == pytest.approx(expected, rel=1e-5)
-    printed = capsys.readouterr().out
+    printed = captured.out
     assert "final eval return" in printed
     # Staggered starts by default, with a fresh reset per episode.
     stored = json.loads((out / "config.json").read_text())
@@ -204,9 +218,9 @@ def test_help_states_every_option_and_its_default_once(capsys):
 
 
 def test_docstring_examples_run():
-    from nnx_ppo_quickstart import networks, presets
+    from nnx_ppo_quickstart import networks, presets, seeds
 
-    for module in (cli_module, envs_module, networks, presets):
+    for module in (cli_module, envs_module, networks, presets, seeds):
         outcome = doctest.testmod(module)
         assert outcome.attempted > 0 and outcome.failed == 0, module.__name__
 
@@ -762,3 +776,62 @@ def test_critic_obs_on_an_array_env_is_a_one_line_error(tmp_path, capsys):
     assert not (out / "config.json").exists()
     assert main([*TINY, "--critic-obs", "a,,b", "--output-dir", str(out)]) == 2
     assert "not a comma-separated list of observation keys" in _one_line_error(capsys)
+
+
+@pytest.mark.extended  # compiles a 3-run train_many program and its evaluation (~60 s)
+def test_seeds_train_in_one_program_with_a_summary(tmp_path, capsys, monkeypatch):
+    import nnx_ppo.algorithms
+
+    def no_single_runs(*args, **kwargs):
+        raise AssertionError("--seeds trained a seed with train_ppo, not in train_many")
+
+    monkeypatch.setattr(nnx_ppo.algorithms, "train_ppo", no_single_runs)
+    out = tmp_path / "seeds"
+    tiny = [*TINY, "--steps", "800", "--eval-every", "400", "--checkpoint-every", "800"]
+    assert main([*tiny, "--seeds", "0,1,2", "--output-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "seeds 0,1,2 in one program" in printed and "Done: 3 seeds x 800 steps" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    finals = summary["final_eval_reward"]
+    assert summary["seeds"] == [0, 1, 2] and sorted(finals) == ["0", "1", "2"]
+    assert len(set(finals.values())) == 3  # three runs from three initial parameters
+    median, iqm = summary["median"], summary["iqm"]
+    assert median["value"] == pytest.approx(sorted(finals.values())[1])
+    # The IQM drops floor(n / 4) scores at each end: none of 3, so it is their mean.
+    assert iqm["value"] == pytest.approx(sum(finals.values()) / 3)
+    assert median["low"] <= median["value"] <= median["high"] and summary["confidence"] == 0.95
+    assert min(finals.values()) <= iqm["low"] <= iqm["high"] <= max(finals.values())
+    assert f"median {median['value']:.1f} [" in printed
+    # One log of the program (a "run" index per line) and each seed's own folder.
+    runs = {json.loads(line)["run"] for line in (out / "metrics.jsonl").read_text().splitlines()}
+    assert runs == {0, 1, 2}
+    for seed in (0, 1, 2):
+        folder = out / f"seed_{seed}"
+        own = json.loads((folder / "summary.json").read_text())
+        assert own["seed"] == seed and own["final_eval_reward"] == finals[str(seed)]
+        assert (folder / "learning_curve.png").stat().st_size > 0
+        lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        assert lines and all("run" not in line for line in lines)
+        assert [e["eval/episode_reward/mean"] for e in lines if "eval/episode_reward/mean" in e][
+            -1
+        ] == finals[str(seed)]
+    assert json.loads((out / "config.json").read_text())["cli"]["seeds"] == "0,1,2"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--seeds", "0,0"], "argument --seeds: '0,0' repeats a seed"),
+        (["--seeds", "0,x"], "argument --seeds: 'x' is not an integer"),
+        (["--seeds", "-1"], "argument --seeds: -1 must be >= 0"),
+    ],
+)
+def test_bad_seeds_are_usage_errors(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        parse_args(argv)
+    assert message in capsys.readouterr().err
+
+
+def test_seed_and_seeds_together_are_refused(capsys):
+    assert main(["--seed", "3", "--seeds", "0,1"]) == 2
+    assert "--seed 3 and --seeds 0,1: give one" in capsys.readouterr().err

@@ -26,6 +26,7 @@ __all__ = [
     "non_negative_int",
     "parse_count",
     "positive_int",
+    "seed_list",
 ]
 
 
@@ -96,6 +97,31 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} must be >= 0")
     return value
+
+
+def seed_list(text: str) -> list[int]:
+    """An argparse ``type``: comma-separated distinct seeds ``>= 0`` (``"0,1,2"``).
+
+    Raises:
+        argparse.ArgumentTypeError: For no seed, a seed that is not an integer ``>= 0``
+            (named), or a repeated seed.
+
+    Examples:
+        >>> seed_list("0,1, 2")
+        [0, 1, 2]
+        >>> seed_list("3,3")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: '3,3' repeats a seed; give distinct seeds, e.g. 0,1,2
+    """
+    seeds = [non_negative_int(part.strip()) for part in text.split(",") if part.strip()]
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"{text!r} names no seed; give e.g. 0,1,2")
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} repeats a seed; give distinct seeds, e.g. 0,1,2"
+        )
+    return seeds
 
 
 def fail(prog: str, message: str) -> int:

@@ -22,7 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nnx_ppo_apps_common.cli import HelpFormatter, arguments_record, fail, positive_int
+from nnx_ppo_apps_common.cli import (
+    HelpFormatter,
+    arguments_record,
+    fail,
+    positive_int,
+    seed_list,
+)
 from nnx_ppo_apps_common.options import given_options, option_defaults, options_argv
 from nnx_ppo_apps_common.plotting import plot_learning_curve
 from nnx_ppo_apps_common.results import done_message, final_return, throughput, write_json
@@ -36,6 +42,14 @@ from nnx_ppo_apps_common.training import TrainingDefaults, add_training_argument
 
 from nnx_ppo_quickstart.presets import QUICKSTART, preset_options, resolve_preset
 from nnx_ppo_quickstart.run_options import config_argv, resume_argv
+from nnx_ppo_quickstart.seeds import (
+    CONFIDENCE,
+    aggregate,
+    interval_text,
+    parse_seeds,
+    seed_folder,
+    split_metrics,
+)
 
 __all__ = [
     "LOGGERS",
@@ -77,6 +91,15 @@ curves are measured at a constant rate."""
 
 RESETS = ("fresh", "cached")
 """The choices of ``--reset`` (``PPOConfig.reset_mode``; ``"refresh"`` is not offered)."""
+
+
+def _seeds_text(text: str) -> str:
+    """``--seeds``'s argparse ``type``: distinct seeds, kept as the canonical text
+    ``"0,1,2"`` (so a run's ``config.json`` records one value, which ``--config`` and
+    ``--resume`` read back as given); ``""`` (the default: one run) stays ``""``."""
+    if not text:
+        return ""
+    return ",".join(str(seed) for seed in seed_list(text))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -167,6 +190,17 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="seed of the network's initial parameters and of training (environment "
         "resets, minibatch shuffles, evaluations)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=_seeds_text,
+        default="",
+        metavar="S[,S...]",
+        help="train several seeds in one program (train_many), e.g. --seeds 0,1,2,3,4, "
+        "instead of the one --seed: every seed's metrics, learning curve and summary in "
+        "<output-dir>/seed_<s>/, and in <output-dir>/summary.json the seeds' final "
+        "returns with their median and IQM and 95%% bootstrap intervals (default: one run, "
+        "--seed)",
     )
     parser.add_argument(
         "--output-dir",
@@ -260,7 +294,12 @@ def _parser() -> argparse.ArgumentParser:
         help="domain randomization while training: 'playground' uses the randomizer "
         "Playground's registry provides for --env",
     )
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="hide the progress bar (on a terminal) and the progress lines (elsewhere: a "
+        "batch job's log, nohup, a pipe)",
+    )
     add_run_arguments(parser)
     return parser
 
@@ -293,6 +332,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if explicit.get("output_dir") is None:
             raise ValueError("--resume needs the --output-dir of the run to continue")
         run_words = resume_argv(explicit["output_dir"], explicit, origins, parser)
+    if "seed" in given and "seeds" in given:
+        raise ValueError(
+            f"--seed {given['seed']} and --seeds {given['seeds']}: give one; --seeds trains "
+            "each of its seeds, --seed one run"
+        )
     words = [*run_words, *file_words, *argv]
     args = parser.parse_args(words)
     if explicit.get("resume") and not any(w.startswith("--preset") for w in run_words):
@@ -315,12 +359,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def eval_history(jsonl_path: Path) -> list[tuple[int, dict[str, float]]]:
+def eval_history(jsonl_path: Path, run: int | None = None) -> list[tuple[int, dict[str, float]]]:
     """``[(step, metrics)]`` of every evaluation recorded in a run's ``metrics.jsonl``
-    (all attempts of a resumed run: the trainer rewinds the file on resume)."""
+    (all attempts of a resumed run: the trainer rewinds the file on resume); with
+    ``run``, those of the lines of that run of a ``--seeds`` run's file."""
     history = []
     for line in jsonl_path.read_text().splitlines():
         record = json.loads(line)
+        if run is not None and record.pop("run", None) != run:
+            continue
         if record.get("eval/episode_reward/mean") is not None:
             metrics = {k: v for k, v in record.items() if k != "step" and v is not None}
             history.append((int(record["step"]), metrics))
@@ -426,19 +473,40 @@ def _check_loggers(loggers: list[str]) -> None:
                 )
 
 
-def _log_sinks(loggers: list[str], out: Path, record: dict[str, Any]) -> list[Any]:
-    """The ``log_fn`` sinks of ``--logger`` besides ``metrics.jsonl`` (always written)."""
-    from nnx_ppo.algorithms import TensorBoardWriter, WandbWriter
+def _log_sinks(
+    loggers: list[str], out: Path, record: dict[str, Any], seeds: list[int]
+) -> list[Any]:
+    """The ``log_fn`` sinks of ``--logger`` besides ``metrics.jsonl`` (always written);
+    with ``--seeds`` one per seed (`PerRun`), in its `seed_folder`."""
+    from nnx_ppo.algorithms import PerRun, TensorBoardWriter, WandbWriter
 
-    sinks: list[Any] = []
-    for logger in dict.fromkeys(loggers):
+    def sink(logger: str, folder: Path, name: str) -> Any:
         if logger == "tensorboard":
-            sinks.append(TensorBoardWriter(out / "tensorboard"))
-        elif logger == "wandb":
-            sinks.append(
-                WandbWriter(project=PROG, name=out.name, dir=str(out), config=record["cli"])
+            return TensorBoardWriter(folder / "tensorboard")
+        return WandbWriter(project=PROG, name=name, dir=str(folder), config=record["cli"])
+
+    chosen = [logger for logger in dict.fromkeys(loggers) if logger in _LOGGER_PACKAGES]
+    if not seeds:
+        return [sink(logger, out, out.name) for logger in chosen]
+    return [
+        PerRun(
+            lambda run, logger=logger: sink(
+                logger, seed_folder(out, seeds[run]), f"{out.name}-seed_{seeds[run]}"
             )
-    return sinks
+        )
+        for logger in chosen
+    ]
+
+
+def _per_run(sinks: list[Any]) -> Any:
+    """A sweep's ``log_fn(metrics, step, run)`` sending every record to each of
+    ``sinks`` (`PerRun` sinks)."""
+
+    def log_fn(metrics: Any, step: int, run: int) -> None:
+        for sink in sinks:
+            sink(metrics, step, run)
+
+    return log_fn
 
 
 def _randomizer(name: str, env: str) -> Any:
@@ -535,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         return fail(PROG, str(error))
     # Heavy imports after argument parsing, so `--help` is instant.
-    from nnx_ppo.algorithms import Checkpointer, StopOnSignal, combine, train_ppo
+    from nnx_ppo.algorithms import Checkpointer, StopOnSignal, combine, train_many, train_ppo
     from nnx_ppo_quickstart.envs import make_envs, parse_lag
     from nnx_ppo_quickstart.networks import make_network, parse_critic_obs
 
@@ -602,12 +670,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.resume:  # a resume rewrites it once it has succeeded
         write_json(out / "config.json", record)
     verb = "Resuming" if args.resume else "Training"
+    seeds = parse_seeds(args.seeds)
+    what = f"seeds {args.seeds} in one program, " if seeds else ""
     print(
         f"{verb} {args.network} on {args.env} [{envs.source}] for {args.steps:,} steps "
-        f"with {args.n_envs} envs; outputs in {out}/"
+        f"with {args.n_envs} envs; {what}outputs in {out}/"
     )
     print(f"Options: {options_text(args)} (preset {args.preset}; all of them in config.json)")
-    sinks = _log_sinks(args.logger, out, record)
+    sinks = _log_sinks(args.logger, out, record, seeds)
     start = time.perf_counter()
     # The with-block closes the checkpointer (waiting for its last save) even if
     # training fails. SIGTERM or Ctrl-C stops after the current call, with a checkpoint.
@@ -620,18 +690,26 @@ def main(argv: list[str] | None = None) -> int:
         ) as checkpointer,
         StopOnSignal() as stop,
     ):
-        result = train_ppo(
-            envs.train,
-            network,
-            config,
-            eval_env=envs.eval,
-            progress=False if args.no_progress else None,  # None: shown on a terminal
-            jsonl_path=out / "metrics.jsonl",
-            checkpoint=checkpointer,
-            stop=stop,
-            log_fn=combine(*sinks) if sinks else None,
-            randomization_fn=randomization_fn,
-        )
+        options: dict[str, Any] = {
+            "eval_env": envs.eval,
+            "progress": False if args.no_progress else None,  # None: a bar on a terminal
+            "jsonl_path": out / "metrics.jsonl",
+            "checkpoint": checkpointer,
+            "stop": stop,
+            "log_fn": (_per_run(sinks) if seeds else combine(*sinks)) if sinks else None,
+            "randomization_fn": randomization_fn,
+        }
+        if seeds:
+
+            def factory(rngs: Any) -> Any:  # run i: the network of seed seeds[i]
+                return make_network(
+                    args.network, envs.observation_size, envs.action_size, rngs,
+                    entropy_weight=args.entropy_cost, critic_obs=critic_obs,
+                )  # fmt: skip
+
+            result = train_many(envs.train, factory, config, seeds=seeds, **options)
+        else:
+            result = train_ppo(envs.train, network, config, **options)
     for sink in sinks:
         sink.close()
     wall = time.perf_counter() - start
@@ -640,6 +718,8 @@ def main(argv: list[str] | None = None) -> int:
         return _nothing_trained(args, restored)
     if args.resume:
         write_json(out / "config.json", record)
+    if seeds:
+        return _finish_seeds(args, seeds, result, wall, checkpointer.restored_step or 0, stop)
 
     # The whole run's evaluations, from the log: after --resume, result.eval_history
     # holds only those after the resume step. The summary is written before the plot,
@@ -656,6 +736,59 @@ def main(argv: list[str] | None = None) -> int:
         print(stopped_message(PROG, stop.reason, result.total_steps, out), file=sys.stderr)
         return stop.exit_code
     print(done_message(summary, summary["final_eval_reward"], out))
+    return 0
+
+
+def _finish_seeds(
+    args: argparse.Namespace,
+    seeds: list[int],
+    result: Any,
+    wall: float,
+    start_step: int,
+    stop: Any,
+) -> int:
+    """``--seeds``: each seed's folder (metrics, learning curve, summary) and the run's
+    summary of the seeds' final returns (`nnx_ppo_quickstart.seeds`)."""
+    out = args.output_dir
+    split_metrics(out / "metrics.jsonl", seeds, out)
+    finals = []
+    for run, seed in enumerate(seeds):
+        folder = seed_folder(out, seed)
+        history = eval_history(out / "metrics.jsonl", run=run)
+        measured = throughput(result.total_steps, wall, start_step=start_step)
+        summary = {"seed": seed, **_summary(args, history, measured, finished=not result.stopped)}
+        write_json(folder / "summary.json", summary)
+        finals.append(summary["final_eval_reward"])
+        if history:
+            title = f"{args.network} on {args.env}, seed {seed}"
+            plot_learning_curve(history, folder / "learning_curve.png", title)
+    # Throughput of the whole program: every seed's steps.
+    measured = throughput(result.total_steps * len(seeds), wall, start_step=start_step * len(seeds))
+    stats = aggregate(finals)
+    summary = {
+        "env": args.env,
+        "network": args.network,
+        "seeds": seeds,
+        "steps_per_seed": int(result.total_steps),
+        **measured,
+        "final_eval_reward": dict(zip(map(str, seeds), finals, strict=True)),
+        **stats,
+        "finished": not result.stopped,
+    }
+    if result.stopped:
+        summary["stopped_by"] = stop.reason
+    write_json(out / "summary.json", summary)
+    if result.stopped:
+        print(stopped_message(PROG, stop.reason, result.total_steps, out), file=sys.stderr)
+        return stop.exit_code
+    print(
+        f"Done: {len(seeds)} seeds x {result.total_steps:,} steps in "
+        f"{measured['wall_time_s']:.0f} s "
+        f"({measured['steps_per_second']:,.0f} steps/s, all seeds, including compilation and "
+        f"eval); final eval return median {interval_text(stats['median'])}, IQM "
+        f"{interval_text(stats['iqm'])} ({CONFIDENCE:.0%} bootstrap intervals over the "
+        f"seeds). Results in {out}/ (each seed in seed_<s>/)"
+    )
     return 0
 
 

@@ -24,13 +24,15 @@ def make_network(
     preset: str,
     obs_size: Any,
     action_size: Any,
-    seed: int,
+    seed: int | nnx.Rngs,
     *,
     entropy_weight: float = 1e-2,
     critic_obs: Sequence[str] = (),
 ) -> Sequential:
     """Build the actor-critic named by ``preset`` for vector observations and actions,
-    its action sampler's entropy bonus weighted by ``entropy_weight`` (``--entropy-cost``).
+    its action sampler's entropy bonus weighted by ``entropy_weight`` (``--entropy-cost``),
+    its parameters drawn from ``seed`` (an int, or the `nnx.Rngs` `train_many` passes a
+    run's factory).
 
     ``critic_obs`` (``--critic-obs``) makes a privileged critic for a dict observation:
     the critic reads every key, the actor every key but these (``mlp``, ``lstm``, ``gru``).
@@ -58,7 +60,7 @@ def make_network(
             "with array observations, pass --critic-obs KEY for a dict observation, or "
             "build a dict-aware network (see the tutorials)"
         )
-    rngs = nnx.Rngs(seed)
+    rngs = seed if isinstance(seed, nnx.Rngs) else nnx.Rngs(seed)
     if preset == "mlp":
         return make_mlp_actor_critic(
             obs_size,
