@@ -669,6 +669,86 @@ def test_randomization_uses_the_registrys_randomizer_for_the_task(monkeypatch):
     assert cli_module._randomizer("none", "CheetahRun") is None
 
 
+RANDOMIZERS = """
+import jax
+import jax.numpy as jnp
+
+
+def heavier_pole(sys, rng):  # brax's style: one mass scale per environment
+    scale = jax.vmap(lambda key: jax.random.uniform(key, (), minval=1.0, maxval=1.5))(rng)
+    mass = sys.link.inertia.mass[None] * scale[:, None]
+    in_axes = jax.tree.map(lambda _: None, sys).tree_replace({"link.inertia.mass": 0})
+    return sys.tree_replace({"link.inertia.mass": mass}), in_axes
+
+
+def wrong_batch(sys, rng):  # forgets the per-environment axis
+    in_axes = jax.tree.map(lambda _: None, sys).tree_replace({"link.inertia.mass": 0})
+    return sys.tree_replace({"link.inertia.mass": sys.link.inertia.mass * 2}), in_axes
+
+
+def no_such_field(sys, rng):
+    return sys.no_such_field, None
+
+not_a_function = 3
+"""
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ("heavy", ("--randomization 'heavy' is neither a choice", "MODULE:FUNCTION")),
+        ("no_such_module:f", ("--randomization no_such_module:f: cannot import", "no_such")),
+        ("my_randomizers:nope", ("my_randomizers has no function 'nope'",)),
+        ("my_randomizers:not_a_function", ("has no function 'not_a_function'",)),
+        (":f", ("--randomization ':f' must be MODULE:FUNCTION",)),
+    ],
+)
+def test_own_randomizers_that_cannot_be_found_are_refused_before_any_env(
+    spec, named, tmp_path, capsys, monkeypatch
+):
+    (tmp_path / "my_randomizers.py").write_text(RANDOMIZERS)
+    monkeypatch.chdir(tmp_path)  # imported from the current folder
+    monkeypatch.setattr(envs_module, "make_envs", _no_envs)
+    assert main([*TINY, "--randomization", spec, "--output-dir", str(tmp_path / "run")]) == 2
+    err = _one_line_error(capsys)
+    assert all(word in err for word in named), err
+    assert not (tmp_path / "run").exists()
+
+
+class _Trained(Exception):
+    pass
+
+
+def test_own_randomizer_is_checked_against_the_model_before_compiling(
+    tmp_path, capsys, monkeypatch
+):
+    import nnx_ppo.algorithms
+
+    (tmp_path / "my_randomizers.py").write_text(RANDOMIZERS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    given = {}
+
+    def trainer(env, network, config, **options):  # what main passes; nothing is compiled
+        given.update(options)
+        raise _Trained
+
+    monkeypatch.setattr(nnx_ppo.algorithms, "train_ppo", trainer)
+    with pytest.raises(_Trained):
+        main([*TINY, "--randomization", "my_randomizers:heavier_pole", "--output-dir", "ok"])
+    assert given["randomization_fn"].__name__ == "heavier_pole"
+    # Functions that do not fit the model: one line naming the option, before training.
+    for name, why in (
+        ("wrong_batch", "link/inertia/mass"),
+        ("no_such_field", "AttributeError"),
+    ):
+        spec = f"my_randomizers:{name}"
+        assert main([*TINY, "--randomization", spec, "--output-dir", name]) == 2
+        err = _one_line_error(capsys)
+        assert f"--randomization {spec} does not fit --env's model: " in err and why in err, err
+        assert not (tmp_path / name).exists()
+
+
 def test_video_is_refused_naming_the_env_that_cannot_render(tmp_path, capsys, monkeypatch):
     def no_render_envs(name, **kwargs):
         return EnvPair(None, object(), "test", 4, 1)

@@ -73,8 +73,9 @@ _LOGGER_PACKAGES = {
 }
 
 RANDOMIZATIONS = ("none", "playground")
-"""The choices of ``--randomization``: ``playground`` trains on the domain randomizer
-Playground's registry provides for the task (``registry.get_domain_randomizer``)."""
+"""The named choices of ``--randomization``: ``playground`` trains on the domain
+randomizer Playground's registry provides for the task
+(``registry.get_domain_randomizer``); ``module:function`` names one's own."""
 
 LR_SCHEDULES = ("linear", "constant")
 """The choices of ``--lr-schedule`` (`with_learning_rate_schedule`)."""
@@ -290,9 +291,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--randomization",
         default="none",
-        choices=RANDOMIZATIONS,
+        metavar="none|playground|MODULE:FUNCTION",
         help="domain randomization while training: 'playground' uses the randomizer "
-        "Playground's registry provides for --env",
+        "Playground's registry provides for --env; MODULE:FUNCTION one's own, "
+        "function(model, rng[n_envs, 2]) -> (batched_model, in_axes) as brax and "
+        "Playground write them, imported from the current folder or the installed "
+        "packages and checked against --env's model before compiling",
     )
     parser.add_argument(
         "--no-progress",
@@ -511,13 +515,23 @@ def _per_run(sinks: list[Any]) -> Any:
 
 def _randomizer(name: str, env: str) -> Any:
     """The ``randomization_fn`` of ``--randomization name`` for ``--env env``
-    (``None`` for ``none``).
+    (``None`` for ``none``): Playground's for ``playground``, the user's own for
+    ``module:function``.
 
     Raises:
-        ValueError: If Playground provides no domain randomizer for ``env``.
+        ValueError: If Playground provides no domain randomizer for ``env``, or
+            ``name`` is no choice, names a module that cannot be imported or a
+            function the module does not have.
     """
     if name == "none":
         return None
+    if ":" in name:
+        return _own_randomizer(name)
+    if name not in RANDOMIZATIONS:
+        raise ValueError(
+            f"--randomization {name!r} is neither a choice ({', '.join(RANDOMIZATIONS)}) nor "
+            "MODULE:FUNCTION (one's own randomizer, e.g. my_randomizers:heavier_pole)"
+        )
     try:
         from mujoco_playground import registry
     except ImportError:
@@ -532,6 +546,61 @@ def _randomizer(name: str, env: str) -> Any:
             "manipulation tasks); leave --randomization out"
         )
     return randomizer
+
+
+def _own_randomizer(spec: str) -> Any:
+    """``--randomization module:function``: the function, imported (the current folder
+    first, as ``python -m`` would).
+
+    Raises:
+        ValueError: Naming the option, its value, why and the fix.
+    """
+    import importlib
+    import os
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(
+            f"--randomization {spec!r} must be MODULE:FUNCTION, e.g. "
+            "my_randomizers:heavier_pole (a function in my_randomizers.py)"
+        )
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(
+            f"--randomization {spec}: cannot import {module_name!r} ({error}); run from the "
+            f"folder holding {module_name.replace('.', '/')}.py, or install its package"
+        ) from None
+    function = getattr(module, attr, None)
+    if not callable(function):
+        raise ValueError(
+            f"--randomization {spec}: {module_name} has no function {attr!r}; give the name "
+            "of a function (model, rng) -> (batched_model, in_axes)"
+        )
+    return function
+
+
+def _check_randomizer(spec: str, function: Any, env: Any, n_envs: int) -> None:
+    """Trace ``--randomization``'s function on the training env's model (nothing is
+    compiled or run), so a mismatch is a one-line error before any training.
+
+    Raises:
+        ValueError: Naming the option, its value and what does not fit.
+    """
+    from nnx_ppo.algorithms.core.randomization import make_randomization
+
+    try:
+        make_randomization(env, function, n_envs, env_name="--env")
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as error:
+        # The trainer's note on what to check; not JAX's on its filtered traceback.
+        notes = " ".join(n for n in getattr(error, "__notes__", []) if n.startswith("("))
+        text = f"{type(error).__name__}: {error}" if not isinstance(error, ValueError) else error
+        raise ValueError(
+            f"--randomization {spec} does not fit --env's model: {text}"
+            + (f" {notes}" if notes else "")
+        ) from None
 
 
 def _with_video(config: Any, args: argparse.Namespace, eval_env: Any) -> Any:
@@ -658,6 +727,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.video:
             config = _with_video(config, args, envs.eval)
+        if randomization_fn is not None:
+            _check_randomizer(args.randomization, randomization_fn, envs.train, args.n_envs)
     except (ValueError, TypeError) as error:
         return fail(PROG, str(error))
 
