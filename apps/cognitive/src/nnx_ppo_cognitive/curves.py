@@ -176,7 +176,7 @@ def write_learning_curves(
                 warnings.simplefilter("ignore", RuntimeWarning)
                 filled = np.where(np.isnan(values), np.nanmean(values, axis=0), values)
             if np.all(np.isfinite(filled)):
-                plot_learning_curves({"median": (steps, filled)}, ax=ax, ylabel=CURVES[name])
+                plot_learning_curves({"all seeds": (steps, filled)}, ax=ax, ylabel=CURVES[name])
             ax.set_xlabel("env steps per seed")
             ax.set_ylabel(CURVES[name])
             ax.legend(fontsize=7)

@@ -58,11 +58,11 @@ class EconomicChoice(CognitiveTask):
     Args:
         a_to_b: The value of a drop of A in drops of B (> 0).
         reward_b: The reward of a drop of B (> 0).
-        dt: See `CognitiveTask`.
-        sigma: See `CognitiveTask`.
-        abort_reward: See `CognitiveTask`. (No ``correct_reward``: a choice earns the
+        dt: See `TaskOptions`.
+        sigma: See `TaskOptions`.
+        abort_reward: See `TaskOptions`. (No ``correct_reward``: a choice earns the
             chosen juice.)
-        dict_obs: See `CognitiveTask`.
+        dict_obs: See `TaskOptions`.
 
     Examples:
         >>> import jax
