@@ -915,3 +915,72 @@ def test_bad_seeds_are_usage_errors(argv, message, capsys):
 def test_seed_and_seeds_together_are_refused(capsys):
     assert main(["--seed", "3", "--seeds", "0,1"]) == 2
     assert "--seed 3 and --seeds 0,1: give one" in capsys.readouterr().err
+
+
+@pytest.fixture
+def no_menagerie(tmp_path, monkeypatch):
+    """Playground's Menagerie folder absent (a path in tmp_path), and its git clone a
+    test failure: nothing may reach the network."""
+    from mujoco_playground._src import mjx_env
+
+    path = tmp_path / "external_deps" / "mujoco_menagerie"
+    monkeypatch.setattr(mjx_env, "MENAGERIE_PATH", path)
+    monkeypatch.delenv("NNX_PPO_MENAGERIE", raising=False)
+
+    def no_clone(*args, **kwargs):
+        raise AssertionError("Playground's git clone ran")
+
+    monkeypatch.setattr(mjx_env, "_clone_with_progress", no_clone)
+    return path
+
+
+def test_a_menagerie_env_offline_fails_in_one_line_before_anything_is_built(
+    no_menagerie, tmp_path, capsys, monkeypatch
+):
+    from nnx_ppo_quickstart import assets
+
+    monkeypatch.setattr(assets, "_reachable", lambda *args: False)  # the network blocked
+    began = time.perf_counter()
+    out = tmp_path / "run"
+    assert main(["--env", "Go1JoystickFlatTerrain", "--output-dir", str(out)]) == 2
+    assert time.perf_counter() - began < 30  # no clone attempted, nothing compiled
+    err = _one_line_error(capsys)
+    assert "--env Go1JoystickFlatTerrain needs MuJoCo Menagerie" in err
+    assert f"loads from {no_menagerie}" in err and "cannot be reached" in err
+    assert "git clone https://github.com/deepmind/mujoco_menagerie.git DIR" in err
+    assert "set NNX_PPO_MENAGERIE=DIR" in err
+    assert not out.exists()
+
+
+def test_a_failed_menagerie_download_is_one_line(no_menagerie, tmp_path, capsys, monkeypatch):
+    from mujoco_playground._src import mjx_env
+    from nnx_ppo_quickstart import assets
+
+    def clone_fails(*args, **kwargs):  # as git clone fails: Playground's own error
+        raise subprocess.CalledProcessError(128, ["git", "clone"])
+
+    monkeypatch.setattr(assets, "_reachable", lambda *args: True)
+    monkeypatch.setattr(mjx_env, "_clone_with_progress", clone_fails)
+    out = tmp_path / "run"
+    assert main(["--env", "G1JoystickFlatTerrain", "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after Playground's own line
+    assert err.startswith("nnx-ppo-quickstart: error: --env G1JoystickFlatTerrain needs")
+    assert "downloading it failed (Command '['git', 'clone']' returned" in err
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_a_local_menagerie_copy_is_linked_where_playground_looks(
+    no_menagerie, tmp_path, monkeypatch
+):
+    from nnx_ppo_quickstart.assets import ensure_menagerie
+
+    monkeypatch.setenv("NNX_PPO_MENAGERIE", str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match=r"NNX_PPO_MENAGERIE=\S+nowhere names no folder"):
+        ensure_menagerie("Go1JoystickFlatTerrain")
+    copy = tmp_path / "menagerie_copy"
+    (copy / "unitree_go1").mkdir(parents=True)
+    monkeypatch.setenv("NNX_PPO_MENAGERIE", str(copy))
+    ensure_menagerie("Go1JoystickFlatTerrain")
+    assert no_menagerie.resolve() == copy.resolve()
+    assert (no_menagerie / "unitree_go1").is_dir()
+    ensure_menagerie("CartpoleBalance")  # a task without robot assets: nothing to do

@@ -13,6 +13,7 @@ from nnx_ppo.wrappers import (
     RewardScalingWrapper,
     wrap_for_training,
 )
+from nnx_ppo_quickstart.assets import ensure_menagerie
 
 __all__ = ["EnvPair", "available_envs", "make_envs", "parse_lag", "unknown_env_message"]
 
@@ -116,7 +117,9 @@ def make_envs(
 
     Raises:
         ValueError: If no registry knows ``name`` (the message lists the valid names),
-            or a lag option is invalid.
+            a lag option is invalid, or a Playground robot's assets (MuJoCo Menagerie)
+            are missing and cannot be had (`ensure_menagerie`: the message says what
+            to do).
     """
     lags = {"action_lag": parse_lag("--action-lag", action_lag)}
     lags["obs_lag"] = parse_lag("--obs-lag", obs_lag)
@@ -130,6 +133,8 @@ def make_envs(
         source = f"brax ({brax_backend})"
     elif name in names["playground"]:
         from mujoco_playground import registry
+
+        ensure_menagerie(name)  # a robot's assets, or a one-line error naming the fix
 
         # The default "warp" implementation is ~25x slower on CPU; "jax" runs anywhere.
         base = registry.load(name, config_overrides={"impl": "jax"})
