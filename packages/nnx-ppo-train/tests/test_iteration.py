@@ -96,6 +96,8 @@ def test_replay_ratio_is_one_before_the_first_update(kind, sequence_length, nets
         assert float(metrics["actor/ratio_max_deviation"]) < RATIO_BOUND.get(kind, 1e-5)
         assert abs(float(metrics["actor/approx_kl"])) < 1e-7
         assert (float(metrics.get("loss/mirror", 0.0)) > 0) == mirrored
+        if mirrored:  # the mirrored half alone
+            assert float(metrics["actor/mirror_ratio_max_deviation"]) < 1e-5
 
 
 @pytest.mark.parametrize("kind", _kinds(["lstm", "variational"]))

@@ -161,6 +161,7 @@ def write_learning_curves(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter
 
     from nnx_ppo.algorithms.analysis.plotting import plot_learning_curves
 
@@ -170,7 +171,7 @@ def write_learning_curves(
         for ax, name in zip(axes, shown, strict=True):
             values = curves[name]
             for k, seed in enumerate(seeds):
-                ax.plot(steps, values[k], color=f"C{k % 10}", alpha=0.35, linewidth=1,
+                ax.plot(steps, values[k], color=f"C{k % 9 + 1}", alpha=0.35, linewidth=1,
                         label=f"seed {seed}")  # fmt: skip
             with warnings.catch_warnings():  # a step where no seed ended a trial
                 warnings.simplefilter("ignore", RuntimeWarning)
@@ -178,6 +179,7 @@ def write_learning_curves(
             if np.all(np.isfinite(filled)):
                 plot_learning_curves({"all seeds": (steps, filled)}, ax=ax, ylabel=CURVES[name])
             ax.set_xlabel("env steps per seed")
+            ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 400k, 2M
             ax.set_ylabel(CURVES[name])
             ax.legend(fontsize=7)
         fig.suptitle(title, fontsize=9)
