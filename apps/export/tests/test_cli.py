@@ -252,3 +252,41 @@ def test_factory_rebuilds_other_runs(
         assert "must be 'module:function'" in capsys.readouterr().err
     finally:
         bare.rename(run_dir / "checkpoints")
+
+
+@pytest.mark.extended  # trains a 2-seed train_many run (~60 s under load)
+def test_one_seed_of_a_seeds_run_exports(tmp_path: Path, capsys: Any) -> None:
+    from nnx_ppo_quickstart.cli import main as quickstart
+
+    run = tmp_path / "seeds"
+    tiny = [
+        "--network", "mlp", "--steps", "400", "--n-envs", "8", "--rollout-length", "10",
+        "--n-minibatches", "2", "--n-epochs", "1", "--eval-every", "400", "--eval-envs", "2",
+        "--episode-length", "40", "--checkpoint-every", "400", "--no-progress",
+        "--obs-history", "3",
+    ]  # fmt: skip
+    assert quickstart([*tiny, "--seeds", "4,7", "--output-dir", str(run)]) == 0
+    capsys.readouterr()
+    # The run folder holds two policies: the error names the folders to pass.
+    assert main([str(run), "--format", "stablehlo", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "holds the seeds 4,7 of one --seeds run" in err and str(run / "seed_7") in err
+    out = tmp_path / "seed7"
+    args = ["--format", "stablehlo", "--out", str(out), "--record-obs", "5"]
+    assert main([str(run / "seed_7"), *args]) == 0
+    assert "seed 7 of 4,7" in capsys.readouterr().out
+    manifest = read_manifest(out)
+    assert manifest["source"]["seed"] == 7
+    # The artefact is seed 7's trained policy (run 1 of the checkpoint), not seed 4's:
+    # its recorded actions are the ones the rebuilt seed-7 network takes, and differ
+    # from seed 4's on the same observations.
+    with np.load(out / "obs.npz") as data:
+        obs, expected = data["obs"], data["expected/action"]
+    policies = {
+        seed: DeterministicPolicy(rebuild(run / f"seed_{seed}").network, 12) for seed in (4, 7)
+    }
+    np.testing.assert_allclose(
+        np.stack(_policy_actions(policies[7], obs)), expected, atol=1e-5, rtol=0
+    )
+    other = np.stack(_policy_actions(policies[4], obs))
+    assert np.abs(other - expected).max() > 1e-3

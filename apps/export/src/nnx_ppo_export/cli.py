@@ -40,7 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "checkpoint_dir",
         type=Path,
         metavar="CHECKPOINT_DIR",
-        help="the --output-dir of an nnx-ppo-quickstart run, or its checkpoints/ folder",
+        help="the --output-dir of an nnx-ppo-quickstart run, or its checkpoints/ folder; "
+        "for a --seeds run the folder of one seed, RUN/seed_<s>",
     )
     parser.add_argument(
         "--format",

@@ -56,7 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "run_dir",
         type=Path,
         metavar="RUN_DIR",
-        help="the --output-dir of an nnx-ppo-quickstart run, or its checkpoints/ folder",
+        help="the --output-dir of an nnx-ppo-quickstart run, or its checkpoints/ folder; "
+        "for a --seeds run the folder of one seed, RUN/seed_<s>",
     )
     parser.add_argument(
         "--step", type=non_negative_int, default=None, help="checkpoint step (default: latest)"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RebuiltPolicy", "find_checkpoints", "load_factory", "rebuild"]
+__all__ = ["RebuiltPolicy", "find_checkpoints", "load_factory", "rebuild", "seed_of"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,9 @@ class RebuiltPolicy:
 def find_checkpoints(path: Path) -> tuple[Path, Path | None]:
     """``(checkpoint_dir, run_dir)`` for a run folder or its ``checkpoints/`` folder.
 
-    ``run_dir`` is the folder holding a quickstart ``config.json``, or ``None``.
+    ``run_dir`` is the folder holding a quickstart ``config.json``, or ``None``. A seed
+    folder ``RUN/seed_<s>`` of a ``--seeds`` run gives the run's ``checkpoints/`` (the
+    checkpoint of every seed) and ``RUN``.
 
     Raises:
         FileNotFoundError: If ``path`` is not a folder.
@@ -64,9 +66,23 @@ def find_checkpoints(path: Path) -> tuple[Path, Path | None]:
         )
     if (path / "config.json").is_file() and (path / "checkpoints").is_dir():
         return path / "checkpoints", path
+    if seed_of(path) is not None:  # one seed of a --seeds run: the sweep's checkpoints
+        return path.parent / "checkpoints", path.parent
     if (path.parent / "config.json").is_file():
         return path, path.parent
     return path, None
+
+
+def seed_of(path: Path) -> int | None:
+    """The seed of a ``--seeds`` run's seed folder ``RUN/seed_<s>`` (next to the run's
+    ``config.json`` and ``checkpoints/``), else ``None``."""
+    name = path.name
+    if not name.startswith("seed_") or not name.removeprefix("seed_").isdigit():
+        return None
+    run = path.parent
+    if not ((run / "config.json").is_file() and (run / "checkpoints").is_dir()):
+        return None
+    return int(name.removeprefix("seed_"))
 
 
 def load_factory(spec: str) -> Callable[[dict[str, Any]], tuple[Any, Any]]:
@@ -90,7 +106,37 @@ def load_factory(spec: str) -> Callable[[dict[str, Any]], tuple[Any, Any]]:
     return factory
 
 
-def _quickstart_template(run_dir: Path) -> tuple[Any, Any, str, Any, dict[str, Any]]:
+def _run_index(run_dir: Path, cli: dict[str, Any], seed: int | None) -> int | None:
+    """Which run of a ``--seeds`` run's checkpoint is seed ``seed`` (``None`` for a run
+    of one seed).
+
+    Raises:
+        ValueError: For a ``--seeds`` run folder given without a seed, or a seed the
+            run did not train; the message names the seed folders to pass.
+    """
+    seeds = [int(s) for s in str(cli.get("seeds") or "").split(",") if s]
+    if not seeds:
+        if seed is not None:
+            raise ValueError(
+                f"{run_dir} trained one run (no --seeds); pass {run_dir} itself, not a seed folder."
+            )
+        return None
+    folders = ", ".join(str(run_dir / f"seed_{s}") for s in seeds)
+    if seed is None:
+        raise ValueError(
+            f"{run_dir} holds the seeds {cli['seeds']} of one --seeds run; pass the folder of "
+            f"the seed to use: {folders}"
+        )
+    if seed not in seeds:
+        raise ValueError(
+            f"{run_dir} trained the seeds {cli['seeds']}, not {seed}; pass one of {folders}"
+        )
+    return seeds.index(seed)
+
+
+def _quickstart_template(
+    run_dir: Path, seed: int | None = None
+) -> tuple[Any, Any, str, Any, dict[str, Any], int | None]:
     from nnx_ppo_quickstart.envs import make_envs
     from nnx_ppo_quickstart.networks import make_network, parse_critic_obs
 
@@ -117,27 +163,32 @@ def _quickstart_template(run_dir: Path) -> tuple[Any, Any, str, Any, dict[str, A
         action_repeat=int(cli.get("action_repeat", 1)),
         obs_history=int(cli.get("obs_history", 1)),
     )
+    index = _run_index(run_dir, cli, seed)
     network = make_network(
         cli["network"],
         envs.observation_size,
         envs.action_size,
-        int(cli["seed"]),
+        int(cli["seed"]) if seed is None else seed,
         critic_obs=parse_critic_obs(str(cli.get("critic_obs", ""))),
     )
     what = f"{cli['network']} on {cli['env']} [{envs.source}]"
+    if seed is not None:
+        what += f", seed {seed} of {cli['seeds']}"
     run = {key: cli[key] for key in ("env", "brax_backend", "episode_length", "network")}
+    run["seed"] = int(cli["seed"]) if seed is None else seed
     run.update({key: cli[key] for key in ("action_lag", "obs_lag", "lag_hold_prob") if key in cli})
     run["observation"] = observation_layout(cli, envs.observation_size)
     run["trained_with"] = (stored.get("provenance") or {}).get("versions")
-    return network, envs.observation_size, what, envs, run
+    return network, envs.observation_size, what, envs, run, index
 
 
 def rebuild(path: Path, *, factory: str | None = None, step: int | None = None) -> RebuiltPolicy:
     """Rebuild the trained network of a run folder.
 
     Args:
-        path: A quickstart run folder (or its ``checkpoints/``), or any `Checkpointer`
-            folder together with ``factory``.
+        path: A quickstart run folder (or its ``checkpoints/``, or for a ``--seeds``
+            run the folder of one seed, ``RUN/seed_<s>``), or any `Checkpointer` folder
+            together with ``factory``.
         factory: ``module:function`` building ``(template_network, observation_spec)``
             from the checkpoint metadata; required for runs that are not quickstart runs.
         step: Load this checkpoint step instead of the latest readable one.
@@ -153,7 +204,7 @@ def rebuild(path: Path, *, factory: str | None = None, step: int | None = None) 
 
     checkpoints, run_dir = find_checkpoints(path)
     metadata = load_metadata(checkpoints, step)
-    envs, run = None, {}
+    envs, run, index = None, {}, None
     if factory is not None:
         built = load_factory(factory)(metadata)
         if not (isinstance(built, tuple) and len(built) == 2):
@@ -164,14 +215,16 @@ def rebuild(path: Path, *, factory: str | None = None, step: int | None = None) 
         template, observation_spec = built
         what = f"{type(template).__name__} from {factory}"
     elif run_dir is not None:
-        template, observation_spec, what, envs, run = _quickstart_template(run_dir)
+        template, observation_spec, what, envs, run, index = _quickstart_template(
+            run_dir, seed_of(path)
+        )
     else:
         raise ValueError(
             f"{str(path)!r} has no nnx-ppo-quickstart config.json next to its checkpoints, "
             "so the network cannot be rebuilt from it; pass --factory module:function "
             "(a function of the checkpoint metadata returning (network, observation_spec))."
         )
-    network = load_network(checkpoints, template, step=metadata["step"])
+    network = load_network(checkpoints, template, step=metadata["step"], run=index)
     return RebuiltPolicy(
         network=network,
         observation_spec=observation_spec,
