@@ -200,10 +200,10 @@ def test_two_rounds_stopped_inside_the_second_resume_from_its_checkpoint(tmp_pat
 
 
 @pytest.mark.extended
-def test_a_diverging_trial_fails_its_round_and_the_search_goes_on(tmp_path):
+def test_a_diverging_trial_fails_its_round_and_the_search_goes_on(tmp_path, capsys):
     """Trial 0's learning rate (1e30, enqueued) drives its parameters to inf: the round's
     program stops with a NonFiniteError, both of its trials fail (the culprit named as
-    diverged), and round 1 trains and is told."""
+    diverged), and round 1 trains and is told. Each told round is a line on stderr."""
     study = study_at(tmp_path)
     for rate in (1e30, 1e-3, 1e-3, 2e-3):  # the values the next four asks return
         study.enqueue_trial({"learning_rate": rate})
@@ -211,9 +211,15 @@ def test_a_diverging_trial_fails_its_round_and_the_search_goes_on(tmp_path):
     adam = TrainConfig(ppo=dataclasses.replace(CONFIG.ppo, max_grad_norm=None), eval=CONFIG.eval)
     result = run_search(
         study, ENV, mlp, adam, space, rounds=2, runs_per_round=2, directory=tmp_path,
-        progress=False,
     )  # fmt: skip
     assert result.rounds_done == 2
+    told = [line for line in capsys.readouterr().err.splitlines() if "told" in line]
+    best = study.best_trial
+    assert told == [
+        "run_search: round 1/2 told: 2 trials, 2 failed",
+        f"run_search: round 2/2 told: 2 trials, 0 failed; best so far {best.value:.4g} "
+        f"(trial {best.number}, {best.params})",
+    ]
     rounds = by_round(study)
     assert [t.state for t in rounds[0]] == [optuna.trial.TrialState.FAIL] * 2
     assert [t.state for t in rounds[1]] == [optuna.trial.TrialState.COMPLETE] * 2

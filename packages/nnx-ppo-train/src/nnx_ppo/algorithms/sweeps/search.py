@@ -65,6 +65,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -313,10 +314,13 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(scratch, path)
 
 
-def _tell_round(study: Any, folder: Path, trials: list[Any], outcomes: list[Any]) -> None:
+def _tell_round(
+    study: Any, folder: Path, trials: list[Any], outcomes: list[Any]
+) -> list[dict[str, Any]]:
     """Tell the round's unfinished trials their outcome: a ``[n_seeds, n_objectives]``
     array of values (told their mean over seeds; not finite: failed) or a failure
-    message; and write every trial's outcome to ``results.json`` first."""
+    message; and write every trial's outcome to ``results.json`` first. Returns its
+    rows."""
     optuna = _optuna()
     rows = []
     for trial, outcome in zip(trials, outcomes, strict=True):
@@ -340,6 +344,22 @@ def _tell_round(study: Any, folder: Path, trials: list[Any], outcomes: list[Any]
         else:
             value = row["value"]
             study.tell(trial.number, value if len(value) > 1 else value[0])
+    return rows
+
+
+def _report_round(study: Any, r: int, rounds: int, rows: list[dict[str, Any]]) -> None:
+    """One line on stderr when a round is told: its trials, failures and the study's best
+    so far (a single objective), so a batch job's log shows the search progressing."""
+    failed = sum("failure" in row for row in rows)
+    text = f"run_search: round {r + 1}/{rounds} told: {len(rows)} trials, {failed} failed"
+    if len(study.directions) == 1:
+        try:
+            best = study.best_trial
+        except ValueError:  # no trial completed yet
+            best = None
+        if best is not None:
+            text += f"; best so far {best.value:.4g} (trial {best.number}, {best.params})"
+    print(text, file=sys.stderr, flush=True)
 
 
 def _divergence(trials: list[Any], error: NonFiniteError, n_seeds: int) -> list[str]:
@@ -395,6 +415,9 @@ def run_search(
         teacher: For a `DistillationConfig`: the teacher (as for `train_many`).
         **options: `train_many`'s run options, except ``checkpoint`` and ``jsonl_path``,
             which the driver sets for every round (``stop`` ends the search early).
+            Unless ``progress=False``, every round's program shows its progress (a bar
+            on a terminal, plain lines elsewhere) and the driver prints a line on
+            stderr when a round is told (its trials, failures and the best so far).
 
     Returns:
         A `SearchResult`.
@@ -447,6 +470,7 @@ def run_search(
     _claim(study, _fingerprint(train_config, space, seed_list, runs_per_round, objective))
     root = Path(directory).expanduser().absolute()
     n_seeds = len(seed_list)
+    report = options.get("progress") is not False  # a line per round, as progress goes
 
     while True:
         r, trials = _open_round(study, runs_per_round, optuna)
@@ -475,7 +499,9 @@ def run_search(
                     **options,
                 )
             except NonFiniteError as error:
-                _tell_round(study, folder, trials, _divergence(trials, error, n_seeds))
+                rows = _tell_round(study, folder, trials, _divergence(trials, error, n_seeds))
+                if report:
+                    _report_round(study, r, rounds, rows)
                 continue
         if result.stopped:
             return SearchResult(study, r, stopped=True)
@@ -483,4 +509,6 @@ def run_search(
         outcomes = [
             _values(objective, result, slot, n_seeds, n_objectives) for slot in range(len(trials))
         ]
-        _tell_round(study, folder, trials, outcomes)
+        rows = _tell_round(study, folder, trials, outcomes)
+        if report:
+            _report_round(study, r, rounds, rows)
