@@ -25,6 +25,7 @@ from nnx_ppo.algorithms.core.mirroring import (
     MirrorStep,
     augmented,
     check_symmetry,
+    mirror_loss,
     sampler_slots,
     symmetry_error,
 )
@@ -239,10 +240,7 @@ def test_a_mirrored_recurrent_sequence_replays_as_the_network_runs_on_the_mirror
     labels, (starts, m_starts) = cut_sequences(
         length, (tr, m.labels), (result.chunk_carries, m.chunk_carries)
     )
-    zeros = jnp.zeros(labels[0].done.shape)
-    both, both_carry, _, _ = augmented(
-        SYMMETRY, labels[0], starts, labels[1], m_starts, zeros, zeros
-    )
+    both, both_carry = augmented(SYMMETRY, labels[0], starts, labels[1], m_starts)
     out = jax.jit(lambda p, s, c, x: replay(graphdef, p, s, c, x))(
         params, network_state, both_carry, both
     )
@@ -276,3 +274,38 @@ def test_the_symmetry_error_is_zero_for_a_symmetric_policy_and_known_otherwise()
     # so a(Ms) - M a(s) = (2y, 0) and the error is mean |2y|.
     error = symmetry_error(_linear_policy(np.array([[1.0, 1.0], [0.0, 1.0]])), SYMMETRY, obs)
     np.testing.assert_allclose(error, float(jnp.mean(jnp.abs(2 * obs[..., 1]))), rtol=1e-6)
+
+
+def test_the_mirror_loss_is_the_squared_mirror_error_of_the_mean_and_moves_it():
+    # The policies above on a 5-step PointMass rollout with the mirrored record: the
+    # asymmetric one has u(Ms) - M u(s) = (2y, 0) (u the Gaussian's mean, the
+    # sampler's raw mode), so the loss is mean 4 y^2, and its gradient is not zero
+    # (a sampler's mode is a fixed value: the loss reads the distribution's); the
+    # symmetric one has loss 0.
+    env = EpisodeWrapper(PointMass(), episode_length=3)
+    first = reset_envs(env, jax.random.PRNGKey(0), 4)
+    for kernel, symmetric in ((np.array([[1.0, 1.0], [0.0, 1.0]]), False), (np.eye(2), True)):
+        net = _linear_policy(kernel)
+        graphdef, params, network_state = split_network(net)
+        carry = net.initialize_state(4)
+        *_, rollout = unroll(
+            env, graphdef, params, network_state, first, carry, initial_episode_stats(4),
+            jax.random.PRNGKey(1), first, length=5, bootstrap_on_truncation=False,
+            mirror=MirrorStep(graphdef, SYMMETRY, None), mirror_carry=carry,
+        )  # fmt: skip
+        mirror = rollout.mirror
+
+        def loss(p, rollout=rollout, mirror=mirror, graphdef=graphdef, state=network_state):
+            return mirror_loss(
+                graphdef, p, state, SYMMETRY, rollout.transitions, rollout.initial_carry,
+                mirror.labels, mirror.initial_carry,
+            )  # fmt: skip
+
+        value, grads = jax.value_and_grad(loss)(params)
+        norm = sum(float(jnp.sum(g**2)) for g in jax.tree.leaves(grads))
+        if symmetric:
+            assert float(value) == 0.0 and norm == 0.0
+        else:
+            y = rollout.transitions.obs[..., 1]
+            np.testing.assert_allclose(value, jnp.mean(4 * y**2), rtol=1e-6)
+            assert norm > 1e-2

@@ -126,10 +126,21 @@ class SamplerCall:
         sampler: The `ActionSampler` module that was called.
         output: What it returned: ``output.output["action"]`` is the action,
             ``output.rollout_extras`` the raw action it emitted for replay.
+        params: The distribution parameters its input gave (e.g. a Gaussian's
+            ``(mean, std)``), differentiable in the network's parameters (the actions
+            are not: a sampler's draws and modes are fixed values).
     """
 
     sampler: ActionSampler
     output: StatefulModuleOutput
+    params: Any = None
+
+    @property
+    def mode(self) -> jax.Array:
+        """The distribution's raw mode (before squashing: a Gaussian's mean, a
+        categorical's most likely index), as a differentiable function of ``params``:
+        e.g. for a loss on where the policy is centred."""
+        return self.sampler._mode_raw(self.params)
 
 
 @contextlib.contextmanager
@@ -152,12 +163,14 @@ def record_sampler_calls() -> Iterator[list[SamplerCall]]:
             outer.extend(calls)
 
 
-def record_sampler_call(sampler: ActionSampler, output: StatefulModuleOutput) -> None:
+def record_sampler_call(
+    sampler: ActionSampler, output: StatefulModuleOutput, params: Any = None
+) -> None:
     """Record one call if a `record_sampler_calls` block is active (called by
-    `ActionSampler.__call__`; a no-op otherwise)."""
+    `ActionSampler.__call__` with its distribution parameters; a no-op otherwise)."""
     calls = _ACTIVE.get()
     if calls is not None:
-        calls.append(SamplerCall(sampler, output))
+        calls.append(SamplerCall(sampler, output, params))
 
 
 # --------------------------------------------------------------------------------------
@@ -293,7 +306,7 @@ class ActionSampler(StatefulModule):
             metrics={"entropy": jnp.mean(entropy)},
             rollout_extras=raw,
         )
-        record_sampler_call(self, out)  # a no-op outside record_sampler_calls
+        record_sampler_call(self, out, params)  # a no-op outside record_sampler_calls
         return out
 
 

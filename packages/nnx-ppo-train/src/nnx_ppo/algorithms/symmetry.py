@@ -10,8 +10,9 @@ symmetry extension, Mittal et al. 2024), each optional:
   observations, mirrored actions, the same advantages and value targets), with the
   importance ratio of each mirrored action computed against the probability the
   rollout's policy gave it *on the mirrored observations*;
-- **a mirror loss**: ``mirror_loss_weight * mean |a(mirror s) - mirror a(s)|^2`` on the
-  policy's mean action ``a`` (its mode, what ``eval()`` returns).
+- **a mirror loss**: ``mirror_loss_weight * mean |u(mirror s) - mirror u(s)|^2`` on the
+  policy's distribution location ``u`` (each sampler's raw mode: for a tanh-squashed
+  Gaussian the pre-``tanh`` mean, which keeps its gradient where the action saturates).
 
 For a recurrent policy the mirrored sequences start from *mirrored carries*: the
 rollout runs the network on the mirrored observations beside the real ones, so the
@@ -247,9 +248,9 @@ class Symmetry:
             actions: the mirror is applied to them, which is the same for ``tanh``
             squashing (checked before compiling).
         augment: Add the mirrored sequences to every minibatch (data augmentation).
-        mirror_loss_weight: Weight of the mirror loss ``mean |a(mirror s) - mirror
-            a(s)|^2`` on the mean action (``0``: none). The target ``mirror a(s)`` is
-            held fixed (no gradient), as in rsl_rl.
+        mirror_loss_weight: Weight of the mirror loss ``mean |u(mirror s) - mirror
+            u(s)|^2`` on the samplers' raw modes ``u`` (``0``: none). The target
+            ``mirror u(s)`` is held fixed (no gradient), as in rsl_rl.
 
     Raises:
         TypeError: If a mirror is not a `Mirror` (or dict of them) or a flag has the

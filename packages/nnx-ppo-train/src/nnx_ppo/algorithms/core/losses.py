@@ -60,6 +60,7 @@ def policy_loss(
     advantages: jax.Array,
     *,
     clip_range: float,
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """Clipped surrogate objective (to minimise).
 
@@ -69,6 +70,11 @@ def policy_loss(
         old_log_likelihoods: ``[T, b]`` the same under the rollout's parameters.
         advantages: ``[T, b]`` (already normalised if desired).
         clip_range: ``epsilon``.
+        weights: ``[T, b]`` per-sample weights of the surrogate (no gradient), for
+            samples the rollout's policy did not draw (the mirrored ones of a symmetry,
+            `nnx_ppo.algorithms.core.mirroring`); their log ratio is then bounded to
+            ``+-20`` so that a sample far from the policy cannot overflow it. ``None``:
+            unweighted, unbounded.
 
     Returns:
         ``(loss, metrics)`` with metrics ``actor/clip_fraction`` (share of samples with
@@ -77,10 +83,15 @@ def policy_loss(
         (``max |ratio - 1|``; 0 before the first update).
     """
     log_ratio = log_likelihoods - jax.lax.stop_gradient(old_log_likelihoods)
+    if weights is not None:
+        log_ratio = jnp.clip(log_ratio, -20.0, 20.0)
     ratio = jnp.exp(log_ratio)
     unclipped = ratio * advantages
     clipped = jnp.clip(ratio, 1.0 - clip_range, 1.0 + clip_range) * advantages
-    loss = -jnp.mean(jnp.minimum(unclipped, clipped))
+    surrogate = jnp.minimum(unclipped, clipped)
+    if weights is not None:
+        surrogate = surrogate * jax.lax.stop_gradient(weights)
+    loss = -jnp.mean(surrogate)
     ratio_sg = jax.lax.stop_gradient(ratio)
     metrics = {
         "actor/clip_fraction": jnp.mean((jnp.abs(ratio_sg - 1.0) > clip_range).astype(jnp.float32)),
@@ -165,6 +176,7 @@ def ppo_loss(
     value_clip_range: float | None = None,
     normalize: bool = True,
     advantage_mode: Literal["combined", "per_key"] = "combined",
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """The PPO loss of one minibatch.
 
@@ -189,6 +201,8 @@ def ppo_loss(
             ``"per_key"``: pair each reward key's advantage with the same key's
             log-likelihood and sum the per-key policy losses (the log-likelihood tree
             must have the advantage tree's structure).
+        weights: ``[T, b]`` per-sample weights of the policy term (see `policy_loss`),
+            or ``None``.
 
     Returns:
         ``(loss, metrics)``: the scalar loss and the ``loss/*``, ``actor/*`` and
@@ -227,7 +241,9 @@ def ppo_loss(
         adv_stds.append(jnp.std(adv))
         if normalize:
             adv = normalize_advantages(adv)
-        loss, pair_metrics = policy_loss(new_ll, old_ll, adv, clip_range=clip_range)
+        loss, pair_metrics = policy_loss(
+            new_ll, old_ll, adv, clip_range=clip_range, weights=weights
+        )
         actor_loss = actor_loss + loss
         actor_metrics.append(pair_metrics)
 

@@ -20,11 +20,15 @@ has on the mirrored history, so the mirrored sequences are replayed exactly as t
 network would run on them (`MirrorRollout`).
 
 **Loss.** `augmented` adds the mirrored sequences to a minibatch (mirrored
-observations and actions, the same advantages and value targets); `mirror_loss` is
-``mean |a(M_o s) - M_a a(s)|^2`` on the mean action ``a`` (``eval()`` mode, samplers
-return their mode), the target held fixed. `symmetry_error` measures the same on a
-trained network; `check_symmetry` checks a symmetry against an environment and a
-network before anything is compiled.
+observations and actions), replayed in one call; their PPO loss takes the real samples'
+advantages and value targets, each mirrored sample's surrogate weighted by
+`mirror_weights` (a truncated importance weight, 1 where the policy is symmetric), and
+the minibatch loss is the mean of the real and mirrored halves' (the batch doubled, as
+rsl_rl's augmentation); `mirror_loss` is ``mean |u(M_o s) - M_a u(s)|^2`` on the
+policy's distribution location ``u`` (each sampler's raw mode, e.g. the pre-``tanh``
+mean), the target held fixed. `symmetry_error` measures ``|a(M_o s) - M_a a(s)|`` on
+the deterministic actions of a trained network; `check_symmetry` checks a symmetry
+against an environment and a network before anything is compiled.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from flax import nnx, struct
 
 from nnx_ppo.algorithms.core.checks import describe_arrays
 from nnx_ppo.algorithms.core.rollout import eval_copy, ppo_output, reset_envs, split_network
+from nnx_ppo.algorithms.core.trees import sum_leaves
 from nnx_ppo.algorithms.symmetry import Symmetry
 from nnx_ppo.algorithms.types import Transition
 from nnx_ppo.networks.recording import record_sampler_calls
@@ -48,7 +53,9 @@ __all__ = [
     "MirrorStep",
     "augmented",
     "check_symmetry",
+    "halves",
     "mirror_loss",
+    "mirror_weights",
     "sampler_slots",
     "symmetry_error",
 ]
@@ -116,6 +123,29 @@ def _locate(out: Any, calls: list[Any]) -> tuple[int, ...]:
     return tuple(s for s in slots if s is not None)
 
 
+def _trace_samplers(
+    graphdef: nnx.GraphDef, params: nnx.State, network_state: nnx.State, carry: Any, obs: Any
+) -> tuple[tuple[int, ...], tuple[int | None, ...]]:
+    """``(slots, order)`` of one traced call: `sampler_slots`, and per recorded sampler
+    call (in call order) the index of its action leaf (``None``: not an action)."""
+    found: list[Any] = []
+
+    def forward(p: Any, s: Any, c: Any, o: Any) -> Any:
+        model = nnx.merge(graphdef, p, s)
+        with record_sampler_calls() as calls:
+            out = model(c, o)
+        actions = jax.tree.leaves(ppo_output(out).actions)
+        order = tuple(
+            next((k for k, a in enumerate(actions) if a is call.output.output["action"]), None)
+            for call in calls
+        )
+        found.append((_locate(out, calls), order))
+        return out.rollout_extras
+
+    jax.eval_shape(forward, *_shapes((params, network_state, carry, obs)))
+    return found[0]
+
+
 def sampler_slots(
     graphdef: nnx.GraphDef, params: nnx.State, network_state: nnx.State, carry: Any, obs: Any
 ) -> tuple[int, ...]:
@@ -129,17 +159,7 @@ def sampler_slots(
         ValueError: If an action leaf does not come from a sampler whose raw action is
             a leaf of the network's ``rollout_extras``.
     """
-    found: list[tuple[int, ...]] = []
-
-    def forward(p: Any, s: Any, c: Any, o: Any) -> Any:
-        model = nnx.merge(graphdef, p, s)
-        with record_sampler_calls() as calls:
-            out = model(c, o)
-        found.append(_locate(out, calls))
-        return out.rollout_extras
-
-    jax.eval_shape(forward, *_shapes((params, network_state, carry, obs)))
-    return found[0]
+    return _trace_samplers(graphdef, params, network_state, carry, obs)[0]
 
 
 def _with_raw(extras: Any, slots: tuple[int, ...], raw: list[Any]) -> Any:
@@ -221,10 +241,9 @@ def augmented(
     carry: Any,
     labels: tuple[Any, Any, Any],
     mirror_carry: Any,
-    advantages: Any,
-    targets: Any,
-) -> tuple[Transition, Any, Any, Any]:
-    """A minibatch with its mirrored sequences added: ``[T, b]`` becomes ``[T, 2b]``.
+) -> tuple[Transition, Any]:
+    """A minibatch with its mirrored sequences added, to replay in one call: ``[T, b]``
+    becomes ``[T, 2b]``, the mirrored sequences after the real ones.
 
     Args:
         symmetry: The `Symmetry`.
@@ -232,31 +251,72 @@ def augmented(
         carry: Their initial carries, leaves ``[b, ...]``.
         labels: `MirrorRollout.labels` of the same sequences, leaves ``[T, b, ...]``.
         mirror_carry: The mirrored sequences' initial carries, leaves ``[b, ...]``.
-        advantages: Reward tree of ``[T, b]``; the mirrored samples get the same.
-        targets: Reward tree of ``[T, b]`` value targets; likewise.
 
     Returns:
-        ``(transitions, carry, advantages, targets)`` with the mirrored sequences after
-        the real ones (``[T, 2b, ...]`` and ``[2b, ...]``).
+        ``(transitions, carry)``: leaves ``[T, 2b, ...]`` and ``[2b, ...]``. The mirrored
+        half has the mirrored observations, the mirrored ``rollout_extras`` (actions),
+        the old log-likelihoods and values of the mirrored samples, and the real
+        rewards and episode ends.
     """
     both = jax.tree.map(_cat(1), transitions, _mirrored(symmetry, transitions, labels))
-    twice = jax.tree.map(lambda x: _cat(1)(x, x), (advantages, targets))
-    return both, jax.tree.map(_cat(0), carry, mirror_carry), *twice
+    return both, jax.tree.map(_cat(0), carry, mirror_carry)
 
 
-def _mean_actions(
+def mirror_weights(old_log_likelihood: Any, mirrored_log_likelihood: Any) -> jax.Array:
+    """The weight of each mirrored sample in the policy loss, ``[T, b]``:
+    ``min(1, pi_old(M a | M s) / pi_old(a | s))`` (log-likelihoods summed over the
+    action tree).
+
+    A mirrored action was not drawn from ``pi_old(. | M s)`` but from the mirror of
+    ``pi_old(. | s)``, which gives it the probability ``pi_old(a | s)``; the clipped
+    surrogate of a mirrored sample measures the change of ``pi(M a | M s)`` against
+    ``pi_old(M a | M s)`` (its ratio is 1 before the first update), and this weight is
+    the importance correction between the two, truncated at 1 as V-trace and ACER
+    truncate theirs. It is 1 wherever the policy is already symmetric, and vanishes
+    for a mirrored action the policy deems implausible at ``M s`` (whose gradient
+    would otherwise be huge).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> mirror_weights(jnp.log(jnp.array([0.5, 0.5])), jnp.log(jnp.array([0.25, 1.0])))
+        Array([0.5, 1. ], dtype=float32)
+    """
+    log_w = sum_leaves(mirrored_log_likelihood) - sum_leaves(old_log_likelihood)
+    return jnp.exp(jnp.minimum(log_w, 0.0))
+
+
+def halves(tree: Any, b: int) -> tuple[Any, Any]:
+    """The real (``[:, :b]``) and mirrored (``[:, b:]``) halves of ``[T, 2b, ...]``
+    leaves."""
+    return jax.tree.map(lambda x: x[:, :b], tree), jax.tree.map(lambda x: x[:, b:], tree)
+
+
+def _modes(
     graphdef: nnx.GraphDef, params: nnx.State, network_state: nnx.State, carry: Any,
     transitions: Transition,
-) -> Any:  # fmt: skip
-    """The ``eval()``-mode (mean) actions of a replay, ``[T, b, ...]``: the stored
-    sequences with each sampler's slot emptied, so that it returns its mode."""
-    model = nnx.merge(graphdef, params, network_state)
-    model.eval()
+) -> list[jax.Array]:  # fmt: skip
+    """Per action leaf, the raw mode of its sampler's distribution along the replayed
+    sequences, ``[T, b, ...]``, differentiable in ``params`` (`SamplerCall.mode`: the
+    sampler's draws and modes themselves are fixed values)."""
     first = jax.tree.map(lambda x: x[0], transitions.obs)
-    slots = sampler_slots(graphdef, params, network_state, carry, first)
-    extras = _with_raw(transitions.rollout_extras, slots, [None] * len(slots))
-    _, out = model.replay_sequence(carry, transitions.obs, extras, transitions.done)
-    return ppo_output(out).actions
+    _, order = _trace_samplers(graphdef, params, network_state, carry, first)
+    model = nnx.merge(graphdef, params, network_state)
+    with record_sampler_calls() as calls:
+        model.replay_sequence(carry, transitions.obs, transitions.rollout_extras, transitions.done)
+    steps, b = jnp.shape(transitions.done)
+    modes: dict[int, jax.Array] = {}
+    for call, k in zip(calls, order, strict=True):
+        mode = call.mode
+        if k is None:
+            continue
+        if jnp.shape(mode)[0] != steps * b:
+            raise ValueError(
+                f"symmetry: the mirror loss reads the {type(call.sampler).__name__}'s "
+                "distribution in the sequence replay, which must call it once on every "
+                "step (a sampler without a carry); set mirror_loss_weight=0 for this network."
+            )
+        modes[k] = jnp.reshape(mode, (steps, b, *jnp.shape(mode)[1:]))
+    return [modes[k] for k in range(len(modes))]
 
 
 def mirror_loss(
@@ -269,19 +329,21 @@ def mirror_loss(
     labels: tuple[Any, Any, Any],
     mirror_carry: Any,
 ) -> jax.Array:
-    """``mean_{T, b} sum |a(M_o s) - stop_gradient(M_a a(s))|^2``: the mirror loss of a
-    minibatch, ``a`` the mean action (samplers in ``eval()`` mode), the mirrored
-    sequences replayed from their mirrored carries. Arguments as in `augmented`."""
-    both = jax.tree.map(_cat(1), transitions, _mirrored(symmetry, transitions, labels))
-    carries = jax.tree.map(_cat(0), carry, mirror_carry)
-    actions = _mean_actions(graphdef, params, network_state, carries, both)
+    """``mean_{T, b} sum |u(M_o s) - stop_gradient(M_a u(s))|^2``: the mirror loss of a
+    minibatch on the policy's distribution location, ``u`` the samplers' raw mode (for
+    `NormalTanhSampler` the pre-``tanh`` mean, which does not saturate as the action
+    does), the mirrored sequences replayed from their mirrored carries. Arguments as in
+    `augmented`."""
+    both, carries = augmented(symmetry, transitions, carry, labels, mirror_carry)
+    raws = _modes(graphdef, params, network_state, carries, both)
     b = jnp.shape(transitions.done)[1]
-    real = jax.tree.map(lambda a: a[:, :b], actions)
-    mirrored = jax.tree.map(lambda a: a[:, b:], actions)
-    target = jax.lax.stop_gradient(symmetry.mirror_action(real))
+    structure = jax.tree.structure(transitions.log_likelihood)  # the action tree's
+    real = jax.tree.unflatten(structure, [r[:, :b] for r in raws])
+    mirrored = [r[:, b:] for r in raws]
+    target = jax.lax.stop_gradient(jax.tree.leaves(symmetry.mirror_action(real)))
     squares = [
         jnp.sum(jnp.reshape((m - t) ** 2, (*t.shape[:2], -1)), axis=-1)
-        for m, t in zip(jax.tree.leaves(mirrored), jax.tree.leaves(target), strict=True)
+        for m, t in zip(mirrored, target, strict=True)
     ]
     return jnp.mean(sum(squares))
 
@@ -384,6 +446,16 @@ def check_symmetry(env: Any, network: nnx.Module, symmetry: Symmetry, n_envs: in
                 f"actions, but the action at {path} is discrete ({describe_arrays(action)}); "
                 "use augment=True alone for discrete actions."
             )
+    if symmetry.mirror_loss_weight > 0:
+        for k, sampler in samplers.items():
+            if jax.tree.leaves(sampler.initialize_state(1)):
+                raise ValueError(
+                    f"symmetry: mirror_loss_weight={symmetry.mirror_loss_weight} reads each "
+                    f"sampler's distribution in the sequence replay, but the "
+                    f"{type(sampler).__name__} of the action at {paths[k]} has a carry "
+                    "(held exploration noise, resample_every > 1), so the replay scans it; "
+                    "use a sampler without a carry or set mirror_loss_weight=0."
+                )
     # A mirrored raw action must squash to the mirrored action: probe each squashing.
     rng = np.random.default_rng(0)
     probe = [

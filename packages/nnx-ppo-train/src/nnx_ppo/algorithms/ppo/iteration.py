@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import optax
 from flax import nnx
 from jax.sharding import Mesh
@@ -39,7 +40,7 @@ from jax.sharding import Mesh
 from nnx_ppo.algorithms.config import PPOConfig, sweep_fields
 from nnx_ppo.algorithms.core.distributed import check_batch_divisible
 from nnx_ppo.algorithms.core.losses import ppo_loss
-from nnx_ppo.algorithms.core.mirroring import augmented, mirror_loss
+from nnx_ppo.algorithms.core.mirroring import augmented, halves, mirror_loss, mirror_weights
 from nnx_ppo.algorithms.core.phases import (
     cut_sequences,
     replay_minibatch,
@@ -223,13 +224,20 @@ def make_training_iteration(
         (transitions, advantages, targets, mirrored), starts = minibatch
         initial_carry, last_obs, mirror_carry = starts
         real = (transitions, initial_carry, mirrored, mirror_carry)
-        if symmetry is not None and symmetry.augment:  # the mirrored sequences too
-            transitions, initial_carry, advantages, targets = augmented(
-                symmetry, transitions, initial_carry, mirrored, mirror_carry, advantages, targets
+        augment = symmetry is not None and symmetry.augment
+        if symmetry is not None and augment:  # the real and the mirrored sequences, one replay
+            both, carries = augmented(symmetry, transitions, initial_carry, mirrored, mirror_carry)
+            out, network_metrics = replay_minibatch(
+                graphdef, params, network_state, carries, both, level
             )
-        out, network_metrics = replay_minibatch(
-            graphdef, params, network_state, initial_carry, transitions, level
-        )
+            b = jnp.shape(transitions.done)[1]
+            fields = (out.log_likelihood, out.value, out.regularization)
+            (new_ll, new_value, reg), mirrored_out = halves(fields, b)
+            out = out.replace(log_likelihood=new_ll, value=new_value, regularization=reg)
+        else:
+            out, network_metrics = replay_minibatch(
+                graphdef, params, network_state, initial_carry, transitions, level
+            )
         old_values = transitions.value
         if per_minibatch:
             # brax-style: advantages and targets from this replay's values, with the
@@ -238,20 +246,29 @@ def make_training_iteration(
             values, bootstrap = jax.lax.stop_gradient((out.value, bootstrap))
             advantages, targets = advantages_of(transitions, values, bootstrap)
             old_values = values  # unused: value clipping is off in this mode
-        loss, metrics = ppo_loss(
-            out.log_likelihood,
-            out.value,
-            out.regularization,
-            transitions.log_likelihood,
-            old_values,
-            advantages,
-            targets,
+        options: dict[str, Any] = dict(
             clip_range=config.clip_range,
             critic_loss_weight=config.critic_loss_weight,
             value_clip_range=config.value_clip_range,
             normalize=config.normalize_advantages,
             advantage_mode=config.advantage_mode,
         )
+        loss, metrics = ppo_loss(
+            out.log_likelihood, out.value, out.regularization, transitions.log_likelihood,
+            old_values, advantages, targets, **options,
+        )  # fmt: skip
+        if augment:  # the mirrored samples: the same advantages and targets, weighted
+            weights = mirror_weights(transitions.log_likelihood, mirrored[1])
+            mirrored_loss, m = ppo_loss(
+                *mirrored_out, mirrored[1], mirrored[2], advantages, targets, **options,
+                weights=weights,
+            )  # fmt: skip
+            loss = (loss + mirrored_loss) / 2
+            metrics = {
+                **metrics, "loss/total": loss, "loss/mirrored": mirrored_loss,
+                "actor/mirror_weight": jnp.mean(weights),
+                "actor/mirror_ratio_max_deviation": m["actor/ratio_max_deviation"],
+            }  # fmt: skip
         if symmetry is not None and symmetry.mirror_loss_weight > 0:
             mirror = mirror_loss(graphdef, params, network_state, symmetry, *real)
             loss = loss + symmetry.mirror_loss_weight * mirror
