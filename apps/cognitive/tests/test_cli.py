@@ -253,27 +253,54 @@ HOW_TO = Path(__file__).parents[3] / "docs" / "how-to" / "own-cognitive-task.md"
 _FENCE = re.compile(r"(<!-- docs-test: skip -->\s*\n)?```python[^\n]*\n(.*?)```", re.S)
 
 
-def test_the_how_tos_task_trains_through_the_cli_and_its_networks_feed_the_analysis(
-    tmp_path, monkeypatch
-):
-    blocks = [textwrap.dedent(code) for _, code in _FENCE.findall(HOW_TO.read_text())]
-    task_code, analysis = blocks[0], blocks[-1]
+def _how_to_blocks() -> list[str]:
+    return [textwrap.dedent(code) for _, code in _FENCE.findall(HOW_TO.read_text())]
+
+
+@pytest.fixture(scope="module")
+def how_to_run(tmp_path_factory):
+    """The how-to's task, saved as the user's ``my_tasks.py``, trained through the CLI
+    from that folder (``--task my_tasks:AntiSaccade``): ``(folder, run folder)``."""
+    folder = tmp_path_factory.mktemp("user")
+    task_code = _how_to_blocks()[0]
     assert "class AntiSaccade(CognitiveTask)" in task_code
     assert len(task_code.strip().splitlines()) < 30  # the how-to's promise
-    (tmp_path / "my_tasks.py").write_text(task_code)
-    monkeypatch.chdir(tmp_path)  # the user's folder: the CLI imports my_tasks from it
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.setitem(sys.modules, "my_tasks", None)  # not imported yet...
-    del sys.modules["my_tasks"]  # ...and removed again after the test by monkeypatch
-    out = tmp_path / "run"
-    assert main([*TINY, "--task", "my_tasks:AntiSaccade", "--no-progress",
-                 "--output-dir", str(out)]) == 0  # fmt: skip
+    (folder / "my_tasks.py").write_text(task_code)
+    out = folder / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)  # the user's folder: the CLI imports my_tasks from it
+        patch.setattr(sys, "path", list(sys.path))
+        patch.delitem(sys.modules, "my_tasks", raising=False)
+        argv = [*TINY, "--task", "my_tasks:AntiSaccade", "--no-progress", "--output-dir", str(out)]
+        assert main(argv) == 0
+        sys.modules.pop("my_tasks", None)
+    return folder, out
+
+
+# Both marked extended: training the how-to's task compiles a PPO program of its own
+# (15-25 s on 2 shared cores with an empty compilation cache, the analysis 9 s more);
+# the default session trains pdm-rt (the tiny run above) and checks --task module:Class
+# through its argument errors and `resolve_task`'s docstring example.
+@pytest.mark.extended
+def test_the_how_tos_task_trains_through_the_cli(how_to_run):
+    _, out = how_to_run
     results = json.loads((out / "results.json").read_text())
     assert results["task"]["name"] == "my_tasks:AntiSaccade"
     assert results["task"]["class"] == "AntiSaccade" and results["task"]["n_conditions"] == 4
-    assert [r["n_trials"] for r in results["seeds"]] == [8, 8]
+    assert results["trained_steps_per_seed"] == 1024
+    assert [r["n_trials"] for r in results["seeds"]] == [8, 8]  # 2 trials x 4 conditions
+    assert all(r["by_condition"]["n"] == [2] * 4 for r in results["seeds"])
+    assert (out / "checkpoints").is_dir() and (out / "psychometric.png").exists()
+
+
+@pytest.mark.extended
+def test_the_how_tos_trained_networks_feed_its_analysis(how_to_run, monkeypatch):
+    folder, out = how_to_run
+    monkeypatch.chdir(folder)  # load_trained imports my_tasks again, from the user's folder
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "my_tasks", raising=False)
     # The how-to's analysis block, verbatim but for the run's folder.
-    code, n = re.subn(r'run = "[^"]+"', f"run = {str(out)!r}", analysis)
+    code, n = re.subn(r'run = "[^"]+"', f"run = {str(out)!r}", _how_to_blocks()[-1])
     assert n == 1
     namespace: dict = {"__name__": "how_to_analysis"}
     exec(compile(code, f"{HOW_TO.name}[analysis]", "exec"), namespace)
@@ -284,6 +311,7 @@ def test_the_how_tos_task_trains_through_the_cli_and_its_networks_feed_the_analy
     assert namespace["trajectories"].shape == (4, T, 3)
     assert namespace["F"].size == 16  # the actor GRU's units
     assert len(found.stable) == len(found)
+    sys.modules.pop("my_tasks", None)
 
 
 @pytest.mark.parametrize(
