@@ -315,7 +315,7 @@ def test_an_unknown_learning_rate_schedule_is_rejected(capsys):
 
 
 def test_unknown_preset_and_dict_sizes_are_rejected():
-    with pytest.raises(ValueError, match="valid choices: mlp, lstm, graph"):
+    with pytest.raises(ValueError, match="valid choices: mlp, lstm, gru, graph"):
         make_network("transformer", 4, 1, 0)
     with pytest.raises(ValueError, match="vector observation"):
         make_network("mlp", {"pos": (3,)}, 1, 0)
@@ -840,7 +840,7 @@ def test_critic_obs_makes_a_privileged_critic_of_a_dict_observation():
         (4, ["privileged_state"], "mlp", "the env's observation is an array"),
         ({"state": 3, "extra": 2}, ["privileged"], "mlp", "no key 'privileged'; its keys: extra"),
         ({"state": 3}, ["state"], "lstm", "names every key of the observation"),
-        ({"state": 3, "extra": 2}, ["extra"], "graph", "needs --network mlp or lstm"),
+        ({"state": 3, "extra": 2}, ["extra"], "graph", "needs --network mlp, lstm or gru"),
     ],
 )
 def test_critic_obs_is_refused_naming_the_keys_there_are(obs_size, critic_obs, network, match):
