@@ -4,6 +4,7 @@ arms as variants of PPO, and each study's command line."""
 from __future__ import annotations
 
 import importlib
+import json
 import re
 
 import jax.numpy as jnp
@@ -22,6 +23,7 @@ STUDIES = (
     "studies.eval_paths",
     "studies.kl_trace",
     "studies.reset_modes",
+    "studies.symmetry",
     "studies.wrapper_paths",
     "trainer.ab",
     "trainer.profile_iteration",
@@ -97,3 +99,22 @@ def test_each_study_runs_as_the_module_its_usage_names(name, capsys):
         module.main(["--help"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: python -m nnx_ppo_benchmarks.{name}")
+
+
+@pytest.mark.extended
+def test_the_symmetry_study_reports_returns_errors_and_their_ratio(tmp_path):
+    # Two arms of one seed at a tiny size (two iterations of PointMass): one JSON line
+    # each, the errors measured on every arm, and the ratio of the medians to base's.
+    from nnx_ppo_benchmarks.studies import symmetry
+
+    out = tmp_path / "symmetry.jsonl"
+    argv = ["--task", "pointmass", "--networks", "mlp_small", "--arms", "base,augment+loss",
+            "--seeds", "0", "--steps", "320", "--out", str(out)]  # fmt: skip
+    assert symmetry.main(argv) == 0
+    base, sym = (json.loads(line) for line in out.read_text().splitlines())
+    assert (base["arm"], sym["arm"], sym["mirror_loss_weight"]) == ("base", "augment+loss", 1.0)
+    for record in (base, sym):
+        assert record["total_steps"] == 320 and len(record["returns"]) == 1
+        assert np.isfinite(record["returns"][0]) and record["symmetry_errors"][0] > 0
+    ratio = base["median_symmetry_error"] / sym["median_symmetry_error"]
+    assert sym["error_ratio_to_base"] == pytest.approx(ratio) and "error_ratio_to_base" not in base

@@ -258,12 +258,15 @@ def make_training_iteration(
             old_values, advantages, targets, **options,
         )  # fmt: skip
         if augment:  # the mirrored samples: the same advantages and targets, weighted
+            # The network's regularization (entropy bonus, KL terms) is the real half's:
+            # at a mirrored action off the policy's support its entropy estimate is not.
             weights = mirror_weights(transitions.log_likelihood, mirrored[1])
+            m_ll, m_value, _ = mirrored_out
             mirrored_loss, m = ppo_loss(
-                *mirrored_out, mirrored[1], mirrored[2], advantages, targets, **options,
-                weights=weights,
+                m_ll, m_value, jnp.zeros(()), mirrored[1], mirrored[2], advantages, targets,
+                **options, weights=weights,
             )  # fmt: skip
-            loss = (loss + mirrored_loss) / 2
+            loss = (loss + mirrored_loss + jnp.mean(out.regularization)) / 2
             metrics = {
                 **metrics, "loss/total": loss, "loss/mirrored": mirrored_loss,
                 "actor/mirror_weight": jnp.mean(weights),
