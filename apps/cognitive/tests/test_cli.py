@@ -134,7 +134,7 @@ def test_tiny_run_writes_every_output_with_the_documented_schema(tmp_path, capsy
     assert results["task"] == {
         "name": "pdm-rt", "class": "PerceptualDecisionMaking", "dt_ms": 100.0,
         "n_conditions": 12, "max_trial_steps": 28, "psychometric_variable": "signed_coherence",
-        "reaction_time": True, "criteria": {"decision": 0.99, "correct": 0.8},
+        "choices": [1, 2], "reaction_time": True, "criteria": {"decision": 0.99, "correct": 0.8},
     }  # fmt: skip
     # 1024 steps = 2 iterations of 16 envs x 32 steps.
     assert results["trained_steps_per_seed"] == 1024
@@ -328,6 +328,8 @@ def test_the_how_tos_trained_networks_feed_its_analysis(how_to_run, monkeypatch)
         (["--dt", "0"], "argument --dt: 0.0 must be positive"),
         (["--steps", "0"], "argument --steps: 0 must be positive"),
         (["--discount", "1.5"], "argument --discount: 1.5 must be in (0, 1]"),
+        (["--choices", "2"], "argument --choices: '2' is not two actions; give e.g. 1,2"),
+        (["--choices", "2,2"], "argument --choices: '2,2' names one action twice"),
         (["--n-envs", "100", "--n-minibatches", "8"], "--n-envs 100 is not a multiple of"),
         (["--network", "ei", "--dt", "200"], "--dt 200 is above --tau 100"),
     ],
@@ -372,6 +374,15 @@ def test_every_option_has_help_and_the_readme_states_the_defaults_of_help():
             shown = f"`{default}`"
         assert rows[option].strip() == shown, (option, rows[option], shown)
     assert len(rows) == len(actions)
+
+
+def test_choices_outside_the_tasks_actions_are_refused_before_anything_is_written(tmp_path, capsys):
+    assert main(["--task", "gonogo", "--choices", "1,2", "--output-dir", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "nnx-ppo-cognitive: error: --choices 1,2: --task gonogo has the actions 0 fixate, "
+        "1 go; give two of them (0 meaning withheld to the end)"
+    )
+    assert not (tmp_path / "x").exists()
 
 
 def test_a_task_refusing_its_dt_is_a_one_line_error(tmp_path, capsys, monkeypatch):

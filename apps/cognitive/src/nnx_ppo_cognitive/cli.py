@@ -74,6 +74,17 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _action_pair(text: str) -> tuple[int, int]:
+    """An argparse ``type``: ``"1,2"`` -> ``(1, 2)``, two different actions ``>= 0``."""
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"{text!r} is not two actions; give e.g. 1,2")
+    first, second = (non_negative_int(part) for part in parts)
+    if first == second:
+        raise argparse.ArgumentTypeError(f"{text!r} names one action twice; give e.g. 1,2")
+    return first, second
+
+
 def _task(text: str) -> str:
     """An argparse ``type``: a task name or ``module:Class``, checked by importing it."""
     try:
@@ -196,6 +207,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="clip the gradient's global norm: unclipped, the E/I graph's ReLU rates "
         "diverged (NaN) at lr 3e-4",
+    )
+    parser.add_argument(
+        "--choices",
+        type=_action_pair,
+        default=None,
+        help="the action pair a,b of the psychometric curve: P(b) among trials choosing a "
+        "or b, 0 meaning withheld to the end (default: 1,2, or 0,1 for a task with one "
+        "choice, P(go) on gonogo)",
     )
     out = parser.add_argument_group("outputs")
     out.add_argument(
@@ -321,6 +340,13 @@ def main(argv: list[str] | None = None) -> int:
         make_network = make_network_factory(args, task)
     except (ValueError, TypeError) as error:
         return fail(PROG, f"--task {args.task} --dt {args.dt:g}: {error}")
+    if args.choices is not None and max(args.choices) >= task.action_size:
+        actions = ", ".join(f"{i} {name}" for i, name in enumerate(task.actions))
+        return fail(
+            PROG,
+            f"--choices {args.choices[0]},{args.choices[1]}: --task {args.task} has the "
+            f"actions {actions}; give two of them (0 meaning withheld to the end)",
+        )
     out: Path = args.output_dir
     try:
         prepare_output_dir(out, overwrite=args.overwrite)
@@ -360,7 +386,14 @@ def main(argv: list[str] | None = None) -> int:
     decision, correct = task.criterion  # the task's published training criterion
     reaction = bool(task.reaction_time)
     records = [
-        seed_record(seed, result, decision=decision, correct=correct, reaction_time=reaction)
+        seed_record(
+            seed,
+            result,
+            decision=decision,
+            correct=correct,
+            reaction_time=reaction,
+            choices=args.choices,
+        )
         for seed, result in zip(args.seeds, trials, strict=True)
     ]
     results: dict[str, Any] = {
@@ -371,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
             "n_conditions": task.n_conditions,
             "max_trial_steps": task.max_trial_steps,
             "psychometric_variable": task.psychometric_variable or None,
+            "choices": list(args.choices or trials[0].default_choices),
             "reaction_time": reaction,
             "criteria": {"decision": decision, "correct": correct},
         },
@@ -392,7 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     if plots:
         from nnx_ppo_cognitive.plotting import plot_chronometric, plot_psychometric
 
-        plot_psychometric(args.seeds, trials, out / "psychometric.png", title=title)
+        plot_psychometric(
+            args.seeds, trials, out / "psychometric.png", title=title, choices=args.choices
+        )
         written.append("psychometric.png")
         chronometric = out / "chronometric.png"
         if (

@@ -2,7 +2,8 @@
 ``chronometric.png``.
 
 `plot_psychometric` draws, per seed, the fraction of trials choosing action 2 among
-those choosing 1 or 2 at each value of the task's psychometric variable, with binomial
+those choosing 1 or 2 (or another pair, ``choices``) at each value of the task's
+psychometric variable, with binomial
 error bars (``+- sqrt(p (1 - p) / n)``), and the fitted curve (`TrialResults.psychometric`);
 a degenerate fit (`PsychometricFit.problems`, e.g. its bias outside the stimulus range)
 is drawn dashed and marked in the legend. A task with a single choice (go/no-go) gets
@@ -42,17 +43,19 @@ def _pyplot() -> Any:
     return plt
 
 
-def _curves(ax: Any, seeds: Sequence[int], trials: Sequence[Any]) -> None:
+def _curves(
+    ax: Any, seeds: Sequence[int], trials: Sequence[Any], choices: tuple[int, int] | None
+) -> None:
     """Each seed's points with binomial error bars and its fitted curve (dashed and
     marked where degenerate; points only where no fit exists)."""
     for i, (seed, result) in enumerate(zip(seeds, trials, strict=True)):
         color = f"C{i % 10}"
-        rate = result.choice_rate()
+        rate = result.choice_rate(choices=choices)
         x = rate[result.psychometric_variable]
         ax.errorbar(x, rate["p"], yerr=np.nan_to_num(rate["sem"]), fmt="o", color=color,
                     alpha=0.6, markersize=4, capsize=2)  # fmt: skip
         try:
-            fit = result.psychometric()
+            fit = result.psychometric(choices=choices)
         except ValueError:  # no decided trial, or decisions at one value only
             ax.plot([], [], "o", color=color, label=f"seed {seed} (no fit)")
             continue
@@ -78,7 +81,12 @@ def _choice_bars(ax: Any, seeds: Sequence[int], trials: Sequence[Any], column: s
 
 
 def plot_psychometric(
-    seeds: Sequence[int], trials: Sequence[Any], path: Path, *, title: str
+    seeds: Sequence[int],
+    trials: Sequence[Any],
+    path: Path,
+    *,
+    title: str,
+    choices: tuple[int, int] | None = None,
 ) -> None:
     """Write the run's choice figure (see the module docstring) to the PNG ``path``.
 
@@ -87,6 +95,8 @@ def plot_psychometric(
         trials: Their `TrialResults`, ``[K]``, of one task.
         path: Where the PNG goes.
         title: The figure's title.
+        choices: The action pair ``(a, b)`` of the curve, P(b) among trials choosing
+            ``a`` or ``b`` (``0``: withholding); default `TrialResults.default_choices`.
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
@@ -95,9 +105,9 @@ def plot_psychometric(
         variable = first.psychometric_variable
         names = first.action_names
         if variable:
-            _curves(ax, seeds, trials)
+            _curves(ax, seeds, trials, choices)
             ax.set_xlabel(first.label(variable))
-            a, b = first.default_choices
+            a, b = first.default_choices if choices is None else choices
             ax.set_ylabel(f"P({names[b]}) of {'withhold' if a == 0 else names[a]} or "
                           f"{names[b]} (+- s.e.)")  # fmt: skip
             ax.set_ylim(-0.03, 1.03)

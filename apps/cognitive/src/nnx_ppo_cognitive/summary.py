@@ -94,7 +94,13 @@ def reaction_times(trials: Any) -> dict[str, Any]:
 
 
 def seed_record(
-    seed: int, trials: Any, *, decision: float, correct: float, reaction_time: bool = False
+    seed: int,
+    trials: Any,
+    *,
+    decision: float,
+    correct: float,
+    reaction_time: bool = False,
+    choices: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """One seed's scores as JSON-ready values.
 
@@ -105,6 +111,8 @@ def seed_record(
         correct: The criterion's accuracy.
         reaction_time: Whether the task is a reaction-time task: then the record has
             ``"reaction_time"`` (`reaction_times`).
+        choices: The action pair of the psychometric fit (`TrialResults.psychometric`);
+            default the task's.
 
     Returns:
         ``{"seed", "decision_rate", "abort_rate", "accuracy", "criteria_met",
@@ -124,7 +132,7 @@ def seed_record(
         record["psychometric_error"] = "the task has no psychometric variable"
     else:
         try:
-            fit = trials.psychometric()
+            fit = trials.psychometric(choices=choices)
         except ValueError as error:  # e.g. no decided trial, or one value of x only
             record["psychometric_error"] = str(error)
         else:
