@@ -219,6 +219,35 @@ def test_statistics_first_lets_the_replay_see_the_rollouts_statistics():
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
+def test_target_kl_stops_the_iterations_updates_once_the_kl_passes_it():
+    # 2 epochs x 2 minibatches = 4 updates. The first minibatch's KL is rounding noise
+    # around 0 (the replay reproduces the rollout), so it is stepped even at a target of
+    # 1e-10; after one Adam step (lr 1e-2) the next minibatch's KL is far above 1.5e-10,
+    # so it and the two after it are skipped: 1 update of 4 taken, and the skipped ones
+    # leave the parameters and the optimizer state (its count) as the first left them.
+    # A target no update reaches takes them all.
+    env = EpisodeWrapper(PointMass(), episode_length=3)
+    base = dict(n_envs=4, rollout_length=8, n_epochs=2, n_minibatches=2, learning_rate=1e-2)
+
+    def run(target_kl):
+        config = PPOConfig(**base, target_kl=target_kl, log_level=LogLevel.LOSSES)
+        net = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+        return one_iteration(env, net, config)
+
+    (loose, loose_metrics), (tight, tight_metrics) = run(1e9), run(1e-10)
+    assert float(loose_metrics["train/updates_taken"]) == 1.0
+    assert float(tight_metrics["train/updates_taken"]) == 0.25
+    counts = [int(c) for c in jax.tree.leaves(tight.opt_state) if jnp.ndim(c) == 0]
+    assert counts == [1], counts  # Adam's step count: one update, not four
+    moved = [
+        np.abs(a - b).max()
+        for a, b in zip(*map(jax.tree.leaves, (tight.params, loose.params)), strict=True)
+    ]
+    assert min(moved) > 0.0, moved
+    with pytest.raises(ValueError, match=r"target_kl=0\.0"):
+        PPOConfig(target_kl=0.0)
+
+
 def test_variant_options_are_checked_when_the_iteration_is_built():
     env = EpisodeWrapper(PointMass(), episode_length=3)
     config = PPOConfig(n_envs=4, rollout_length=8, n_minibatches=1)

@@ -97,6 +97,13 @@ class PPOConfig(OnPolicyRun):
             the KL measured on a minibatch exceeds ``2 * desired_kl``, multiplied by it
             when the KL is positive and below ``desired_kl / 2``. rsl_rl uses ``0.01``.
             ``None`` (default): a fixed rate or schedule.
+        target_kl: Stop an iteration's updates early (Stable-Baselines3's ``target_kl``):
+            the first minibatch whose KL to the rollout's policy (``actor/approx_kl``,
+            measured before its step) exceeds ``1.5 * target_kl`` is not stepped, nor any
+            later one of that iteration (``train/updates_taken``). Bounds how far one
+            iteration moves the policy whatever ``n_epochs``: a recurrent policy's KL
+            grows along its sequences as the update changes its carry. ``None``
+            (default): every update is taken.
         learning_rate_factor: The adaptive rule's factor (> 1; rsl_rl and brax: 1.5).
         min_learning_rate: The adaptive rule's lower bound (rsl_rl and brax: 1e-5).
         max_learning_rate: The adaptive rule's upper bound (rsl_rl and brax: 1e-2).
@@ -159,6 +166,7 @@ class PPOConfig(OnPolicyRun):
     sequence_length: int | None = fixed(None, SIZES)
     learning_rate: float | Schedule = swept(3e-4)
     desired_kl: float | None = fixed(None, KL)
+    target_kl: float | None = fixed(None, KL)
     learning_rate_factor: float = fixed(1.5, KL)
     min_learning_rate: float = fixed(1e-5, KL)
     max_learning_rate: float = fixed(1e-2, KL)
@@ -221,6 +229,7 @@ class PPOConfig(OnPolicyRun):
 
     def _check_adaptive_kl(self) -> None:
         check_float("desired_kl", self.desired_kl, low=0.0, low_open=True, optional=True)
+        check_float("target_kl", self.target_kl, low=0.0, low_open=True, optional=True)
         check_float("learning_rate_factor", self.learning_rate_factor, low=1.0, low_open=True)
         check_float("min_learning_rate", self.min_learning_rate, low=0.0, low_open=True)
         check_float("max_learning_rate", self.max_learning_rate, low=0.0, low_open=True)

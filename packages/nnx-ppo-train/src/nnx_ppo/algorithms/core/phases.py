@@ -389,21 +389,33 @@ def gradient_phase(
         ``((params, opt_state), metrics)``: the metrics averaged over every step
         (``*max_deviation`` ones maxed), plus ``train/grad_norm`` with
         ``LogLevel.GRAD_NORM``, ``diagnostics/nonfinite_grad`` (the number of steps
-        whose gradient had a NaN or inf) with ``LogLevel.DIAGNOSTICS`` and
-        ``train/learning_rate`` (the last step's rate).
+        whose gradient had a NaN or inf) with ``LogLevel.DIAGNOSTICS``,
+        ``train/learning_rate`` (the last step's rate) and, with ``target_kl``
+        (`PPOConfig`), ``train/updates_taken`` (the share of the updates stepped before
+        the KL passed ``1.5 * target_kl``; the skipped ones leave the parameters and
+        the optimizer state as they were).
     """
 
     level, n_minibatches = config.log_level, config.n_minibatches
     n_envs = jax.tree.leaves(time_major)[0].shape[1]  # sequences: n_envs, or more if cut
     rule = learning_rate_rule(config) if learning_rate is None else learning_rate
 
+    target_kl = getattr(config, "target_kl", None)  # PPO's early stop
+
     def minibatch_update(carry, minibatch):
-        params, opt_state, first = carry
+        params, opt_state, first, stopped = carry
         grad_fn = jax.value_and_grad(loss, has_aux=True)
         (_, metrics), grads = grad_fn(params, network_state, minibatch)
+        before = (params, opt_state)
         opt_state = rule.before_step(opt_state, metrics, first)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
+        if target_kl is not None:  # this and every later update skipped past the target
+            stopped = stopped | (metrics["actor/approx_kl"] > 1.5 * target_kl)
+            params, opt_state = jax.tree.map(
+                lambda old, new: jnp.where(stopped, old, new), before, (params, opt_state)
+            )
+            metrics["train/updates_taken"] = 1.0 - stopped.astype(jnp.float32)
         if LogLevel.GRAD_NORM in level:
             metrics["train/grad_norm"] = global_norm(grads)
         if LogLevel.DIAGNOSTICS in level:  # this update's gradient had a NaN or inf
@@ -411,7 +423,7 @@ def gradient_phase(
             metrics["diagnostics/nonfinite_grad"] = 1.0 - jnp.all(jnp.stack(finite)).astype(
                 jnp.float32
             )
-        return (params, opt_state, jnp.zeros((), bool)), metrics
+        return (params, opt_state, jnp.zeros((), bool), stopped), metrics
 
     def epoch(carry, epoch_key):
         minibatches = split_minibatches(
@@ -419,9 +431,10 @@ def gradient_phase(
         )
         return jax.lax.scan(minibatch_update, carry, minibatches)
 
-    (params, opt_state, _), metrics = jax.lax.scan(
+    (params, opt_state, _, _), metrics = jax.lax.scan(
         epoch,
-        (state.params, state.opt_state, jnp.ones((), bool)),  # the iteration's first step
+        # the iteration's first step; no update skipped yet (`target_kl`)
+        (state.params, state.opt_state, jnp.ones((), bool), jnp.zeros((), bool)),
         jax.random.split(key, config.n_epochs),
     )
     reduced = {k: _reduce_updates(k, v) for k, v in metrics.items()}
