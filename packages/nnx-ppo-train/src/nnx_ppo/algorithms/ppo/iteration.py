@@ -257,14 +257,16 @@ def make_training_iteration(
             out.log_likelihood, out.value, out.regularization, transitions.log_likelihood,
             old_values, advantages, targets, **options,
         )  # fmt: skip
-        if augment:  # the mirrored samples: the same advantages and targets, weighted
+        if symmetry is not None and augment:  # the mirrored samples: the same labels
             # The network's regularization (entropy bonus, KL terms) is the real half's:
             # at a mirrored action off the policy's support its entropy estimate is not.
             weights = mirror_weights(transitions.log_likelihood, mirrored[1])
+            behavior = symmetry.ratio == "behavior"  # the ratio against pi_old(a | s)
+            old = transitions.log_likelihood if behavior else mirrored[1]
             m_ll, m_value, _ = mirrored_out
             mirrored_loss, m = ppo_loss(
-                m_ll, m_value, jnp.zeros(()), mirrored[1], mirrored[2], advantages, targets,
-                **options, weights=weights,
+                m_ll, m_value, jnp.zeros(()), old, mirrored[2], advantages, targets, **options,
+                weights=jnp.ones_like(weights) if behavior else weights,
             )  # fmt: skip
             loss = (loss + mirrored_loss + jnp.mean(out.regularization)) / 2
             metrics = {
