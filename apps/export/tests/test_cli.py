@@ -127,38 +127,17 @@ def test_onnx_export_of_a_quickstart_run(run_dir: Path, tmp_path: Path) -> None:
     onnxruntime = pytest.importorskip("onnxruntime")
     out = tmp_path / "onnx"
     ckpt = run_dir / "checkpoints"  # the checkpoints/ folder works as well
-    args = ["--format", "onnx", "--out", str(out), "--include-value", "--record-obs", "45"]
-    assert main([str(ckpt), *args]) == 0
+    assert main([str(ckpt), "--format", "onnx", "--out", str(out), "--include-value"]) == 0
     session = onnxruntime.InferenceSession(str(out / "step.onnx"))
     names = [o.name for o in session.get_outputs()]
     assert names[0] == "action" and names[-1] == "value" and len(names) == 6  # 4 carry
-    # The ONNX step reproduces the recorded JAX actions on the stacked observations (an
-    # episode ends at step 40: the reset graph restarts the carry there).
-    manifest = read_manifest(out)
-    assert "the last 3 observations" in manifest["observation_notes"]["obs"]
-    reset = onnxruntime.InferenceSession(str(out / "reset.onnx"))
-    with np.load(out / "obs.npz") as data:
-        obs, done, expected = data["obs"], data["done"], data["expected/action"]
-    assert obs.shape == (45, 1, 12) and done.any()
-    back = {c["output"]: c["input"] for c in manifest["carry"]}
-    reset_names = [o.name for o in reset.get_outputs()]
-
-    def restart(carry: dict[str, Any], where: np.ndarray) -> dict[str, Any]:
-        outs = reset.run(None, {**carry, "done": where})
-        return {back[n]: v for n, v in zip(reset_names, outs, strict=True)}
-
-    zeros = {
-        t["name"]: np.zeros((1, *t["shape"][1:]), t["dtype"])
-        for t in manifest["reset"]["inputs"]
-        if t["name"] != "done"
-    }
-    carry = restart(zeros, np.ones(1, bool))  # the README's initial carry
-    for t in range(45):
-        result = dict(zip(names, session.run(None, {"obs": obs[t], **carry}), strict=True))
-        carry = {back[n]: v for n, v in result.items() if n in back}
-        if done[t].any():
-            carry = restart(carry, done[t])
-        np.testing.assert_allclose(result["action"], expected[t], atol=1e-5, rtol=0)
+    # The run's 3 stacked observations are said in the ONNX artefact too. (Its parity on
+    # a recorded rollout of such an environment, with a privileged critic and latency,
+    # is test_parity's lstm_privileged-history_latency case; the recording is the one
+    # test_record_obs_makes_a_self_describing_artefact checks through this command.)
+    assert [i.shape[1] for i in session.get_inputs() if i.name == "obs"] == [12]
+    notes = read_manifest(out)["observation_notes"]
+    assert notes["obs"].startswith("the last 3 observations of inverted_pendulum (4 values")
 
 
 # A Python without jax2onnx (find_spec is how the CLI looks for it), asking for ONNX.
