@@ -94,7 +94,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add_training_arguments(parser, TRAINING)
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/memory-task"))
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="hide the progress bars (and the progress lines printed off a terminal)",
+    )
     add_run_arguments(parser)
     return parser.parse_args(argv)
 
@@ -142,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
                 name, cue_size=args.cue_size, delay=args.delay, hidden=args.hidden, seed=seed
             )
             start = time.perf_counter()
-            result = train_ppo(env, network, configs[seed], progress=not args.no_progress)
+            # None: a bar on a terminal, plain progress lines in a batch job's log.
+            progress = False if args.no_progress else None
+            result = train_ppo(env, network, configs[seed], progress=progress)
             run["seeds"].append(seed)
             run["wall_time_s"].append(round(time.perf_counter() - start, 1))
             run["steps"] = [step for step, _ in result.eval_history]

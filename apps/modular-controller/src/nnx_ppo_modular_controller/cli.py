@@ -67,7 +67,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/modular-controller"))
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="hide the progress bar (and the progress lines printed off a terminal)",
+    )
     add_run_arguments(parser)
     return parser.parse_args(argv)
 
@@ -158,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         network,
         config,
         eval_env=envs.eval,
-        progress=not args.no_progress,
+        progress=False if args.no_progress else None,  # off a terminal: plain lines
         jsonl_path=out / "metrics.jsonl",
     )
     wall = time.perf_counter() - start
