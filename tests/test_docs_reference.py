@@ -230,6 +230,7 @@ def emitted() -> list[dict[str, float]]:
         ppo=PPOConfig(
             n_envs=4, rollout_length=5, n_minibatches=2, n_epochs=1, total_steps=40,
             iterations_per_call=2, log_level=LogLevel.ALL | LogLevel.DIAGNOSTICS,
+            target_kl=1.0,  # train/updates_taken
         ),
         eval=EvalConfig(n_envs=2, max_episode_length=5),
     )  # fmt: skip

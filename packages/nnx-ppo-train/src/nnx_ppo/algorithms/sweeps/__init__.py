@@ -14,6 +14,7 @@ _NAMES = {
     "SweepResult": "sweeps.many",
     "grid": "sweeps.many",
     "plan_runs": "sweeps.many",
+    "run_config": "sweeps.many",
     "sweep_shardings": "sweeps.many",
     "train_many": "sweeps.many",
     "MergedSweep": "sweeps.merge",
@@ -44,6 +45,7 @@ __all__ = [
     "grid",
     "merge_shards",
     "plan_runs",
+    "run_config",
     "run_search",
     "shard_runs",
     "sweep_identity",
@@ -58,6 +60,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         SweepResult,
         grid,
         plan_runs,
+        run_config,
         sweep_shardings,
         train_many,
     )

@@ -94,6 +94,7 @@ __all__ = [
     "SweepResult",
     "grid",
     "plan_runs",
+    "run_config",
     "sweep_shardings",
     "train_many",
 ]
@@ -101,6 +102,18 @@ __all__ = [
 SweepConfig = TrainConfig | PPOConfig | DistillationConfig
 """The base config of a sweep: PPO's (a bare `PPOConfig` gets the default evaluation)
 or distillation's."""
+
+
+def run_config(config: SweepConfig) -> TrainConfig | DistillationConfig:
+    """The config each run of a sweep starts from: a `DistillationConfig` as it is, a
+    `TrainConfig` as it is, a bare `PPOConfig` in a `TrainConfig` with the default
+    evaluation, video and logging (`as_train_config`).
+
+    Examples:
+        >>> run_config(PPOConfig(n_envs=8, n_minibatches=2)).eval.enabled
+        True
+    """
+    return config if isinstance(config, DistillationConfig) else as_train_config(config)
 
 
 def sweep_shardings(state: Any, mesh: Any) -> Any:
@@ -206,8 +219,7 @@ def plan_runs(
             ...
         ValueError: overrides['n_envs'] cannot differ between the runs of one program: ...
     """
-    if not isinstance(config, DistillationConfig):
-        config = as_train_config(config)
+    config = run_config(config)
     seed_list = _seeds_of(seeds)
     k = len(seed_list)
     overrides = {} if overrides is None else overrides
@@ -353,7 +365,8 @@ class SweepResult:
         state: The final `TrainState` of all runs, every leaf with a leading ``[K]``
             run axis.
         graphdef: The networks' ``GraphDef`` (train mode).
-        configs: Each run's own `TrainConfig` (seed and overrides applied).
+        configs: Each run's own config (seed and overrides applied): a `TrainConfig`
+            for PPO runs, a `DistillationConfig` for distillation runs.
         eval_histories: Per run, ``[(step, eval_metrics), ...]`` of the evaluations this
             call ran (as `RunResult.eval_history`).
         metrics: Per run, the last logged training metrics (and evaluation's), floats.
@@ -365,7 +378,7 @@ class SweepResult:
 
     state: TrainState
     graphdef: nnx.GraphDef
-    configs: tuple[TrainConfig, ...]
+    configs: tuple[TrainConfig | DistillationConfig, ...]
     eval_histories: list[list[tuple[int, dict[str, float]]]]
     metrics: list[dict[str, float]]
     total_steps: int

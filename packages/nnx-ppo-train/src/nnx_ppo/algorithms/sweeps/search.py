@@ -80,8 +80,13 @@ from nnx_ppo.algorithms.config import DistillationConfig, TrainConfig, config_to
 from nnx_ppo.algorithms.core.faults import NonFiniteError
 from nnx_ppo.algorithms.core.logging import RunLogFn
 from nnx_ppo.algorithms.core.preemption import agreed_stop
-from nnx_ppo.algorithms.ppo.train import as_train_config
-from nnx_ppo.algorithms.sweeps.many import SweepConfig, SweepResult, plan_runs, train_many
+from nnx_ppo.algorithms.sweeps.many import (
+    SweepConfig,
+    SweepResult,
+    plan_runs,
+    run_config,
+    train_many,
+)
 from nnx_ppo.algorithms.trainer.options import RunOptions
 
 if TYPE_CHECKING:
@@ -449,7 +454,7 @@ def run_search(
         )
     seed_list = list(seeds)
     plan_runs(config, seed_list)  # the seeds' own checks
-    train_config = config if isinstance(config, DistillationConfig) else as_train_config(config)
+    train_config = run_config(config)
     space = _check_space(train_config, space, optuna)
     n_objectives = len(study.directions)
     if objective is None:

@@ -49,9 +49,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from nnx_ppo.algorithms.checkpointing.checkpointer import Checkpointer
-from nnx_ppo.algorithms.config import DistillationConfig, config_to_dict
-from nnx_ppo.algorithms.ppo.train import as_train_config
-from nnx_ppo.algorithms.sweeps.many import plan_runs, train_many
+from nnx_ppo.algorithms.config import config_to_dict
+from nnx_ppo.algorithms.sweeps.many import plan_runs, run_config, train_many
 
 __all__ = [
     "Shard",
@@ -359,8 +358,7 @@ def sweep_identity(
         >>> a.digest == b.digest, a.difference(b)
         (False, 'runs')
     """
-    if not isinstance(config, DistillationConfig):
-        config = as_train_config(config)
+    config = run_config(config)
     seed_list = [run.seed for run in plan_runs(config, seeds, overrides)]
     columns = {name: list(values) for name, values in (overrides or {}).items()}
     runs = tuple(
