@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import importlib.util
 import inspect
+import itertools
 import json
 import os
 import re
@@ -984,3 +985,30 @@ def test_a_local_menagerie_copy_is_linked_where_playground_looks(
     assert no_menagerie.resolve() == copy.resolve()
     assert (no_menagerie / "unitree_go1").is_dir()
     ensure_menagerie("CartpoleBalance")  # a task without robot assets: nothing to do
+
+
+@pytest.mark.extended  # a tiny run in a subprocess (~40 s)
+def test_progress_reaches_a_pipe_while_training(tmp_path):
+    # As under nohup or a batch scheduler: stdout and stderr into a pipe, read as the
+    # lines come. They must arrive while the run goes (flushed, not at its exit), the
+    # compilation with its duration, then progress at least every 30 s of training.
+    shown = [word for word in TINY if word != "--no-progress"]
+    argv = [sys.executable, "-m", "nnx_ppo_quickstart.cli", *shown, "--output-dir", "run"]
+    arrived = []
+    with subprocess.Popen(
+        argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as process:
+        for line in process.stdout:
+            arrived.append((time.monotonic(), line.rstrip("\n")))
+    assert process.returncode == 0, "\n".join(text for _, text in arrived)
+    texts = [text for _, text in arrived]
+    compiling = texts.index("train_ppo: compiling the training program ...")
+    compiled = next(i for i, text in enumerate(texts) if text.startswith("train_ppo: compiled"))
+    took = float(re.search(r"compiled in (\d+\.\d) s", texts[compiled]).group(1))
+    # Streamed: the compile line came when compiling began, not with the rest at exit.
+    assert arrived[compiled][0] - arrived[compiling][0] >= 0.5 * took
+    progress = [(t, text) for t, text in arrived if text.startswith("train_ppo: step ")]
+    assert progress and progress[-1][1].startswith("train_ppo: step 2.40k/2.40k (100%)")
+    times = [arrived[compiled][0]] + [t for t, _ in progress]
+    assert max(b - a for a, b in itertools.pairwise(times)) <= 30.0, texts
+    assert texts[-1].startswith("Done: 2,400 steps")
