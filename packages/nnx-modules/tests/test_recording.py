@@ -63,6 +63,27 @@ def test_recording_works_under_tracing_and_nests():
     assert len(outer) == 2
 
 
+def test_a_recorded_call_carries_its_distribution_and_a_differentiable_mode():
+    # A NormalTanhSampler fed [mean | pre_std]: its params are (mean, std) and its mode
+    # is the mean, a function of the input with gradient 1 per entry (the sampled and
+    # the eval-mode actions themselves are fixed values, with gradient 0).
+    sampler = NormalTanhSampler(nnx.Rngs(0), deterministic=True)  # draws nothing
+    x = jnp.array([[0.5, -2.0, 0.0, 0.0]])  # B=1, A=2
+
+    def mode_sum(inputs):
+        with record_sampler_calls() as calls:
+            sampler((), inputs)
+        (call,) = calls
+        mean, std = call.params
+        np.testing.assert_allclose(mean, inputs[:, :2])
+        assert std.shape == (1, 2)
+        return jnp.sum(call.mode)
+
+    np.testing.assert_allclose(jax.grad(mode_sum)(x), [[1.0, 1.0, 0.0, 0.0]])
+    action = jax.grad(lambda inputs: jnp.sum(sampler((), inputs).output["action"]))(x)
+    np.testing.assert_array_equal(action, jnp.zeros_like(x))
+
+
 def test_recording_does_not_change_the_network_or_its_output():
     net, reference = _two_sampler_net(), _two_sampler_net()
     x = jnp.ones((2, 3))
