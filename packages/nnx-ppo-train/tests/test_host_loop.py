@@ -273,3 +273,29 @@ def test_the_progress_bar_shows_the_first_call_compiling(capsys):
     _run(Recorder(), n=2, progress=True)
     err = capsys.readouterr().err
     assert "train_ppo (compiling)" in err and "train_ppo: 100%" in err
+
+
+def test_throughput_leaves_the_first_calls_compilation_out(monkeypatch):
+    # A fake clock: the first call "compiles" for 100 s, every call runs for 1 s. The
+    # first record's rate counts that call's 10 steps over its 1 s of running, not 101 s.
+    from nnx_ppo.algorithms.trainer import host_loop
+
+    now = [0.0]
+    monkeypatch.setattr(host_loop.time, "perf_counter", lambda: now[0])
+    rec = Recorder()
+
+    def call(state):
+        now[0] += 101.0 if int(state.iteration) == 0 else 1.0
+        return rec.call(state)
+
+    seen = []
+    run_calls(
+        State(jnp.asarray(0), healthy()), call, steps_per_iteration=10, iterations_per_call=1,
+        n_iterations=3, log_every_calls=1, log_level=LogLevel.DEFAULT | LogLevel.THROUGHPUT,
+        progress=False, log_fn=lambda metrics, step: seen.append(metrics["throughput/sps"]),
+    )  # fmt: skip
+    # The first record is read once the second call is dispatched, 1 s after the first
+    # returned: 10 steps per second, not 10 over 102 s (0.1) as it was with the
+    # compilation counted; the second likewise. (The last is read at once, which this
+    # clock, standing still while reading, cannot time.)
+    assert seen[:2] == pytest.approx([10.0, 10.0])

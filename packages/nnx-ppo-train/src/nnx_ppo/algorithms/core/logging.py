@@ -49,6 +49,8 @@ name                               group            meaning
 ``train/param_norm``               WEIGHTS          global parameter norm
 ``train/updates_taken``            LOSSES           share of the updates stepped (``target_kl``)
 ``throughput/sps``                 THROUGHPUT       env steps per second since the last log
+                                                    (evaluations, videos and the first
+                                                    call's compilation left out)
 ``throughput/wall_time``           THROUGHPUT       seconds since training started
 ``diagnostics/nonfinite_obs``      DIAGNOSTICS      env steps whose observation had a NaN/inf
 ``diagnostics/nonfinite_action``   DIAGNOSTICS      env steps whose action had a NaN/inf
