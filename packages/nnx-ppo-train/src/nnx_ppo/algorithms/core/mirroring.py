@@ -11,9 +11,10 @@ in two calls (`MirrorStep`)::
     mirror_carry' = reset where done (replayed.next_state)
 
 ``replayed`` scores the mirrored action under the rollout's policy on the mirrored
-observations: its log-likelihood is the "old" log-likelihood of the mirrored sample,
-so the importance ratio of a mirrored action is 1 before the first update, as for a
-real one, and its value the mirrored sample's old value. The first call only supplies
+observations: ``log pi_old(M a | M s)`` (with ``Symmetry.ratio="mirrored"`` the
+denominator of the mirrored sample's ratio, 1 before the first update as for a real
+sample; in both modes the numerator of its `mirror_weights`) and the mirrored sample's
+old value (for value clipping). The first call only supplies
 what the network emits besides the sampled actions (e.g. a normalizer's raw input);
 XLA drops the rest of it. For a recurrent network the mirrored carry is the carry it
 has on the mirrored history, so the mirrored sequences are replayed exactly as the
@@ -21,14 +22,15 @@ network would run on them (`MirrorRollout`).
 
 **Loss.** `augmented` adds the mirrored sequences to a minibatch (mirrored
 observations and actions), replayed in one call; their PPO loss takes the real samples'
-advantages and value targets, each mirrored sample's surrogate weighted by
-`mirror_weights` (a truncated importance weight, 1 where the policy is symmetric), and
-the minibatch loss is the mean of the real and mirrored halves' (the batch doubled, as
-rsl_rl's augmentation); `mirror_loss` is ``mean |u(M_o s) - M_a u(s)|^2`` on the
-policy's distribution location ``u`` (each sampler's raw mode, e.g. the pre-``tanh``
-mean), the target held fixed. `symmetry_error` measures ``|a(M_o s) - M_a a(s)|`` on
-the deterministic actions of a trained network; `check_symmetry` checks a symmetry
-against an environment and a network before anything is compiled.
+advantages and value targets, with the importance ratio of `Symmetry.ratio` (against
+``pi_old(a | s)``, or against ``pi_old(M a | M s)`` with each surrogate weighted by
+`mirror_weights`), and the minibatch loss is the mean of the real and mirrored halves'
+(the batch doubled, as rsl_rl's augmentation); `mirror_loss` is
+``mean |u(M_o s) - M_a u(s)|^2`` on the policy's distribution location ``u`` (each
+sampler's raw mode, e.g. the pre-``tanh`` mean), the target held fixed.
+`symmetry_error` measures ``|a(M_o s) - M_a a(s)|`` on the deterministic actions of a
+trained network; `check_symmetry` checks a symmetry against an environment and a
+network before anything is compiled.
 """
 
 from __future__ import annotations
