@@ -47,7 +47,7 @@ from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
 from nnx_ppo.networks.feedforward import Dense
-from nnx_ppo.networks.sampling_layers import NormalSampler
+from nnx_ppo.networks.sampling_layers import NormalSampler, NormalTanhSampler
 from nnx_ppo.networks.types import reset_where
 from nnx_ppo.wrappers import EpisodeWrapper
 
@@ -89,6 +89,7 @@ def test_a_symmetry_round_trips_through_the_configs_json():
     symmetry = Symmetry(
         observation={"pos": FLIP_X, "goal": Mirror.swap(2, [(0, 1)])},
         action=FLIP_X,
+        ratio="mirrored",
         mirror_loss_weight=0.25,
     )
     config = TrainConfig(ppo=PPOConfig(n_envs=8, n_minibatches=2, symmetry=symmetry))
@@ -118,6 +119,11 @@ def test_a_symmetry_round_trips_through_the_configs_json():
             "mirror_loss_weight=-1.0 must be finite and >= 0",
         ),
         (lambda: Symmetry(observation=(-1, 1), action=FLIP_X), TypeError, "must be a Mirror"),
+        (
+            lambda: Symmetry(observation=FLIP_X, action=FLIP_X, ratio="old"),
+            ValueError,
+            "ratio='old' is not 'behavior'",
+        ),
     ],
 )
 def test_a_symmetry_that_cannot_work_is_refused_when_built(build, error, message):
@@ -162,6 +168,20 @@ def test_mirrors_that_do_not_fit_the_env_and_network_are_named(env, symmetry, me
     network = _mlp() if isinstance(env, PointMass) else dict_obs_network(nnx.Rngs(0))
     with pytest.raises(ValueError, match=message):
         check_symmetry(env, network, symmetry)
+
+
+def test_a_mirror_loss_on_a_sampler_with_a_carry_is_refused():
+    # Held exploration noise makes the sampler stateful: the sequence replay scans it,
+    # and the mirror loss cannot read its distribution there.
+    rngs = nnx.Rngs(0)
+    sampler = NormalTanhSampler(rngs, resample_every=2, action_size=2)
+    net = PPOAdapter(
+        action=Sequential([Dense(2, 4, rngs=rngs), sampler]), value=Dense(2, 1, rngs=rngs)
+    )
+    check_symmetry(PointMass(), net, SYMMETRY)  # augmentation alone is fine
+    loss = Symmetry(observation=FLIP_X, action=FLIP_X, mirror_loss_weight=1.0)
+    with pytest.raises(ValueError, match=r"NormalTanhSampler of the action at <root> has a carry"):
+        check_symmetry(PointMass(), net, loss)
 
 
 def test_train_ppo_refuses_a_mirror_that_does_not_fit_before_compiling(monkeypatch):
