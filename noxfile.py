@@ -51,10 +51,18 @@ APPS_DIR = ROOT / "apps"
 # combine features (and trainers) that the other files test one at a time, and those run
 # at the floors; the combinations are what our code does with them, checked at the
 # latest versions.
+# The cognitive tasks and their trial scoring (`test_cognitive_tasks.py`,
+# `test_trials.py`: a fifth of the file's time) are our arithmetic in plain `jax.numpy`
+# on top of the environment protocol that `test_cognitive.py` runs at the floors.
 LATEST_ONLY: dict[str, list[str]] = {
     "nnx-modules": [],
     "nnx-graph": [],
-    "nnx-ppo-train": ["test_matrix.py", "test_trainer_contract.py"],
+    "nnx-ppo-train": [
+        "test_matrix.py",
+        "test_trainer_contract.py",
+        "test_cognitive_tasks.py",
+        "test_trials.py",
+    ],
 }
 OWN_SESSION_APPS = {"export"}  # tested by `nox -s export`, with the onnx extra
 JAX_CACHE = ROOT / ".cache" / "jax"
@@ -298,20 +306,22 @@ def types(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Run every code block of the README and docs, then ``mkdocs build --strict``."""
+    """``mkdocs build --strict``, then run every code block of the README and docs and
+    check the built site."""
     _install_workspace(session, "docs", "test")
-    session.run(
-        "pytest", *_parallel("load"), "tests", "-m", "not readme", *session.posargs,
-        env=_test_env(),
-    )  # fmt: skip
+    site = ROOT / "site"
     session.run(
         "mkdocs",
         "build",
         "--strict",
         "--site-dir",
-        str(ROOT / "site"),
+        str(site),
         env={"NO_MKDOCS_2_WARNING": "1"},  # material's banner about a future MkDocs 2
     )
+    session.run(
+        "pytest", *_parallel("load"), "tests", "-m", "not readme", *session.posargs,
+        env={**_test_env(), "NNX_PPO_BUILT_SITE": str(site)},  # checked, not built again
+    )  # fmt: skip
 
 
 @nox.session(venv_backend="none")
