@@ -269,7 +269,7 @@ def test_counts_as_people_write_them():
     assert (args.steps, args.eval_every, args.checkpoint_every) == (10**7, 30_000, 2_500_000)
 
 
-@pytest.mark.parametrize("preset", ["lstm", "gru", "graph"])
+@pytest.mark.parametrize("preset", ["lstm", "gru", "lru", "graph"])
 def test_presets_build_and_step(preset):
     import jax.numpy as jnp
 
@@ -278,6 +278,9 @@ def test_presets_build_and_step(preset):
         cells = [type(m).__name__ for m in network.layers[1].action.layers]
         state = network.initialize_state(3)[1]
         assert cells[0] == "GRU" and state["action"][0]["h"].shape == (3, 128)
+    if preset == "lru":  # the same layout with the linear recurrent unit
+        cells = [type(m).__name__ for m in network.layers[1].action.layers]
+        assert cells[0] == "LRU", cells
     out = network(network.initialize_state(3), jnp.ones((3, 4))).output
     assert out.actions.shape == (3, 1)
     assert out.loglikelihoods.shape == (3,)
@@ -290,6 +293,7 @@ def test_presets_build_and_step(preset):
         ([], "constant"),
         (["--network", "lstm"], "linear"),
         (["--network", "gru"], "linear"),
+        (["--network", "lru"], "linear"),
         (["--network", "graph"], "linear"),
         (["--network", "graph", "--lr-schedule", "constant"], "constant"),
         (["--network", "lstm", "--lr-schedule", "constant"], "constant"),
@@ -316,7 +320,7 @@ def test_an_unknown_learning_rate_schedule_is_rejected(capsys):
 
 
 def test_unknown_preset_and_dict_sizes_are_rejected():
-    with pytest.raises(ValueError, match="valid choices: mlp, lstm, gru, graph"):
+    with pytest.raises(ValueError, match="valid choices: mlp, lstm, gru, lru, graph"):
         make_network("transformer", 4, 1, 0)
     with pytest.raises(ValueError, match="vector observation"):
         make_network("mlp", {"pos": (3,)}, 1, 0)
@@ -841,7 +845,7 @@ def test_critic_obs_makes_a_privileged_critic_of_a_dict_observation():
         (4, ["privileged_state"], "mlp", "the env's observation is an array"),
         ({"state": 3, "extra": 2}, ["privileged"], "mlp", "no key 'privileged'; its keys: extra"),
         ({"state": 3}, ["state"], "lstm", "names every key of the observation"),
-        ({"state": 3, "extra": 2}, ["extra"], "graph", "needs --network mlp, lstm or gru"),
+        ({"state": 3, "extra": 2}, ["extra"], "graph", "needs --network mlp, lstm, gru or lru"),
     ],
 )
 def test_critic_obs_is_refused_naming_the_keys_there_are(obs_size, critic_obs, network, match):

@@ -80,7 +80,13 @@ randomizer Playground's registry provides for the task
 LR_SCHEDULES = ("linear", "constant")
 """The choices of ``--lr-schedule`` (`with_learning_rate_schedule`)."""
 
-PRESET_LR_SCHEDULE = {"mlp": "constant", "lstm": "linear", "gru": "linear", "graph": "linear"}
+PRESET_LR_SCHEDULE = {
+    "mlp": "constant",
+    "lstm": "linear",
+    "gru": "linear",
+    "lru": "linear",
+    "graph": "linear",
+}
 """``--lr-schedule`` when not given, per ``--network`` preset. The LSTM decays its rate
 (and the GRU, the same network with another cell, as it does):
 at a constant rate it drifts through collapses of its return after learning
@@ -137,15 +143,17 @@ def _parser() -> argparse.ArgumentParser:
         help="training settings to start from: a DeepMind Control Suite task's tuned "
         "brax-PPO settings from MuJoCo Playground (e.g. CheetahRun), or 'quickstart' (the "
         "defaults shown here); 'auto' takes the one named like --env, else 'quickstart'. "
-        "With --network lstm, gru or graph a Playground preset trains 4 epochs per rollout, not "
-        "its 16 (tuned for the MLP). Options given explicitly override the preset's",
+        "With --network lstm, gru, lru or graph a Playground preset trains 4 epochs per "
+        "rollout, not its 16 (tuned for the MLP). Options given explicitly override the "
+        "preset's",
     )
     parser.add_argument(
         "--network",
         default="mlp",
         choices=PRESETS,
-        help="network preset: 'mlp' (brax's sizes), 'lstm' or 'gru' (a 128-unit cell per "
-        "port, MLP heads), 'graph' (a population graph with delayed self-loops)",
+        help="network preset: 'mlp' (brax's sizes), 'lstm', 'gru' or 'lru' (a 128-unit cell "
+        "per port, MLP heads; 'lru' is a linear recurrence, the stateful cell closest to "
+        "frame stacking so far), 'graph' (a population graph with delayed self-loops)",
     )
     parser.add_argument(
         "--reward-scaling", type=float, default=10.0, help="training rewards are multiplied by it"

@@ -1,4 +1,4 @@
-"""Network presets: an MLP, an LSTM, a GRU and a population-graph actor-critic."""
+"""Network presets: an MLP, an LSTM, a GRU, an LRU and a population-graph actor-critic."""
 
 from __future__ import annotations
 
@@ -15,9 +15,12 @@ from nnx_ppo_quickstart.presets import NETWORK_SIZES
 
 __all__ = ["PRESETS", "make_network", "parse_critic_obs", "privileged_critic_keys"]
 
-PRESETS = ("mlp", "lstm", "gru", "graph")
-"""The choices of ``--network``: ``lstm`` and ``gru`` are the same network with another
-memory cell (one 128-unit cell per port, MLP heads; `make_recurrent_actor_critic`)."""
+PRESETS = ("mlp", "lstm", "gru", "lru", "graph")
+"""The choices of ``--network``: ``lstm``, ``gru`` and ``lru`` are the same network with
+another memory cell (one 128-unit cell per port, MLP heads;
+`make_recurrent_actor_critic`). The LRU (a linear recurrence, replayed in parallel in
+time) is the stateful cell that came closest to frame stacking on the control suite's
+``CartpoleBalance/masked`` (the learning-quality page, "The stateful tax")."""
 
 
 def make_network(
@@ -35,7 +38,7 @@ def make_network(
     run's factory).
 
     ``critic_obs`` (``--critic-obs``) makes a privileged critic for a dict observation:
-    the critic reads every key, the actor every key but these (``mlp``, ``lstm``, ``gru``).
+    the critic reads every key, the actor every key but these (``mlp`` and the cell presets).
 
     Raises:
         ValueError: For an unknown preset, env sizes the preset cannot handle, or
@@ -50,7 +53,7 @@ def make_network(
         keys = privileged_critic_keys(obs_size, critic_obs)
         if preset == "graph":
             raise ValueError(
-                "--critic-obs needs --network mlp, lstm or gru: the graph preset reads one "
+                "--critic-obs needs --network mlp, lstm, gru or lru: the graph preset reads one "
                 "observation vector for actor and critic"
             )
     elif not isinstance(obs_size, int) or not isinstance(action_size, int):
@@ -75,9 +78,9 @@ def make_network(
         return make_lstm_actor_critic(
             obs_size, action_size, rngs=rngs, entropy_weight=entropy_weight, **keys
         )
-    if preset == "gru":  # the LSTM preset's layout and sizes with a GRU cell
+    if preset in ("gru", "lru"):  # the LSTM preset's layout and sizes with another cell
         return make_recurrent_actor_critic(
-            obs_size, action_size, rngs=rngs, cell="gru", torso_blocks=0,
+            obs_size, action_size, rngs=rngs, cell=preset, torso_blocks=0,
             entropy_weight=entropy_weight, **keys,
         )  # fmt: skip
     # Per port a tanh memory population with a delayed self-loop, then Playground's
