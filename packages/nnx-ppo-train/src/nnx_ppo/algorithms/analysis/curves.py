@@ -16,7 +16,7 @@ Examples:
     >>> steps = np.array([0, 100, 200])
     >>> returns = np.array([[0.0, 5.0, 9.0], [0.0, 3.0, 7.0], [1.0, 6.0, 8.0]])  # [K, S]
     >>> summary = summarize(steps, returns)
-    >>> summary.final.median, summary.auc.median
+    >>> summary.final.value, summary.auc.value
     (8.0, 4.75)
     >>> print(summary_table({"ppo": (steps, returns)}))  # doctest: +NORMALIZE_WHITESPACE
     | method | runs | final return: median [95% CI] | area under curve: median [95% CI] |
@@ -31,6 +31,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from nnx_ppo.algorithms.analysis.statistics import (
+    Estimate,
+    check_bootstrap,
+    percentile_interval,
+    resample_runs,
+)
 
 __all__ = [
     "EVAL_REWARD",
@@ -51,22 +58,9 @@ Statistic = Callable[..., Any]
 """``statistic(values, axis=...)``, e.g. ``np.median`` or ``np.mean``."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Interval:
-    """A point estimate with its confidence interval.
-
-    Attributes:
-        median: The statistic (the median over runs) of the observed runs.
-        low: The interval's lower end.
-        high: The interval's upper end.
-    """
-
-    median: float
-    low: float
-    high: float
-
-    def __str__(self) -> str:
-        return f"{self.median:.4g} [{self.low:.4g}, {self.high:.4g}]"
+Interval = Estimate
+"""The interval record of the summaries, `Estimate` (``median`` reads its ``value``).
+Deprecated name, kept for one release."""
 
 
 def _runs_axis(values: Any, name: str = "values") -> np.ndarray:
@@ -117,16 +111,10 @@ def bootstrap_interval(
         >>> float(low), float(high)
         (1.0, 3.0)
     """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence={confidence} must be in (0, 1), e.g. 0.95.")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise ValueError(f"n_resamples={n_resamples!r} must be an int >= 1, e.g. 10_000.")
+    check_bootstrap(confidence, n_resamples, 10_000)
     array = _runs_axis(values)
-    k = array.shape[0]
-    picks = np.random.default_rng(seed).integers(0, k, size=(n_resamples, k))
-    stats = statistic(array[picks], axis=1)  # [R, ...]
-    low, high = np.quantile(stats, [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0], axis=0)
-    return low, high
+    picks = resample_runs(np.random.default_rng(seed), array.shape[:1], n_resamples)  # [R, K]
+    return percentile_interval(statistic(array[picks], axis=1), confidence)  # of [R, ...]
 
 
 def median_band(
@@ -189,8 +177,8 @@ class RunSummary:
     """
 
     runs: int
-    final: Interval
-    auc: Interval
+    final: Estimate
+    auc: Estimate
 
 
 def summarize(
@@ -215,9 +203,9 @@ def summarize(
     if y.ndim != 2:
         raise ValueError(f"values has shape {y.shape}: it must be [K, S] (runs, steps).")
 
-    def interval(x: np.ndarray) -> Interval:
+    def interval(x: np.ndarray) -> Estimate:
         low, high = bootstrap_interval(x, confidence=confidence, n_resamples=n_resamples, seed=seed)
-        return Interval(float(np.median(x)), float(low), float(high))
+        return Estimate(float(np.median(x)), float(low), float(high))
 
     return RunSummary(
         runs=y.shape[0], final=interval(y[:, -1]), auc=interval(area_under_curve(steps, y))

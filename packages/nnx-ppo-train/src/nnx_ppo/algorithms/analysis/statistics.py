@@ -44,11 +44,14 @@ import numpy as np
 
 __all__ = [
     "Estimate",
+    "check_bootstrap",
     "interval_estimates",
     "iqm",
     "load_scores",
     "normalize",
+    "percentile_interval",
     "probability_of_improvement",
+    "resample_runs",
     "save_scores",
     "stratified_bootstrap",
 ]
@@ -70,6 +73,29 @@ def _scores(scores: Any, name: str = "scores", *, finite: bool = True) -> np.nda
             "episode); drop or fill them first."
         )
     return array
+
+
+def check_bootstrap(confidence: float, n_resamples: int, default: int) -> None:
+    """The bootstrap's settings, or a ValueError naming the bad one (``default``: the
+    caller's number of resamples, shown as the example)."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence={confidence} must be in (0, 1), e.g. 0.95.")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
+        raise ValueError(f"n_resamples={n_resamples!r} must be an int >= 1, e.g. {default}.")
+
+
+def resample_runs(rng: np.random.Generator, shape: tuple[int, ...], n_resamples: int) -> Any:
+    """The bootstrap's draws: ``[n_resamples, *shape]`` indices of runs, each uniform over
+    the ``shape[0]`` runs and drawn with replacement, for every entry of ``shape``
+    independently (the runs of each task, for `stratified_bootstrap`)."""
+    return rng.integers(0, shape[0], size=(n_resamples, *shape))
+
+
+def percentile_interval(resampled: Any, confidence: float) -> tuple[Any, Any]:
+    """``(low, high)``: the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2``
+    quantiles of the resampled statistics along their first axis."""
+    low, high = np.quantile(resampled, [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0], axis=0)
+    return low, high
 
 
 def normalize(scores: Any, low: Any, high: Any) -> np.ndarray:
@@ -180,14 +206,11 @@ def stratified_bootstrap(
         raise TypeError("stratified_bootstrap needs at least one scores array after statistic.")
     if not callable(statistic):
         raise TypeError(f"statistic={statistic!r} must be a function of the scores, e.g. iqm.")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence={confidence} must be in (0, 1), e.g. 0.95.")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise ValueError(f"n_resamples={n_resamples!r} must be an int >= 1, e.g. 2000.")
+    check_bootstrap(confidence, n_resamples, 2000)
     arrays = [_scores(s, f"scores[{i}]") for i, s in enumerate(scores)]
     rng = np.random.default_rng(seed)
     # picks[r][i, j]: the run drawn as run i of task j in resample r.
-    picks = [rng.integers(0, a.shape[0], size=(n_resamples, *a.shape)) for a in arrays]
+    picks = [resample_runs(rng, a.shape, n_resamples) for a in arrays]
     columns = [np.arange(a.shape[1]) for a in arrays]
     stats = np.array(
         [
@@ -195,16 +218,18 @@ def stratified_bootstrap(
             for r in range(n_resamples)
         ]
     )
-    low, high = np.quantile(stats, [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0])
+    low, high = percentile_interval(stats, confidence)
     return float(low), float(high)
 
 
 @dataclasses.dataclass(frozen=True)
 class Estimate:
-    """A statistic of the observed scores with its stratified-bootstrap interval.
+    """A statistic of observed runs with its bootstrap confidence interval: what
+    `interval_estimates` gives per algorithm, and `nnx_ppo.algorithms.analysis.curves`'
+    summaries per group of runs (their median).
 
     Attributes:
-        value: The statistic of the scores as observed.
+        value: The statistic of the runs as observed.
         low: The interval's lower end.
         high: The interval's upper end.
     """
@@ -213,8 +238,13 @@ class Estimate:
     low: float
     high: float
 
+    @property
+    def median(self) -> float:
+        """``value``, under the name curves' ``Interval`` record had (until 0.2)."""
+        return self.value
+
     def __str__(self) -> str:
-        return f"{self.value:.3g} [{self.low:.3g}, {self.high:.3g}]"
+        return f"{self.value:.4g} [{self.low:.4g}, {self.high:.4g}]"
 
 
 def interval_estimates(
