@@ -7,9 +7,11 @@ import importlib
 import json
 import re
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 from nnx_ppo_benchmarks.studies.ablations import arm_algorithm, brax_advantages
 
 from nnx_ppo.algorithms.config import EvalConfig, LogLevel, PPOConfig, TrainConfig
@@ -22,7 +24,9 @@ STUDIES = (
     "studies.ablations",
     "studies.eval_paths",
     "studies.kl_trace",
+    "studies.policy_shift",
     "studies.reset_modes",
+    "studies.step_costs",
     "studies.symmetry",
     "studies.wrapper_paths",
     "trainer.ab",
@@ -118,3 +122,41 @@ def test_the_symmetry_study_reports_returns_errors_and_their_ratio(tmp_path):
         assert np.isfinite(record["returns"][0]) and record["symmetry_errors"][0] > 0
     ratio = base["median_symmetry_error"] / sym["median_symmetry_error"]
     assert sym["error_ratio_to_base"] == pytest.approx(ratio) and "error_ratio_to_base" not in base
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("kind", ["mlp", "lstm"])
+def test_policy_shift_splits_the_kl_into_its_direct_part_and_the_carrys(kind):
+    # Before the update the replay reproduces the rollout (KL 0 at every step). After
+    # it, at step 0 both replays start from the rollout's first carry, so the KL and its
+    # direct part agree; without a carry they agree at every step. A recurrent network's
+    # later steps differ: its replay runs on the carries the new parameters make.
+    from nnx_ppo_benchmarks.studies.policy_shift import measure_update
+
+    from nnx_ppo.algorithms.ppo.iteration import (
+        init_train_state,
+        make_optimizer,
+        make_training_iteration,
+    )
+    from nnx_ppo.networks.factories import make_lstm_actor_critic
+
+    env = EpisodeWrapper(PointMass(), episode_length=50)
+    config = PPOConfig(n_envs=4, rollout_length=8, n_minibatches=2, n_epochs=2, learning_rate=1e-2)
+    rngs = nnx.Rngs(0)
+    if kind == "mlp":
+        network = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=rngs)
+    else:
+        network = make_lstm_actor_critic(2, 2, 8, (8,), (8,), rngs=rngs)
+    optimizer = make_optimizer(config)
+    graphdef, state = init_train_state(env, network, config, optimizer, jax.random.PRNGKey(0))
+    iteration = make_training_iteration(env, graphdef, optimizer, config)
+    _, found = jax.jit(lambda s: measure_update(env, graphdef, config, iteration, s))(state)
+    kl, direct = np.asarray(found["kl_by_t"]), np.asarray(found["direct_kl_by_t"])
+    assert float(found["replay_kl_before"]) < 1e-6
+    assert kl.shape == direct.shape == (8,) and kl[0] > 1e-6
+    np.testing.assert_allclose(kl[0], direct[0], rtol=1e-4)
+    if kind == "mlp":
+        np.testing.assert_allclose(kl, direct, rtol=1e-4)
+    else:
+        assert np.abs(kl[1:] - direct[1:]).max() > 1e-3 * kl.max(), (kl, direct)
+    assert set(found["update"]) and all(float(v) > 0 for v in found["update"].values())

@@ -6,6 +6,10 @@ docstring has the command that wrote its results).
   ``train_many``), and the stateful families' K-seed programs;
 - :mod:`.kl_trace`: per-iteration training metrics of one run (how far each update
   moves the policy);
+- :mod:`.policy_shift`: where one update moves a policy: KL at each step of the
+  rollout, its part through the carry, the update of each module;
+- :mod:`.step_costs`: where an iteration's time goes per network family (rollout,
+  replay, its gradient, the whole iteration), side by side;
 - :mod:`.eval_paths`: ours' ``evaluate`` against brax's evaluator on one trained policy;
 - :mod:`.wrapper_paths`: ours' training wrappers against brax's on the same actions;
 - :mod:`.reset_modes`: the quickstart's ``--reset fresh`` against ``--reset cached``.
