@@ -197,6 +197,20 @@ class TrialResults:
 
     # ------------------------------------------------------------------ tables and fits
 
+    def _grouped(self, name: str | None) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """``(keys [N], groups [G], table)``: each trial's group key and the sorted groups,
+        by condition (``name=None``: the table starts with ``condition_index`` and every
+        condition variable) or by the values of ``name`` (`_values`)."""
+        if name is None:
+            keys = self.condition_index
+            groups, first = np.unique(keys, return_index=True)
+            table: dict[str, np.ndarray] = {"condition_index": groups}
+            table.update({k: v[first] for k, v in self.condition.items()})
+            return keys, groups, table
+        name, keys = self._values(name)
+        groups = np.unique(keys)
+        return keys, groups, {name: groups}
+
     def _values(self, variable: str | None) -> tuple[str, np.ndarray]:
         name = self.psychometric_variable if variable is None else variable
         if name not in self.condition:
@@ -219,15 +233,7 @@ class TrialResults:
             ``reaction_time`` (the mean reaction time of correct decisions, ms). A rate
             with no trial to count is ``nan``. ``pandas.DataFrame(table)`` reads it.
         """
-        if name is None:
-            keys = self.condition_index
-            groups, first = np.unique(keys, return_index=True)
-            table: dict[str, np.ndarray] = {"condition_index": groups}
-            table.update({k: v[first] for k, v in self.condition.items()})
-        else:
-            name, keys = self._values(name)
-            groups = np.unique(keys)
-            table = {name: groups}
+        keys, groups, table = self._grouped(name)
         decided = self.decided
         timed = (self.outcome == _CORRECT) & decided & (self.reaction_time >= 0)
         rows = [keys == g for g in groups]
@@ -314,15 +320,9 @@ class TrialResults:
             [0.5, 0.5]
         """
         trials, second, _ = self._choices("choice_rate", choices)
-        if variable is None and not self.psychometric_variable:
-            keys = self.condition_index
-            groups, first = np.unique(keys, return_index=True)
-            table: dict[str, np.ndarray] = {"condition_index": groups}
-            table.update({k: v[first] for k, v in self.condition.items()})
-        else:
-            name, keys = self._values(variable)
-            groups = np.unique(keys)
-            table = {name: groups}
+        if variable is None:  # the psychometric variable, or by condition without one
+            variable = self.psychometric_variable or None
+        keys, groups, table = self._grouped(variable)
         n = np.array([np.sum(trials & (keys == g)) for g in groups], np.int64)
         k = np.array([np.sum(trials & second & (keys == g)) for g in groups], np.int64)
         with np.errstate(invalid="ignore", divide="ignore"):
