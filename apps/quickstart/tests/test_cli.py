@@ -20,6 +20,7 @@ from nnx_ppo_apps_common.cli import arguments_record
 from nnx_ppo_apps_common.training import train_config
 from nnx_ppo_quickstart import cli as cli_module
 from nnx_ppo_quickstart import envs as envs_module
+from nnx_ppo_quickstart import randomizers as randomizers_module
 from nnx_ppo_quickstart.cli import main, options_text, parse_args, with_learning_rate_schedule
 from nnx_ppo_quickstart.envs import EnvPair, make_envs
 from nnx_ppo_quickstart.networks import make_network
@@ -670,8 +671,8 @@ def test_randomization_uses_the_registrys_randomizer_for_the_task(monkeypatch):
     monkeypatch.setattr(
         registry, "get_domain_randomizer", lambda env: randomizer if env == "CheetahRun" else None
     )
-    assert cli_module._randomizer("playground", "CheetahRun") is randomizer
-    assert cli_module._randomizer("none", "CheetahRun") is None
+    assert randomizers_module.randomizer("playground", "CheetahRun") is randomizer
+    assert randomizers_module.randomizer("none", "CheetahRun") is None
 
 
 RANDOMIZERS = """

@@ -41,6 +41,7 @@ from nnx_ppo_apps_common.runs import (
 from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
 
 from nnx_ppo_quickstart.presets import QUICKSTART, preset_options, resolve_preset
+from nnx_ppo_quickstart.randomizers import RANDOMIZATIONS, check_randomizer, randomizer
 from nnx_ppo_quickstart.run_options import config_argv, resume_argv
 from nnx_ppo_quickstart.seeds import (
     CONFIDENCE,
@@ -71,11 +72,6 @@ _LOGGER_PACKAGES = {
     "tensorboard": ("tensorboardX", "nnx-ppo-train[logging]"),
     "wandb": ("wandb", "nnx-ppo-train[wandb]"),
 }
-
-RANDOMIZATIONS = ("none", "playground")
-"""The named choices of ``--randomization``: ``playground`` trains on the domain
-randomizer Playground's registry provides for the task
-(``registry.get_domain_randomizer``); ``module:function`` names one's own."""
 
 LR_SCHEDULES = ("linear", "constant")
 """The choices of ``--lr-schedule`` (`with_learning_rate_schedule`)."""
@@ -521,96 +517,6 @@ def _per_run(sinks: list[Any]) -> Any:
     return log_fn
 
 
-def _randomizer(name: str, env: str) -> Any:
-    """The ``randomization_fn`` of ``--randomization name`` for ``--env env``
-    (``None`` for ``none``): Playground's for ``playground``, the user's own for
-    ``module:function``.
-
-    Raises:
-        ValueError: If Playground provides no domain randomizer for ``env``, or
-            ``name`` is no choice, names a module that cannot be imported or a
-            function the module does not have.
-    """
-    if name == "none":
-        return None
-    if ":" in name:
-        return _own_randomizer(name)
-    if name not in RANDOMIZATIONS:
-        raise ValueError(
-            f"--randomization {name!r} is neither a choice ({', '.join(RANDOMIZATIONS)}) nor "
-            "MODULE:FUNCTION (one's own randomizer, e.g. my_randomizers:heavier_pole)"
-        )
-    try:
-        from mujoco_playground import registry
-    except ImportError:
-        registry = None
-    known = registry is not None and env in registry.ALL_ENVS
-    randomizer = registry.get_domain_randomizer(env) if known else None
-    if randomizer is None:
-        where = "a Playground env" if known else "not a Playground env"
-        raise ValueError(
-            f"--randomization {name}: MuJoCo Playground provides no domain randomizer for "
-            f"--env {env} ({where}; its registry has them for some locomotion and "
-            "manipulation tasks); leave --randomization out"
-        )
-    return randomizer
-
-
-def _own_randomizer(spec: str) -> Any:
-    """``--randomization module:function``: the function, imported (the current folder
-    first, as ``python -m`` would).
-
-    Raises:
-        ValueError: Naming the option, its value, why and the fix.
-    """
-    import importlib
-    import os
-
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(
-            f"--randomization {spec!r} must be MODULE:FUNCTION, e.g. "
-            "my_randomizers:heavier_pole (a function in my_randomizers.py)"
-        )
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(
-            f"--randomization {spec}: cannot import {module_name!r} ({error}); run from the "
-            f"folder holding {module_name.replace('.', '/')}.py, or install its package"
-        ) from None
-    function = getattr(module, attr, None)
-    if not callable(function):
-        raise ValueError(
-            f"--randomization {spec}: {module_name} has no function {attr!r}; give the name "
-            "of a function (model, rng) -> (batched_model, in_axes)"
-        )
-    return function
-
-
-def _check_randomizer(spec: str, function: Any, env: Any, n_envs: int) -> None:
-    """Trace ``--randomization``'s function on the training env's model (nothing is
-    compiled or run), so a mismatch is a one-line error before any training.
-
-    Raises:
-        ValueError: Naming the option, its value and what does not fit.
-    """
-    from nnx_ppo.algorithms.core.randomization import make_randomization
-
-    try:
-        make_randomization(env, function, n_envs, env_name="--env")
-    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as error:
-        # The trainer's note on what to check; not JAX's on its filtered traceback.
-        notes = " ".join(n for n in getattr(error, "__notes__", []) if n.startswith("("))
-        text = f"{type(error).__name__}: {error}" if not isinstance(error, ValueError) else error
-        raise ValueError(
-            f"--randomization {spec} does not fit --env's model: {text}"
-            + (f" {notes}" if notes else "")
-        ) from None
-
-
 def _with_video(config: Any, args: argparse.Namespace, eval_env: Any) -> Any:
     """``config`` recording an evaluation video at every evaluation into
     ``<output-dir>/videos`` (``--video``).
@@ -695,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
         parse_lag("--obs-lag", args.obs_lag)
         _check_loggers(args.logger)
         critic_obs = parse_critic_obs(args.critic_obs)
-        randomization_fn = _randomizer(args.randomization, args.env)
+        randomization_fn = randomizer(args.randomization, args.env)
         if not 0.0 <= args.lag_hold_prob <= 1.0:
             raise ValueError(
                 f"--lag-hold-prob {args.lag_hold_prob} must be in [0, 1]: the probability "
@@ -738,7 +644,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.video:
             config = _with_video(config, args, envs.eval)
         if randomization_fn is not None:
-            _check_randomizer(args.randomization, randomization_fn, envs.train, args.n_envs)
+            check_randomizer(args.randomization, randomization_fn, envs.train, args.n_envs)
     except (ValueError, TypeError) as error:
         return fail(PROG, str(error))
 
