@@ -165,7 +165,11 @@ def train_config(
         n_epochs=2,
         total_steps=total_steps,
         learning_rate=3e-3,
-        reset_mode="fresh",
+        # the default: a finished environment restarts from its cached first reset (with
+        # a new staggered start); "fresh" would put a batched reset in every step of the
+        # program (a third of a physics family's training compile). test_rollout.py
+        # checks the reset modes.
+        reset_mode="cached",
         iterations_per_call=ITERATIONS_PER_CALL,
         log_level=log_level,
     )
