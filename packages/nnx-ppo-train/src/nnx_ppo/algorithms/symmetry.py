@@ -7,9 +7,11 @@ reward. Such a task's optimal policy satisfies ``pi(mirror s) = mirror pi(s)``.
 symmetry extension, Mittal et al. 2024), each optional:
 
 - **augmentation**: every minibatch also trains on the mirrored sequences (mirrored
-  observations, mirrored actions, the same advantages and value targets), with the
-  importance ratio of each mirrored action computed against the probability the
-  rollout's policy gave it *on the mirrored observations*;
+  observations, mirrored actions, the same advantages and value targets), each mirrored
+  action's importance ratio taken against the probability the rollout's policy gave the
+  real action (``Symmetry.ratio="behavior"``, rsl_rl's) or against the one it gave the
+  mirrored action *on the mirrored observations* (``"mirrored"``, with a truncated
+  correction weight);
 - **a mirror loss**: ``mirror_loss_weight * mean |u(mirror s) - mirror u(s)|^2`` on the
   policy's distribution location ``u`` (each sampler's raw mode: for a tanh-squashed
   Gaussian the pre-``tanh`` mean, which keeps its gradient where the action saturates).
