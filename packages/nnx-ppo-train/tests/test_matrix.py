@@ -154,10 +154,10 @@ NO_EVAL = EvalConfig(enabled=False)
 
 
 def train_config(
-    total_steps: int, *, evaluation: EvalConfig = EVAL, log_level: LogLevel = LOG
+    name: str, total_steps: int, *, evaluation: EvalConfig = EVAL, log_level: LogLevel = LOG
 ) -> TrainConfig:
-    """Every run of the matrix: only ``total_steps``, the evaluation and the log level
-    differ, and the first two do not change the compiled training program."""
+    """Every run of family ``name`` in the matrix: only ``total_steps``, the evaluation and
+    the log level differ, and the first two do not change the compiled training program."""
     ppo = PPOConfig(
         n_envs=N_ENVS,
         rollout_length=ROLLOUT_LENGTH,
@@ -165,11 +165,12 @@ def train_config(
         n_epochs=2,
         total_steps=total_steps,
         learning_rate=3e-3,
-        # the default: a finished environment restarts from its cached first reset (with
-        # a new staggered start); "fresh" would put a batched reset in every step of the
-        # program (a third of a physics family's training compile). test_rollout.py
-        # checks the reset modes.
-        reset_mode="cached",
+        # The default: a finished environment restarts from its cached first reset (with
+        # a new staggered start); "fresh" puts a batched reset in every step of the
+        # program (a third of a physics family's training compile). A cognitive task
+        # draws its trial at reset and needs "fresh" (checked before compiling).
+        # test_rollout.py checks the reset modes.
+        reset_mode="fresh" if name == COGNITIVE else "cached",
         iterations_per_call=ITERATIONS_PER_CALL,
         log_level=log_level,
     )
@@ -404,7 +405,7 @@ class MatrixRuns:
     def _train(self, name: str) -> Trained:
         family = self.family(name)
         root = self.root / re.sub(r"\W+", "_", name)
-        config = train_config(TOTAL)
+        config = train_config(name, TOTAL)
         network = family.make_network(nnx.Rngs(0))
         records: dict[int, dict[str, float]] = {}
         with (
@@ -424,7 +425,7 @@ class MatrixRuns:
     def _sweep(self, name: str) -> SweepResult:
         family = self.family(name)
         return train_many(
-            family.train_env(), family.make_network, train_config(TOTAL),
+            family.train_env(), family.make_network, train_config(name, TOTAL),
             seeds=[0, 1], eval_env=family.eval_env(), progress=False,
         )  # fmt: skip
 
@@ -434,7 +435,7 @@ class MatrixRuns:
         records: dict[int, dict[str, float]] = {}
         result = train_ppo(
             family.train_env(env), family.make_network(nnx.Rngs(0)),
-            train_config(TOTAL, log_level=LOG | LogLevel.ENV_METRICS), progress=False,
+            train_config(name, TOTAL, log_level=LOG | LogLevel.ENV_METRICS), progress=False,
             eval_env=family.eval_env(env), randomization_fn=family.randomization_fn,
             log_fn=lambda metrics, step: records.__setitem__(step, dict(metrics)),
         )  # fmt: skip
@@ -613,7 +614,7 @@ def check_resume(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     shutil.copytree(trained.directory, directory)
     assert step_dirs(directory) == [HALF, TOTAL]
     shutil.rmtree(directory / str(TOTAL))
-    config = train_config(TOTAL)
+    config = train_config(name, TOTAL)
     records: dict[int, dict[str, float]] = {}
     with (
         Checkpointer(directory, config=config, save_every_steps=HALF) as ckpt,
@@ -644,7 +645,7 @@ def check_light(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     shutil.rmtree(directory / str(TOTAL))
     meta = load_metadata(directory)
     assert meta["env_state"] is False and meta["step"] == HALF
-    config = train_config(TOTAL, evaluation=NO_EVAL)
+    config = train_config(name, TOTAL, evaluation=NO_EVAL)
     records: dict[int, dict[str, float]] = {}
     with Checkpointer(directory, config=config, save_every_steps=HALF, env_state=False) as ckpt:
         hook = RestoreRecorder(ckpt)
@@ -725,7 +726,7 @@ def check_sweep_randomization(runs: MatrixRuns, name: str, tmp_path: Path) -> No
     env = ProgressCurriculum(family.env)
     sweep = train_many(
         family.train_env(env), family.make_network,
-        train_config(TOTAL, log_level=LOG | LogLevel.ENV_METRICS), seeds=[0, 1],
+        train_config(name, TOTAL, log_level=LOG | LogLevel.ENV_METRICS), seeds=[0, 1],
         eval_env=family.eval_env(env), randomization_fn=family.randomization_fn,
         progress=False,
     )  # fmt: skip
@@ -884,7 +885,7 @@ def check_latency(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     # state of every family alike (the SWEEP cells).
     family = runs.family(name)
     env = Latency(family.env, action_lag=(0, 2), obs_lag=(0, 1), hold_prob=0.9)
-    config = train_config(TOTAL)
+    config = train_config(name, TOTAL)
 
     def train(directory: Path) -> tuple[TrainResult, Checkpointer]:
         with Checkpointer(directory, config=config, save_every_steps=HALF) as ckpt:
@@ -942,7 +943,7 @@ def refuse_randomization(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
 
     def call() -> Any:
         return train_ppo(
-            family.train_env(), network, train_config(TOTAL), progress=False,
+            family.train_env(), network, train_config(name, TOTAL), progress=False,
             eval_env=family.eval_env(), randomization_fn=randomize_pendulum,
         )  # fmt: skip
 
@@ -954,7 +955,7 @@ def refuse_sweep_randomization(runs: MatrixRuns, name: str, tmp_path: Path) -> N
 
     def call() -> Any:
         return train_many(
-            family.train_env(), family.make_network, train_config(TOTAL), seeds=[0, 1],
+            family.train_env(), family.make_network, train_config(name, TOTAL), seeds=[0, 1],
             eval_env=family.eval_env(), progress=False, randomization_fn=randomize_pendulum,
         )  # fmt: skip
 
@@ -968,7 +969,7 @@ def refuse_video(runs: MatrixRuns, name: str, tmp_path: Path) -> None:
     family = runs.family(name)
     network = family.make_network(nnx.Rngs(0))
     config = dataclasses.replace(
-        train_config(TOTAL), video=VideoConfig(enabled=True, directory=str(tmp_path))
+        train_config(name, TOTAL), video=VideoConfig(enabled=True, directory=str(tmp_path))
     )
 
     def call() -> Any:
@@ -1175,7 +1176,7 @@ def _process_main(what: str, name: str, directory: str, *extra: str) -> None:
             time.sleep(1.0)
 
     if what == "train":
-        config = train_config(TOTAL, evaluation=NO_EVAL)
+        config = train_config(name, TOTAL, evaluation=NO_EVAL)
         with Checkpointer(directory, config=config, save_every_steps=HALF) as ckpt:
             result = train_ppo(
                 family.train_env(), network, config, progress=False, checkpoint=ckpt,
@@ -1184,7 +1185,7 @@ def _process_main(what: str, name: str, directory: str, *extra: str) -> None:
             print("DONE", result.total_steps, ckpt.restored_step, flush=True)
         return
     video = VideoConfig(enabled=True, directory=directory, episode_length=4, width=32, height=24)
-    config = dataclasses.replace(train_config(HALF, evaluation=NO_EVAL), video=video)
+    config = dataclasses.replace(train_config(name, HALF, evaluation=NO_EVAL), video=video)
     reports = []
     for _ in range(2):  # a second attempt in the same process is refused the same way
         report: dict[str, Any] = {"error": None, "message": ""}
