@@ -30,6 +30,7 @@ __all__ = [
     "check_log_level",
     "check_optional_int",
     "check_swept",
+    "config_to_json",
     "fixed",
     "host",
     "sweep_fields",
@@ -396,3 +397,28 @@ def check_optional_int(name: str, value: Any, minimum: int) -> None:
         raise TypeError(f"{name}={value!r} must be an int >= {minimum} or None.")
     if value < minimum:
         raise ValueError(f"{name}={value} must be >= {minimum} (or None).")
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def config_to_json(value: Any) -> Any:
+    """JSON data for a config value (see `config_to_dict`)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: config_to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Flag):
+        return value.name if value.name is not None else int(value.value)
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, bool | int | str) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): config_to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [config_to_json(v) for v in value]
+    if callable(value):  # e.g. an optax schedule: described, not stored
+        name = getattr(value, "__qualname__", None) or type(value).__qualname__
+        return {"callable": f"{getattr(value, '__module__', '?')}.{name}"}
+    return repr(value)

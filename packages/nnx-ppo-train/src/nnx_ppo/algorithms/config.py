@@ -21,8 +21,6 @@ Python integers on the host (never float32).
 from __future__ import annotations
 
 import dataclasses
-import enum
-import math
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -42,6 +40,7 @@ from nnx_ppo.algorithms._config_base import (
     check_int,
     check_log_level,
     check_optional_int,
+    config_to_json,
     fixed,
     host,
     sweep_fields,
@@ -488,28 +487,6 @@ _KINDS: dict[str, type] = {
     cls.__name__: cls
     for cls in (TrainConfig, DistillationConfig, PPOConfig, EvalConfig, VideoConfig)
 }
-
-
-def config_to_json(value: Any) -> Any:
-    """JSON data for a config value (see `config_to_dict`)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: config_to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, enum.Flag):
-        return value.name if value.name is not None else int(value.value)
-    if isinstance(value, enum.Enum):
-        return value.name
-    if isinstance(value, bool | int | str) or value is None:
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): config_to_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [config_to_json(v) for v in value]
-    if callable(value):  # e.g. an optax schedule: described, not stored
-        name = getattr(value, "__qualname__", None) or type(value).__qualname__
-        return {"callable": f"{getattr(value, '__module__', '?')}.{name}"}
-    return repr(value)
 
 
 def config_to_dict(config: Any) -> dict[str, Any] | None:
