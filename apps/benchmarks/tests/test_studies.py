@@ -24,6 +24,7 @@ STUDIES = (
     "studies.ablations",
     "studies.eval_paths",
     "studies.kl_trace",
+    "studies.limits",
     "studies.policy_shift",
     "studies.reset_modes",
     "studies.step_costs",
@@ -160,3 +161,58 @@ def test_policy_shift_splits_the_kl_into_its_direct_part_and_the_carrys(kind):
     else:
         assert np.abs(kl[1:] - direct[1:]).max() > 1e-3 * kl.max(), (kl, direct)
     assert set(found["update"]) and all(float(v) > 0 for v in found["update"].values())
+
+
+def test_the_limits_studys_update_is_the_iterations_and_its_costs_count_flops():
+    # The study's update on the study's rollout of a state reproduces the iteration of
+    # that state (same keys, same minibatches): it times PPO's own update.
+    from nnx_ppo_benchmarks.studies.limits import make_programs, xla_cost
+
+    env = EpisodeWrapper(PointMass(), episode_length=5)
+    config = PPOConfig(n_envs=4, rollout_length=6, n_minibatches=2, n_epochs=2, total_steps=24)
+    network = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
+    p = make_programs(env, network, config, jax.random.PRNGKey(1))
+    by_parts, _ = jax.jit(p.update)(p.state, jax.jit(p.rollout)(p.state))
+    whole, _ = jax.jit(p.iteration)(p.state)
+    moved = jax.tree.map(lambda a, b: np.max(np.abs(a - b)), whole.params, p.state.params)
+    assert max(jax.tree.leaves(moved)) > 1e-4  # the update changed the parameters
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+        by_parts.params, whole.params,
+    )  # fmt: skip
+    assert float(jax.jit(p.env)(p.state.env_state, jax.random.PRNGKey(2))) != 0.0
+    # XLA's count for [64, 64] @ [64, 64]: 64 * 64 outputs of 64 multiply-adds, 2 * 64**3.
+    square = jnp.ones((64, 64))
+    flops, nbytes = xla_cost(lambda x: x @ x, square)
+    assert flops == 2 * 64**3 and nbytes >= 2 * square.nbytes
+    with pytest.raises(ValueError, match="normalize_values"):
+        make_programs(env, network, PPOConfig(n_envs=4, rollout_length=6, n_minibatches=2,
+                      total_steps=24, normalize_values=True), jax.random.PRNGKey(1))  # fmt: skip
+
+
+@pytest.mark.extended
+def test_the_limits_study_writes_times_and_roofline_floors(tmp_path):
+    # One tiny cell (PointMass, 8 envs, T = 8, 2 epochs x 2 minibatches) with given
+    # peaks: each part's steps/s is its 64 env steps over its time, the iteration's
+    # floor is the rollout's plus the update's, and each floor is the larger of the
+    # FLOPs and bytes terms.
+    from nnx_ppo_benchmarks.studies import limits
+
+    out = tmp_path / "limits.jsonl"
+    argv = ["--tasks", "pointmass", "--n-envs", "8", "--networks", "mlp_small",
+            "--n-minibatches", "2", "--repeats", "1", "--out", str(out)]  # fmt: skip
+    assert limits.main([*argv, "--peak-flops", "1e11", "--peak-bandwidth", "2e10"]) == 0
+    [record] = (json.loads(line) for line in out.read_text().splitlines())
+    assert (record["rollout_length"], record["n_epochs"], record["n_minibatches"]) == (8, 2, 2)
+    for part in ("env", "rollout", "update", "iteration"):
+        steps_per_s = 64 / (record[f"{part}_ms"] / 1e3)
+        assert record[f"{part}_steps_per_s"] == pytest.approx(steps_per_s, rel=1e-2)
+    for part in ("env", "rollout", "update"):
+        floor = max(record[f"{part}_flops"] / 1e11, record[f"{part}_bytes"] / 2e10) * 1e3
+        assert record[f"{part}_floor_ms"] == pytest.approx(floor, rel=1e-3, abs=1e-4)
+    # The update replays 8 steps x 8 envs twice, forward and backward: more FLOPs than
+    # the rollout's one forward pass over them.
+    assert record["update_flops"] > record["rollout_flops"] > record["env_flops"] > 0
+    total = record["rollout_floor_ms"] + record["update_floor_ms"]
+    assert record["iteration_floor_ms"] == pytest.approx(total, abs=2e-4)
+    assert record["peaks"] == [1e11, 2e10] and record["device"] == "cpu"

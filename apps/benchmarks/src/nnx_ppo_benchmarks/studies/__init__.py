@@ -4,6 +4,9 @@ docstring has the command that wrote its results).
 
 - :mod:`.ablations`: brax PPO's choices, one at a time, on ours (K seeds per arm in one
   ``train_many``), and the stateful families' K-seed programs;
+- :mod:`.limits`: how far an iteration is from the machine's limit: the environment
+  alone, the rollout, the update and the iteration timed side by side against a
+  roofline of their compiled programs (and brax PPO's iteration, ``--brax``);
 - :mod:`.kl_trace`: per-iteration training metrics of one run (how far each update
   moves the policy);
 - :mod:`.policy_shift`: where one update moves a policy: KL at each step of the
