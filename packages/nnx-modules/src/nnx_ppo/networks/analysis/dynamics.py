@@ -212,6 +212,39 @@ class CarryMap:
             )
         return self._apply(state)  # type: ignore[no-any-return]
 
+    def step(self, state: jax.Array, obs: Any) -> jax.Array:
+        """One step at observation ``obs`` instead of the fixed one: the input-driven
+        map ``(h, x) -> h'`` (what `lyapunov_exponents` takes with per-step inputs).
+
+        Pure, jit-able and differentiable in both arguments.
+
+        Args:
+            state: ``[N]`` (or ``[B, N]``).
+            obs: One observation, leaves ``[*shape]`` (or ``[B, *shape]`` with a batch
+                of states).
+
+        Returns:
+            The next state, shaped like ``state``.
+        """
+        state = jnp.asarray(state, self.dtype)
+        if state.shape[-1:] != (self.size,) or state.ndim > 2:
+            raise ValueError(
+                f"CarryMap.step: state must be [N] or [B, N] with N = {self.size} units, "
+                f"got shape {state.shape}."
+            )
+        batch = state.reshape(-1, self.size)
+        structure = jax.tree.structure(self.policy.observation_spec)
+        leaves = [
+            _batch_leaf(jnp.asarray(leaf, want.dtype), want.shape, batch.shape[0])
+            for leaf, want in zip(
+                structure.flatten_up_to(obs),
+                jax.tree.leaves(self.policy.observation_spec),
+                strict=True,
+            )
+        ]
+        obs = jax.tree.unflatten(structure, leaves)
+        return self._canonical_step(batch, obs).reshape(state.shape)
+
     def _canonical_step(self, states: jax.Array, obs: Any) -> jax.Array:
         """``[B, N]`` states and ``[B, ...]`` observations -> the next ``[B, N]``."""
         next_carry, _ = self.policy.step(self.carry(states), obs)
@@ -253,6 +286,19 @@ class CarryMap:
         return jax.jit(lambda h, o: jax.lax.scan(one, h, o)[1])(
             jnp.asarray(state, self.dtype), observations
         )
+
+
+def _batch_leaf(leaf: jax.Array, shape: tuple[int, ...], batch: int) -> jax.Array:
+    """One observation leaf ``[*shape]`` broadcast to ``[batch, *shape]``, or a batched
+    ``[batch, *shape]`` one as it is."""
+    if leaf.shape == shape:
+        return jnp.broadcast_to(leaf, (batch, *shape))
+    if leaf.shape != (batch, *shape):
+        raise ValueError(
+            f"CarryMap.step: an observation leaf has shape {leaf.shape}; expected "
+            f"{shape} (one observation) or {(batch, *shape)} (one per state)."
+        )
+    return leaf
 
 
 def _is_float(x: Any) -> bool:

@@ -56,6 +56,15 @@ class FixedPoints:
         return np.abs(self.eigenvalues).max(axis=-1, initial=0.0) < 1.0
 
     @property
+    def eigenvectors(self) -> np.ndarray:
+        """``[M, N, N]`` complex: column ``k`` of point ``m`` is the (unit) eigenvector
+        of ``eigenvalues[m, k]``, the direction along which the linearisation
+        ``h* + J (h - h*)`` scales a perturbation by that eigenvalue each step."""
+        values, vectors = np.linalg.eig(self.jacobians)
+        order = np.argsort(-np.abs(values), axis=-1)
+        return np.take_along_axis(vectors.astype(complex), order[:, None, :], -1)
+
+    @property
     def unstable_dimensions(self) -> np.ndarray:
         """``[M]`` int: the number of eigenvalues outside the unit circle."""
         return (np.abs(self.eigenvalues) > 1.0).sum(axis=-1)

@@ -1,9 +1,13 @@
-"""Plots of recorded activity (the ``plot`` extra: matplotlib).
+"""Plots of recorded activity and of the analyses (the ``plot`` extra: matplotlib).
 
 `plot_activations` draws one environment's recorded layers over an episode as
 heatmaps (units x time), with optional signal traces above them; `plot_trajectories`
 draws state trajectories in the plane of two principal components, with fixed points
 marked by stability. Both write a PNG with matplotlib's non-interactive backend.
+
+`plot_flow_field` (a `FlowField` with fixed points and their unstable directions),
+`plot_lyapunov_spectrum` and `plot_canonical_correlations` draw on a given axes or a
+new figure, return the figure, and write a PNG when given a path.
 """
 
 from __future__ import annotations
@@ -15,9 +19,18 @@ from typing import Any
 import numpy as np
 
 from nnx_ppo.networks.analysis.fixed_points import FixedPoints
+from nnx_ppo.networks.analysis.flow import FlowField
+from nnx_ppo.networks.analysis.lyapunov import LyapunovSpectrum
 from nnx_ppo.networks.analysis.pca import PCA
+from nnx_ppo.networks.analysis.similarity import CCA
 
-__all__ = ["plot_activations", "plot_trajectories"]
+__all__ = [
+    "plot_activations",
+    "plot_canonical_correlations",
+    "plot_flow_field",
+    "plot_lyapunov_spectrum",
+    "plot_trajectories",
+]
 
 
 def _pyplot() -> Any:
@@ -188,3 +201,176 @@ def plot_trajectories(
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _axes(ax: Any, figsize: tuple[float, float]) -> tuple[Any, Any]:
+    """``(figure, axes)``: the given axes' figure, or a new figure with one axes."""
+    plt = _pyplot()
+    if ax is None:
+        fig, ax = plt.subplots(figsize=figsize)
+        return fig, ax
+    return ax.figure, ax
+
+
+def _finish(fig: Any, path: Path | None) -> Any:
+    if path is not None:
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        _pyplot().close(fig)
+    return fig
+
+
+def plot_flow_field(
+    field: FlowField,
+    *,
+    fixed_points: FixedPoints | None = None,
+    trajectories: Any = None,
+    kind: str = "stream",
+    eigenvector_length: float | None = None,
+    ax: Any = None,
+    path: Path | None = None,
+    title: str = "",
+) -> Any:
+    """Draw a `FlowField`: streamlines or arrows coloured by speed, fixed points by
+    stability, their unstable directions, and optional trajectories.
+
+    Fixed points are projected onto the plane (`FlowField.project`): attractors as
+    black dots, unstable points as red crosses. Through each unstable point a red line
+    follows every real eigenvector whose eigenvalue lies outside the unit circle (the
+    direction its linearisation expands, projected onto the plane).
+
+    Args:
+        field: From `flow_field`.
+        fixed_points: From `find_fixed_points` on the same map.
+        trajectories: ``[T, B, N]`` states to draw as grey lines (e.g.
+            `CarryMap.rollout`).
+        kind: ``"stream"`` (``streamplot``) or ``"quiver"`` (one arrow per grid point).
+        eigenvector_length: Length of the unstable-direction lines in plane units
+            (default a tenth of the plane's width).
+        ax: A matplotlib axes to draw on (default a new figure).
+        path: Write a PNG there (and close the figure).
+        title: The axes title.
+
+    Returns:
+        The matplotlib figure.
+
+    Raises:
+        ValueError: If ``kind`` is not one of the two, or ``trajectories`` is not
+            ``[T, B, N]``.
+    """
+    if kind not in ("stream", "quiver"):
+        raise ValueError(f'plot_flow_field: kind={kind!r} must be "stream" or "quiver".')
+    fig, ax = _axes(ax, (5.5, 4.8))
+    u, v = field.velocity[..., 0], field.velocity[..., 1]
+    in_plane = np.hypot(u, v)
+    if kind == "stream":
+        ax.streamplot(field.x, field.y, u, v, color=in_plane, cmap="Greys", density=1.0)
+    else:
+        ax.quiver(field.x, field.y, u, v, in_plane, cmap="Greys", angles="xy")
+    if trajectories is not None:
+        states = np.asarray(trajectories, np.float64)
+        if states.ndim != 3:
+            raise ValueError(
+                f"plot_flow_field: trajectories must be [T, B, N], got shape {states.shape}."
+            )
+        z = field.project(states)
+        for b in range(z.shape[1]):
+            ax.plot(z[:, b, 0], z[:, b, 1], "-", color="tab:blue", lw=0.8, alpha=0.6)
+    if fixed_points is not None and len(fixed_points):
+        p = field.project(fixed_points.points)
+        stable = fixed_points.stable
+        ax.scatter(p[stable, 0], p[stable, 1], s=60, c="k", label="attractor", zorder=3)
+        ax.scatter(
+            p[~stable, 0], p[~stable, 1], s=60, c="r", marker="x", label="unstable", zorder=3
+        )
+        length = eigenvector_length or 0.1 * float(field.x[-1] - field.x[0])
+        plane = field.basis.components[list(field.components)]  # [2, N]
+        values, vectors = fixed_points.eigenvalues, fixed_points.eigenvectors
+        for m in np.flatnonzero(~stable):
+            for e in np.flatnonzero((np.abs(values[m]) > 1) & (np.abs(values[m].imag) < 1e-9)):
+                direction = plane @ vectors[m, :, e].real
+                norm = float(np.linalg.norm(direction))
+                if norm > 1e-9:
+                    tip = 0.5 * length * direction / norm
+                    ax.plot(*np.stack([p[m] - tip, p[m] + tip]).T, "-", color="r", lw=1.5)
+        ax.legend(fontsize=8, loc="best")
+    ax.set_xlim(field.x[0], field.x[-1])
+    ax.set_ylim(field.y[0], field.y[-1])
+    ratio = field.basis.explained_variance_ratio
+    i, j = field.components
+    ax.set_xlabel(f"PC {i + 1} ({100 * ratio[i]:.0f}% of variance)")
+    ax.set_ylabel(f"PC {j + 1} ({100 * ratio[j]:.0f}% of variance)")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return _finish(fig, path)
+
+
+def plot_lyapunov_spectrum(
+    spectrum: LyapunovSpectrum,
+    *,
+    dt: float = 1.0,
+    ax: Any = None,
+    path: Path | None = None,
+    title: str = "",
+) -> Any:
+    """Draw the exponents of a `LyapunovSpectrum` by index, with the zero line.
+
+    Args:
+        spectrum: From `lyapunov_exponents` (a batch is drawn one line per trajectory).
+        dt: The step's duration: exponents are drawn per unit of time
+            (``exponent / dt``; e.g. ``dt=0.01`` for 10 ms steps gives 1/s).
+        ax: A matplotlib axes to draw on (default a new figure).
+        path: Write a PNG there (and close the figure).
+        title: The axes title.
+
+    Returns:
+        The matplotlib figure.
+    """
+    fig, ax = _axes(ax, (5.0, 3.6))
+    exponents = np.atleast_2d(spectrum.exponents) / dt
+    index = np.arange(1, exponents.shape[1] + 1)
+    for row in exponents:
+        ax.plot(index, row, "o-", ms=3, lw=1)
+    ax.axhline(0.0, color="k", lw=0.8, ls="--")
+    ax.set_xlabel("exponent index")
+    ax.set_ylabel("Lyapunov exponent" + (" (per step)" if dt == 1.0 else f" (per {dt:g})"))
+    if title:
+        ax.set_title(title, fontsize=10)
+    return _finish(fig, path)
+
+
+def plot_canonical_correlations(
+    results: Mapping[str, CCA],
+    *,
+    ax: Any = None,
+    path: Path | None = None,
+    title: str = "",
+) -> Any:
+    """Draw the canonical correlations of one or more `CCA` results, one line each.
+
+    Args:
+        results: ``{label: CCA}`` (e.g. ``{"seed 1 vs seed 2": cca(a, b), ...}``); the
+            legend shows each label with its mean correlation.
+        ax: A matplotlib axes to draw on (default a new figure).
+        path: Write a PNG there (and close the figure).
+        title: The axes title.
+
+    Returns:
+        The matplotlib figure.
+
+    Raises:
+        ValueError: If ``results`` is empty.
+    """
+    if not results:
+        raise ValueError("plot_canonical_correlations: results is empty; pass {label: cca(...)}.")
+    fig, ax = _axes(ax, (5.0, 3.6))
+    for label, result in results.items():
+        index = np.arange(1, len(result.correlations) + 1)
+        ax.plot(index, result.correlations, "o-", ms=3, lw=1, label=f"{label} ({result.mean:.2f})")
+    ax.set_ylim(0.0, 1.02)
+    ax.set_xlabel("canonical component")
+    ax.set_ylabel("canonical correlation")
+    ax.legend(fontsize=8, loc="best")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return _finish(fig, path)
