@@ -20,6 +20,7 @@ from nnx_ppo.networks.export import DeterministicPolicy
 from nnx_ppo.networks.factories import make_lstm_actor_critic, make_mlp_actor_critic
 from nnx_ppo.networks.feedforward import Dense
 from nnx_ppo.networks.linear_recurrent import LRU, MinGRU
+from nnx_ppo.networks.low_rank import LowRankRNN
 from nnx_ppo.networks.recurrent import CTRNN, GRU, LSTM, SimpleRNN
 from nnx_ppo.networks.sampling_layers import NormalTanhSampler
 from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput
@@ -191,6 +192,15 @@ def _lru_fixed_point(cell: LRU, obs: np.ndarray) -> tuple[dict, np.ndarray]:
         (lambda: SimpleRNN(3, 3, rngs=nnx.Rngs(0), residual=True), 3, 3, None),
         (lambda: MinGRU(3, 4, rngs=nnx.Rngs(0)), 4, 4, _mingru_fixed_point),
         (lambda: LRU(3, 2, nnx.Rngs(0), state_features=3, r_max=0.9), 6, 2, _lru_fixed_point),
+        # Noisy: the map is the noise-free step and the key is not in the state (size 4).
+        (
+            lambda: LowRankRNN(
+                3, 4, rank=1, tau=[1.0, 2.0, 4.0, 8.0], g=0.5, sigma_rec=0.3, rngs=nnx.Rngs(0)
+            ),
+            4,
+            4,
+            None,
+        ),
     ],
     ids=[
         "GRU",
@@ -201,6 +211,7 @@ def _lru_fixed_point(cell: LRU, obs: np.ndarray) -> tuple[dict, np.ndarray]:
         "SimpleRNN-residual",
         "MinGRU",
         "LRU",
+        "LowRankRNN-noisy",
     ],
 )
 def test_the_carry_map_of_other_families_is_the_policy_step(

@@ -45,6 +45,7 @@ from nnx_ppo.networks.factories import (
 )
 from nnx_ppo.networks.feedforward import MLP, Dense
 from nnx_ppo.networks.linear_recurrent import LRU, MinGRU
+from nnx_ppo.networks.low_rank import LowRankRNN
 from nnx_ppo.networks.normalizer import Normalizer
 from nnx_ppo.networks.recording import ACTIVATION_KEY, Recorder, with_recording
 from nnx_ppo.networks.recurrent import CTRNN, GRU, LSTM, SimpleRNN
@@ -150,6 +151,16 @@ CASES = [
     Case(
         "CTRNN-learned-tau",
         lambda: CTRNN(4, 5, tau=3.0, learn_tau=True, trainable_initial_state=True, rngs=_rngs()),
+        _vec(4),
+    ),
+    Case(
+        "CTRNN-noise",
+        lambda: CTRNN(4, 5, dt=0.5, tau=[0.5, 1.0, 2.0, 4.0, 8.0], sigma_rec=0.2, rngs=_rngs()),
+        _vec(4),
+    ),
+    Case(
+        "LowRankRNN-random-noise",
+        lambda: LowRankRNN(4, 5, rank=2, tau=2.0, g=0.5, sigma_rec=0.2, rngs=_rngs()),
         _vec(4),
     ),
     Case("LSTM-layer-norm", lambda: LSTM(4, 5, rngs=_rngs(), layer_norm=True), _vec(4)),

@@ -1,7 +1,9 @@
 """`RecurrentCell`: a cell written by a user gets replay, reset, export and recording.
 
 ``AdaptingCell`` below is such a cell (two carry entries, a few lines); the export and
-recording checks run it next to the library's `SimpleRNN` and `CTRNN` in one network.
+recording checks run it next to the library's `SimpleRNN`, a noisy `CTRNN` and a noisy
+`LowRankRNN` in one network (export is noise-free and leaves the noise keys out;
+recording in training mode records the noisy states, and replays them).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.export import DeterministicPolicy, export_policy, load_stablehlo
 from nnx_ppo.networks.feedforward import Dense
+from nnx_ppo.networks.low_rank import LowRankRNN
 from nnx_ppo.networks.recording import extract_activations, with_recording
 from nnx_ppo.networks.recurrent import CTRNN, GRU, LSTM, SimpleRNN
 from nnx_ppo.networks.recurrent_cell import RecurrentCell
@@ -109,8 +112,9 @@ def _network() -> Sequential:
     return Sequential(
         [
             SimpleRNN(4, 8, activation="relu", rngs=rngs),
-            CTRNN(8, 8, dt=0.5, tau=[1.0, 2.0] * 4, learn_tau=True, rngs=rngs),
+            CTRNN(8, 8, dt=0.5, tau=[1.0, 2.0] * 4, learn_tau=True, sigma_rec=0.3, rngs=rngs),
             AdaptingCell(8, 8, rngs=rngs),
+            LowRankRNN(8, 8, rank=2, tau=2.0, dt=0.5, g=0.5, sigma_rec=0.3, rngs=rngs),
             PPOAdapter(
                 action=Sequential([Dense(8, 4, rngs=rngs), NormalTanhSampler(rngs)]),
                 value=Dense(8, 1, rngs=rngs),
@@ -146,7 +150,8 @@ def test_export_reproduces_the_jax_actions(tmp_path):
         "carry/1/h",
         "carry/2/a",
         "carry/2/h",
-    )
+        "carry/3/h",
+    )  # no carry/1/key nor carry/3/key: in eval() the noise is off
     loaded = load_stablehlo(export_policy(policy, None, tmp_path / "art", format="stablehlo"))
     hlo_carry = loaded.initial_carry(B)
     for t in range(T):
@@ -165,8 +170,9 @@ def test_recording_reports_each_cells_hidden_state():
     cells = Sequential(
         [
             SimpleRNN(4, 8, activation="relu", rngs=rngs),
-            CTRNN(8, 8, dt=0.5, tau=[1.0, 2.0] * 4, learn_tau=True, rngs=rngs),
+            CTRNN(8, 8, dt=0.5, tau=[1.0, 2.0] * 4, learn_tau=True, sigma_rec=0.3, rngs=rngs),
             AdaptingCell(8, 8, rngs=rngs),
+            LowRankRNN(8, 8, rank=2, tau=2.0, dt=0.5, g=0.5, sigma_rec=0.3, rngs=rngs),
         ]
     )
     recording = with_recording(cells)
@@ -174,14 +180,19 @@ def test_recording_reports_each_cells_hidden_state():
     state = cells.initialize_state(B)
     out = recording(state, obs[0])
     acts = extract_activations(out.metrics)
-    for i in range(3):
+    for i in range(4):
         np.testing.assert_array_equal(acts[i], out.next_state[i]["h"])
         assert acts[i].shape == (B, 8)
-    # Loss replay records the same per step, [T, B, 8].
-    _, replayed = recording.replay_sequence(state, obs, [(), (), ()], jnp.asarray(_DONE))
+    # Loss replay records the same per step, [T, B, 8], the noise included.
+    _, replayed = recording.replay_sequence(state, obs, [()] * 4, jnp.asarray(_DONE))
     replayed_acts = extract_activations(replayed.metrics)
     assert replayed_acts[2].shape == (T, B, 8)
     np.testing.assert_allclose(replayed_acts[1][0], acts[1], atol=1e-6)
+    np.testing.assert_allclose(replayed_acts[3][0], acts[3], atol=1e-6)
+    # ... and it is noisy: the same cells in eval() record other states.
+    cells.eval()
+    clean = extract_activations(with_recording(cells)(state, obs[0]).metrics)
+    assert np.abs(np.asarray(clean[3]) - np.asarray(acts[3])).max() > 1e-3
 
 
 # -- the shared keywords (CellOptions), owned by the base ------------------------------------

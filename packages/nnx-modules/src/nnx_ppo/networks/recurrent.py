@@ -40,6 +40,7 @@ from flax import nnx
 
 from nnx_ppo.networks._helpers import cell_activation, check_features
 from nnx_ppo.networks.recurrent_cell import CellOptions, RecurrentCell, _GateNorm
+from nnx_ppo.networks.recurrent_noise import noise_std
 
 __all__ = ["CTRNN", "GRU", "LSTM", "SimpleRNN", "TimeConstant"]
 
@@ -424,6 +425,26 @@ class CTRNN(RecurrentCell):
     and its gradient grows with ``tau`` where softplus's is at most 1. The price: a
     learned ``tau`` must start above ``dt``.
 
+    **Recurrent noise** (``sigma_rec > 0``, pyrl's ``var_rec = sigma_rec ** 2``): the
+    network ``tau dh/dt = -h + f(x U + h W + b) + sqrt(2 tau) sigma_rec xi(t)`` with
+    ``xi`` Gaussian white noise (Song, Yang & Wang 2016, PLoS Comput Biol 12: e1004792,
+    Eq. 1; the same in their 2017 eLife paper's pyrl), stepped by Euler-Maruyama::
+
+        h' = (1 - a) * h + a * f(x U + h W + b) + sqrt(2 a) * sigma_rec * N(0, 1)
+
+    one independent draw per unit, step and environment (``a = dt / tau``). The
+    increment's variance ``2 a sigma_rec**2`` makes ``sigma_rec`` the standard
+    deviation a unit's noise-driven fluctuation settles to without recurrence (an
+    Ornstein-Uhlenbeck process; the discrete step's is ``sigma_rec**2 / (1 - a / 2)``),
+    whatever ``dt``. The draws come from a per-environment key in the carry
+    (``state["key"]``, see `RecurrentCell`), so loss replay reproduces them exactly; in
+    ``eval()`` mode the cell is noise-free (export, analysis). The noise enters the
+    carried ``h``, which is this cell's rate itself (pyrl integrates the currents and
+    rectifies them; here ``f`` is applied before the leak), so with ``"relu"`` a noisy
+    ``h`` can dip below zero. ``sigma_rec=0`` (the default) is the noise-free cell,
+    bit for bit. `SimpleRNN` (the ``a = 1`` case) and the gated cells take no noise:
+    use a `CTRNN` with ``tau == dt`` for a noisy Elman network.
+
     Args:
         in_features: Size of the input's last axis, a positive int.
         hidden_features: Size ``H`` of the hidden state, a positive int.
@@ -435,6 +456,8 @@ class CTRNN(RecurrentCell):
             ``> dt``) instead of keeping it fixed (then ``dt / tau <= 1``).
         activation: ``f``: ``"tanh"`` (default), ``"relu"``, or an elementwise
             callable such as ``jax.nn.softplus``.
+        sigma_rec: The recurrent noise level (see above), a number ``>= 0`` (default
+            0.0: no noise, no key in the carry).
         **options: The keywords every cell takes (`CellOptions`):
             ``trainable_initial_state`` (learn the episode-start ``h``),
             ``kernel_init`` (``U``), ``recurrent_kernel_init`` (``W``), ``bias_init``
@@ -442,11 +465,12 @@ class CTRNN(RecurrentCell):
 
     Raises:
         TypeError: If a size is not an int, ``dt`` not a number, ``tau`` not a number
-            or numeric array, ``learn_tau`` not a bool, or ``activation`` neither a
-            name nor a callable.
+            or numeric array, ``learn_tau`` not a bool, ``activation`` neither a
+            name nor a callable, or ``sigma_rec`` not a number.
         ValueError: If a size, ``dt`` or ``tau`` is not positive and finite, ``tau``
             has the wrong shape, ``dt / tau > 1`` for a fixed ``tau``, ``tau <= dt``
-            for a learned one, or ``activation`` is an unknown name.
+            for a learned one, ``activation`` is an unknown name, or ``sigma_rec`` is
+            negative or not finite.
 
     Attributes:
         dt: The integration step (a Python float).
@@ -480,6 +504,7 @@ class CTRNN(RecurrentCell):
         dt: float = 1.0,
         learn_tau: bool = False,
         activation: str | Callable[[jax.Array], jax.Array] = "tanh",
+        sigma_rec: float = 0.0,
         **options: Unpack[CellOptions],
     ) -> None:
         owner = type(self).__name__
@@ -501,6 +526,7 @@ class CTRNN(RecurrentCell):
         self.raw_tau: nnx.Param | None = (
             None if raw is None else nnx.Param(jnp.asarray(raw, self.param_dtype))
         )
+        self._enable_noise(sigma_rec, rngs)
 
     @property
     def tau(self) -> jax.Array:
@@ -516,3 +542,6 @@ class CTRNN(RecurrentCell):
         a = self.dt / self.tau  # [H], in (0, 1]
         target = self.activation(projected + self.recurrent_proj(h))
         return {"h": (1.0 - a) * h + a * target}
+
+    def _noise_std(self) -> jax.Array:
+        return noise_std(self.sigma_rec, self.dt / self.tau)

@@ -15,6 +15,22 @@ library's own (`LSTM`, `GRU`, `SimpleRNN` and `CTRNN` in `nnx_ppo.networks.recur
 A subclass declares its carry and the width of its projections, and implements one
 hook, `RecurrentCell._step`, on the input already projected (see the class docstring
 for a complete cell in a few lines).
+
+**Recurrent noise.** A cell may add Gaussian noise to its new ``h`` at every step (the
+leaky rate cells do, with ``sigma_rec``: `CTRNN`, and the low-rank cell in
+`nnx_ppo.networks.low_rank`). The base class owns the mechanics once: the subclass calls
+`RecurrentCell._enable_noise` at the end of its constructor and implements the hook
+`RecurrentCell._noise_std` (the per-unit standard deviation of one step's increment).
+The noise is drawn from a per-environment PRNG key that lives in the carry
+(``state["key"]``, raw key data ``[B, *key_shape]``, uint32 for the default threefry
+keys), split every step, so loss replay from the stored carry draws exactly the noise
+of the rollout; `RecurrentCell.reset_state` folds a constant into each environment's
+current key (a fresh, deterministic stream per episode) and restores the other entries
+(see `nnx_ppo.networks.recurrent_noise`).
+In ``eval()`` mode (``deterministic``) no noise is added and the key is not advanced:
+export and the dynamics analysis (`nnx_ppo.networks.analysis`) see the noise-free map,
+and the exported policy leaves the key out (its action does not depend on it).
+Without noise (the default) the carry has no key and nothing changes.
 """
 
 from __future__ import annotations
@@ -25,6 +41,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from nnx_ppo.networks import recurrent_noise
 from nnx_ppo.networks._helpers import check_features
 from nnx_ppo.networks.types import StatefulModule, StatefulModuleOutput, replay_scanned
 
@@ -35,6 +52,7 @@ Initializer = Any
 _LECUN_NORMAL = nnx.initializers.lecun_normal()
 _ORTHOGONAL = nnx.initializers.orthogonal()
 _ZEROS = nnx.initializers.zeros_init()
+_NOISE_KEY = "key"  # the carry entry of a noisy cell's per-environment PRNG keys
 
 
 def _per_gate(init: Initializer, n_gates: int) -> Initializer:
@@ -208,6 +226,11 @@ class RecurrentCell(StatefulModule):
             ``bias``) with ``layer_norm``, else ``None``.
         initial_state: ``{name: nnx.Param [H]}`` with ``trainable_initial_state``, else
             ``None``.
+        sigma_rec: The recurrent noise level (0.0 unless a subclass enables noise).
+        noise_key: The `RecurrentNoiseKey` (`nnx_ppo.networks.recurrent_noise`) of a
+            noisy cell, else ``None``.
+        deterministic: ``True`` after ``eval()``: no noise is added (a noise-free cell
+            ignores it).
 
     Examples:
         A cell that moves ``h`` towards a candidate at a learned, input-dependent rate
@@ -296,11 +319,9 @@ class RecurrentCell(StatefulModule):
             param_dtype=param_dtype,
             rngs=rngs,
         )
-        self.recurrent_proj = nnx.Linear(
-            self.hidden_features,
-            fused,
+        self.recurrent_proj = self._make_recurrent_proj(
             use_bias=not layer_norm,
-            kernel_init=_per_gate(recurrent_kernel_init, self.n_gates),
+            kernel_init=recurrent_kernel_init,
             bias_init=bias_init,
             param_dtype=param_dtype,
             rngs=rngs,
@@ -314,6 +335,64 @@ class RecurrentCell(StatefulModule):
 
         self.input_norm = norm(bias_init if input_bias else None)
         self.recurrent_norm = norm(bias_init)
+        # No recurrent noise unless the subclass enables it (_enable_noise).
+        self.sigma_rec = 0.0
+        self.noise_key: recurrent_noise.RecurrentNoiseKey | None = None
+        self.deterministic = False
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the cell adds recurrent noise (then its carry has a ``"key"`` entry)."""
+        return self.noise_key is not None
+
+    def _carry_entries(self) -> tuple[str, ...]:
+        return (*self.carry_names, _NOISE_KEY) if self.noisy else self.carry_names
+
+    def _enable_noise(self, sigma_rec: Any, rngs: nnx.Rngs) -> None:
+        """Turn on recurrent noise of level ``sigma_rec`` (a subclass calls this last in
+        its constructor, after every parameter is drawn, so the parameters do not depend
+        on it). ``sigma_rec == 0`` leaves the cell noise-free: no key is drawn and the
+        carry has no ``"key"`` entry."""
+        owner = type(self).__name__
+        self.sigma_rec = recurrent_noise.check_sigma_rec(owner, sigma_rec)
+        if self.sigma_rec > 0:
+            if _NOISE_KEY in self.carry_names:
+                raise TypeError(
+                    f"{owner}.carry_names holds {_NOISE_KEY!r}, the entry a noisy cell keeps "
+                    "its PRNG keys in; rename that carry entry."
+                )
+            self.noise_key = nnx.data(recurrent_noise.draw_base_key(rngs))
+
+    def _noise_std(self) -> Any:
+        """The standard deviation of the noise added to ``h`` at each step, a float or
+        ``[H]`` (the hook of a cell that calls `_enable_noise`)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} enables recurrent noise, so it must implement "
+            "_noise_std() -> the per-step standard deviation, a float or [H]."
+        )
+
+    def _make_recurrent_proj(
+        self,
+        *,
+        use_bias: bool,
+        kernel_init: Initializer,
+        bias_init: Initializer,
+        param_dtype: Any,
+        rngs: nnx.Rngs,
+    ) -> nnx.Module:
+        """Build ``recurrent_proj``, a module mapping ``h`` ``[B, H]`` to ``h U + a``
+        ``[B, n_gates * H]``: by default an ``nnx.Linear`` with ``kernel_init`` on each
+        gate's ``[H, H]`` block. A cell with structured connectivity (the low-rank cell
+        of `nnx_ppo.networks.low_rank`) overrides this hook."""
+        return nnx.Linear(
+            self.hidden_features,
+            self.n_gates * self.hidden_features,
+            use_bias=use_bias,
+            kernel_init=_per_gate(kernel_init, self.n_gates),
+            bias_init=bias_init,
+            param_dtype=param_dtype,
+            rngs=rngs,
+        )
 
     def initialize_state(self, batch_size: int) -> dict[str, jax.Array]:
         """The carry at the start of an episode.
@@ -323,10 +402,36 @@ class RecurrentCell(StatefulModule):
 
         Returns:
             A dict with one ``[B, hidden_features]`` array per name in
-            ``carry_names``: zeros, or the learned initial state broadcast to the batch.
+            ``carry_names``: zeros, or the learned initial state broadcast to the batch;
+            a noisy cell adds ``"key"``, ``[B, *key_shape]`` raw key data derived
+            deterministically from its `RecurrentNoiseKey`.
         """
         shape = (batch_size, self.hidden_features)
-        return _initial_carry(self.initial_state, self.carry_names, shape, self.param_dtype)
+        carry = _initial_carry(self.initial_state, self.carry_names, shape, self.param_dtype)
+        if self.noise_key is not None:
+            carry[_NOISE_KEY] = recurrent_noise.initial_keys(self.noise_key, batch_size)
+        return carry
+
+    def reset_state(self, prev_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        """The episode-start carry, shaped like the batched ``prev_state``.
+
+        A noisy cell does not restore its initial keys (every episode would replay the
+        same noise): each environment's key becomes a constant folded into its current
+        one, a deterministic function of the carry, so loss replay resets alike.
+
+        Args:
+            prev_state: The batched carry.
+
+        Returns:
+            A carry with the same structure, shapes and dtypes.
+        """
+        if not self.noisy:
+            return super().reset_state(prev_state)
+        keys = prev_state[_NOISE_KEY]
+        shape = (keys.shape[0], self.hidden_features)
+        carry = _initial_carry(self.initial_state, self.carry_names, shape, self.param_dtype)
+        carry[_NOISE_KEY] = recurrent_noise.reset_keys(keys)
+        return carry
 
     def __call__(
         self, state: dict[str, jax.Array], x: jax.Array, rollout_extras: Any = None
@@ -336,7 +441,8 @@ class RecurrentCell(StatefulModule):
         Args:
             state: The carry, a dict of ``[B, hidden_features]`` arrays.
             x: Input, shape ``[B, in_features]``.
-            rollout_extras: Ignored (the cell is deterministic given its carry).
+            rollout_extras: Ignored (the cell is deterministic given its carry, which
+                holds a noisy cell's keys).
 
         Returns:
             A `StatefulModuleOutput` whose ``output`` is the new hidden state
@@ -421,11 +527,14 @@ class RecurrentCell(StatefulModule):
             )
 
     def _check(self, state: Any, x: jax.Array) -> None:
-        _check_carry(type(self).__name__, state, self.carry_names, x, self.in_features)
+        _check_carry(type(self).__name__, state, self._carry_entries(), x, self.in_features)
 
     def _projected_call(
         self, state: dict[str, jax.Array], projected: jax.Array
     ) -> StatefulModuleOutput:
+        if self.noisy:
+            keys = state[_NOISE_KEY]
+            state = {k: v for k, v in state.items() if k != _NOISE_KEY}
         next_state = self._step(state, projected)
         owner = type(self).__name__
         if not isinstance(next_state, dict) or set(next_state) != set(self.carry_names):
@@ -441,7 +550,12 @@ class RecurrentCell(StatefulModule):
                     f"carry's {name!r} has shape {jnp.shape(state[name])}; each entry "
                     "must keep its [B, hidden_features] shape."
                 )
+        if self.noisy and not self.deterministic:
+            keys, xi = recurrent_noise.split_keys(keys, (self.hidden_features,))
+            next_state = {**next_state, "h": next_state["h"] + self._noise_std() * xi}
         next_state = {k: v.astype(state[k].dtype) for k, v in next_state.items()}
+        if self.noisy:
+            next_state[_NOISE_KEY] = keys
         return StatefulModuleOutput(
             next_state=next_state,
             output=next_state["h"],
