@@ -33,6 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "trainer": {"records", "core", "observe"},
     "ppo": {"records", "core", "trainer"},
     "distillation": {"records", "core", "trainer"},
+    "supervised": {"records", "core"},
     "checkpointing": {"records", "core"},
     "sweeps": {
         "records", "core", "analysis", "observe", "trainer", "ppo", "distillation",

@@ -6,16 +6,18 @@
 
 **Train**: `train_ppo`, `train_distillation`, `train_many` (several seeds or settings in
 one program; `grid` builds their overrides) and what they return, `TrainResult`,
-`DistillationResult`, `SweepResult`; `run_search` (an Optuna study's trials, a round at a
-time as one `train_many` program) and its `SearchResult`; past one machine,
+`DistillationResult`, `SweepResult`; `train_supervised` (backpropagation through time on
+a cognitive task's trial datasets, the same networks) and its `SupervisedResult`;
+`run_search` (an Optuna study's trials, a round at a time as one `train_many` program)
+and its `SearchResult`; past one machine,
 `train_shard` (a `Shard` of a sweep, e.g. a SLURM array task's) and `merge_shards` (the
 shards back as one `MergedSweep`; `SweepMismatchError` refuses another sweep's);
 `check_env_network` and `check_distillation_pair`, the checks they run first, without
 compiling anything.
 **Configure**: `TrainConfig`, `PPOConfig`, `EvalConfig`, `VideoConfig`,
-`DistillationConfig`, `LogLevel` (`LoggingLevel`, nnx-ppo's name of it), `linear_decay`
-(a learning rate that decays over the run), `Symmetry` and `Mirror` (a task's mirror
-symmetry, `PPOConfig.symmetry`).
+`DistillationConfig`, `SupervisedConfig`, `LogLevel` (`LoggingLevel`, nnx-ppo's name of
+it), `linear_decay` (a learning rate that decays over the run), `Symmetry` and `Mirror`
+(a task's mirror symmetry, `PPOConfig.symmetry`).
 **Save and load**: `Checkpointer`, `load_network`, `load_metadata`.
 **Observe and analyse**: `evaluate`, `JSONLWriter`, `TensorBoardWriter`, `WandbWriter`,
 `combine` (several sinks as one ``log_fn``), `PerRun`, `curves_of`, `summary_table`,
@@ -40,7 +42,7 @@ with a face (``__all__``) of its own; a room imports only the rooms below it:
 - `nnx_ppo.algorithms.observe`: evaluation, video, activations, cognitive trials;
 - `nnx_ppo.algorithms.trainer`: the run skeleton every trainer shares;
 - `nnx_ppo.algorithms.ppo`, `nnx_ppo.algorithms.distillation`: the algorithms (neither
-  imports the other);
+  imports the other); `nnx_ppo.algorithms.supervised`, their supervised sibling;
 - `nnx_ppo.algorithms.checkpointing`: save, resume and load;
 - `nnx_ppo.algorithms.sweeps`: many runs in one program, shards, search.
 
@@ -144,6 +146,8 @@ _NAMES = {
     "SweepMismatchError": "sweeps.shards",
     "merge_shards": "sweeps.merge",
     "MergedSweep": "sweeps.merge",
+    "train_supervised": "supervised",
+    "SupervisedResult": "supervised",
     "check_env_network": "core.checks",
     "check_distillation_pair": "distillation.pairing",
     # Configure
@@ -154,6 +158,7 @@ _NAMES = {
     "LogLevel": "config",
     "LoggingLevel": "config",
     "DistillationConfig": "config",
+    "SupervisedConfig": "supervised",
     "linear_decay": "core.schedules",
     "Symmetry": "symmetry",
     "Mirror": "symmetry",
@@ -217,6 +222,8 @@ __all__ = [
     "Shard",
     "StopOnSignal",
     "StopRequest",
+    "SupervisedConfig",
+    "SupervisedResult",
     "SweepMismatchError",
     "SweepResult",
     "Symmetry",
@@ -255,6 +262,7 @@ __all__ = [
     "train_many",
     "train_ppo",
     "train_shard",
+    "train_supervised",
 ]
 
 if TYPE_CHECKING:  # what a type checker and an IDE see
@@ -307,6 +315,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from nnx_ppo.algorithms.observe.evaluation import evaluate
     from nnx_ppo.algorithms.observe.trials import evaluate_trials, evaluate_trials_many
     from nnx_ppo.algorithms.ppo.train import TrainResult, train_ppo
+    from nnx_ppo.algorithms.supervised import SupervisedConfig, SupervisedResult, train_supervised
     from nnx_ppo.algorithms.sweeps.many import SweepResult, grid, train_many
     from nnx_ppo.algorithms.sweeps.merge import MergedSweep, merge_shards
     from nnx_ppo.algorithms.sweeps.search import SearchResult, run_search
