@@ -1,6 +1,7 @@
 """Numbers and figures from finished runs, with no trainer in them: learning curves and
 their summaries, rliable's statistics (IQM, probability of improvement, stratified
-bootstrap intervals), psychometric fits, trial results, and plots (matplotlib, the
+bootstrap intervals), psychometric fits, trial results and the scores of tasks with
+criteria of their own (post-decision wager, interval timing), and plots (matplotlib, the
 ``logging`` extra, imported only when a plot is drawn).
 
 Imports nothing else of `nnx_ppo.algorithms` but the records.
@@ -40,6 +41,11 @@ _NAMES = {
     "resample_runs": "analysis.statistics",
     "save_scores": "analysis.statistics",
     "stratified_bootstrap": "analysis.statistics",
+    "TimingScores": "analysis.task_scores",
+    "WagerCheck": "analysis.task_scores",
+    "timing_scores": "analysis.task_scores",
+    "wager_criterion": "analysis.task_scores",
+    "wager_scores": "analysis.task_scores",
     "TrialResults": "analysis.trial_results",
 }
 __all__ = [
@@ -50,7 +56,9 @@ __all__ = [
     "PsychometricFit",
     "PsychometricKind",
     "RunSummary",
+    "TimingScores",
     "TrialResults",
+    "WagerCheck",
     "area_under_curve",
     "bootstrap_interval",
     "check_bootstrap",
@@ -71,6 +79,9 @@ __all__ = [
     "stratified_bootstrap",
     "summarize",
     "summary_table",
+    "timing_scores",
+    "wager_criterion",
+    "wager_scores",
 ]
 
 if TYPE_CHECKING:  # what a type checker and an IDE see
@@ -108,6 +119,13 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         resample_runs,
         save_scores,
         stratified_bootstrap,
+    )
+    from nnx_ppo.algorithms.analysis.task_scores import (
+        TimingScores,
+        WagerCheck,
+        timing_scores,
+        wager_criterion,
+        wager_scores,
     )
     from nnx_ppo.algorithms.analysis.trial_results import TrialResults
 

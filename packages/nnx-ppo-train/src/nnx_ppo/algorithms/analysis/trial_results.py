@@ -71,6 +71,10 @@ class TrialResults:
         action_names: The task's actions.
         condition_units: The unit of each condition value that has one (e.g.
             ``{"signed_coherence": "%"}``, the task's ``condition_units``), for labels.
+        opt_out_action: The task's opt-out action (``env.opt_out_action``: the sure
+            option of `PostDecisionWager`), or ``None``: choosing it answers the trial
+            (`responded`) but is no decision (`decided`), so `accuracy` counts the
+            other choices only.
         activations: With ``record``: the recorded activations, the network's container
             tree with leaves ``[T, N, ...]``; else ``None``.
         observations: With ``record``: the observations fed, leaves ``[T, N, ...]``.
@@ -92,6 +96,7 @@ class TrialResults:
     epoch_names: tuple[str, ...] = ()
     action_names: tuple[str, ...] = ()
     condition_units: dict[str, str] = dataclasses.field(default_factory=dict)
+    opt_out_action: int | None = None
     activations: Any = None
     observations: Any = None
     actions: np.ndarray | None = None
@@ -132,8 +137,19 @@ class TrialResults:
 
     @property
     def decided(self) -> np.ndarray:
-        """bool ``[N]``: the trials ended by a choice in a response epoch."""
-        return np.isin(self.outcome, (_CORRECT, _WRONG)) & (self.choice != 0)
+        """bool ``[N]``: the trials ended by a choice in a response epoch (other than
+        the `opt_out_action`)."""
+        chose = np.isin(self.outcome, (_CORRECT, _WRONG)) & (self.choice != 0)
+        return chose & ~self.opted_out
+
+    @property
+    def opted_out(self) -> np.ndarray:
+        """bool ``[N]``: the trials answered with the `opt_out_action` (all false
+        without one)."""
+        if self.opt_out_action is None:
+            return np.zeros(self.outcome.shape, bool)
+        ended = np.isin(self.outcome, (_CORRECT, _WRONG))
+        return ended & (self.choice == self.opt_out_action)
 
     @property
     def withholding(self) -> bool:
@@ -149,15 +165,15 @@ class TrialResults:
 
     @property
     def responded(self) -> np.ndarray:
-        """bool ``[N]``: the trials given an answer, a decision or, where withholding
-        is the answer (a no-go trial), a correct withholding."""
+        """bool ``[N]``: the trials given an answer, a decision, the `opt_out_action`
+        or, where withholding is the answer (a no-go trial), a correct withholding."""
         withheld = (self.answer == 0) & (self.outcome == _CORRECT)
-        return self.decided | withheld
+        return self.decided | withheld | self.opted_out
 
     @property
     def decision_rate(self) -> float:
-        """Trials given an answer (`responded`: decided, or a correctly withheld no-go)
-        over all trials."""
+        """Trials given an answer (`responded`: decided, opted out, or a correctly
+        withheld no-go) over all trials."""
         return _ratio(self.responded.sum(), self.n_trials)
 
     @property

@@ -240,6 +240,7 @@ def _results(env: Any, final: Any, ys: Any) -> TrialResults:
         epoch_names=tuple(getattr(env, "epochs", ())),
         action_names=tuple(getattr(env, "actions", ())),
         condition_units=dict(getattr(env, "condition_units", {})),
+        opt_out_action=getattr(env, "opt_out_action", None),
         **recorded,
     )
 
