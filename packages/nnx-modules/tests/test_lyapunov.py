@@ -9,8 +9,13 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.analysis import CarryMap, lyapunov_exponents
+from nnx_ppo.networks.containers import Sequential
+from nnx_ppo.networks.delay import Delay
 from nnx_ppo.networks.factories import make_lstm_actor_critic
+from nnx_ppo.networks.feedforward import Dense
+from nnx_ppo.networks.sampling_layers import NormalTanhSampler
 
 # W = V diag(lambda) V^-1 with real eigenvalues of distinct moduli 1.25 > 0.8 > 0.5 > 0.2
 # (one negative), V a random well-conditioned matrix, so W is not normal. The tangent
@@ -68,8 +73,25 @@ def test_a_network_spectrum_obeys_the_determinant_identity() -> None:
     # The same trajectory recorded: linearising at its states gives the same estimates.
     recorded = lyapunov_exponents(F.step, h0, obs, states=before)
     np.testing.assert_allclose(recorded.running, driven.running, rtol=1e-4, atol=1e-5)
-    # CarryMap.step at the map's own observation is the map.
-    np.testing.assert_allclose(F.step(h0, jnp.zeros(3)), F(h0), atol=1e-6)
+    # CarryMap.step at the map's own observation is the map; one observation per state.
+    step = jax.jit(F.step)  # jitted: an eager policy step dispatches op by op
+    np.testing.assert_allclose(step(h0, jnp.zeros(3)), F(h0), atol=1e-6)
+    pair = jnp.stack([h0, -h0])
+    batched = step(pair, jnp.stack([obs[0], obs[0]]))
+    np.testing.assert_allclose(batched[1], step(-h0, obs[0]), atol=1e-6)
+    with pytest.raises(ValueError, match=r"an observation leaf has shape \(3, 3\)"):
+        step(pair, jnp.zeros((3, 3)))
+
+
+def test_a_delay_line_forgets_everything_in_its_length() -> None:
+    # A Delay of 2 steps holds [x_{t-2}, x_{t-1}] (its canonical buffer, 6 units): a
+    # step shifts the buffer and writes the observation, so the Jacobian is a shift,
+    # J^2 = 0, and every perturbation is gone after two steps: all exponents are -inf.
+    rngs = nnx.Rngs(1)
+    line = Sequential([Delay(jnp.zeros(3), 2), Dense(3, 2, rngs=rngs), NormalTanhSampler(rngs)])
+    F = CarryMap(PPOAdapter(action=line, value=Dense(3, 1, rngs=rngs)), 3, obs=jnp.ones(3))
+    spectrum = lyapunov_exponents(F, F.initial_state(), steps=4)
+    assert F.size == 6 and np.isneginf(spectrum.exponents).all()
 
 
 @pytest.mark.parametrize(
