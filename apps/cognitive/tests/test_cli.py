@@ -67,13 +67,42 @@ def test_tasks_build_their_classes_and_gonogo_needs_no_decision_rate():
         "pdm": "PerceptualDecisionMaking", "pdm-rt": "PerceptualDecisionMaking",
         "context": "ContextDependentIntegration", "romo": "ParametricWorkingMemory",
         "multisensory": "MultisensoryIntegration", "economic": "EconomicChoice",
-        "gonogo": "GoNoGo", "dms": "DelayedMatchToSample",
+        "gonogo": "GoNoGo", "dms": "DelayedMatchToSample", "wager": "PostDecisionWager",
+        "rsg": "ReadySetGo",
     }  # fmt: skip
     envs = {name: spec.make(dt=DT) for name, spec in TASKS.items()}
     assert {name: type(env).__name__ for name, env in envs.items()} == expected
     assert envs["pdm-rt"].reaction_time and not envs["pdm"].reaction_time
     # The app judges each task by its own published criterion.
     assert envs["context"].criterion == (0.99, 0.85) and envs["romo"].criterion == (0.99, 0.97)
+
+
+def test_wager_and_timing_records_hold_their_own_criteria():
+    # Hand-built trials: the sure option on 2 of 3 wager trials at 0 %, never at 51.2 %;
+    # waived trials all right, trials without the option at 51.2 % one in three.
+    from nnx_ppo.algorithms.analysis import TrialResults
+
+    wager = TrialResults(
+        outcome=[2, 2, 1, 1, 1, 1, 1, 2, 1, 2, 1, 2], choice=[3, 3, 1, 1, 1, 1, 1, 2, 1, 2, 1, 2],
+        answer=[1] * 12, decision_time=[1] * 12, reaction_time=[1] * 12,
+        condition_index=[0] * 12, opt_out_action=3,
+        condition={"wager": [1] * 6 + [0] * 6, "coherence": [0, 0, 0, 51.2, 51.2, 51.2] * 2},
+    )  # fmt: skip
+    record = {"seed": 4, **summary.task_scores(TASKS["wager"].make(dt=DT), wager)}
+    assert record["wager"]["met"] and not record["wager"]["training_met"]
+    assert record["wager"]["by_coherence"]["p_sure"] == [2 / 3, 0.0]
+    timing = TrialResults(
+        outcome=[1, 1], choice=[1, 1], answer=[1, 1], decision_time=[1, 1],
+        reaction_time=[800, 1400], condition_index=[0, 1],
+        condition={"interval": [800, 1200], "target": [800, 1200]},
+    )  # fmt: skip
+    record["timing"] = summary.task_scores(TASKS["rsg"].make(dt=DT), timing)["timing"]
+    assert record["timing"]["slope"] == 1.5 and record["timing"]["intercept_ms"] == -400
+    lines = summary.task_score_lines([record])
+    assert "seed 4: sure option on 0.333 of wager trials" in lines[0]
+    assert "published criterion met" in lines[0]
+    assert "slope 1.5 (gain 1)" in lines[1]
+    assert summary.task_scores(TASKS["pdm"].make(dt=DT), wager) == {}
 
 
 @pytest.mark.parametrize("module", [tasks, summary, plotting, curves, outputs])

@@ -6,13 +6,14 @@ trained network (`evaluate_trials_many`, the same trials for every seed) and wri
 ``--output-dir`` (by default a new folder, `nnx_ppo_cognitive.outputs`; an existing
 folder with files in it is refused unless ``--overwrite``): ``results.json`` (per seed:
 rates, criterion, psychometric fit flagged when degenerate, reaction times of a
-reaction-time task, per-condition table; the median over seeds with a 95 % bootstrap
-interval; wall times; settings and provenance), ``results.md`` (the summary table),
-``metrics.jsonl`` (the training log: one line per seed per iteration, with its
-``"run"`` index), ``learning_curves.csv`` / ``.png`` (`nnx_ppo_cognitive.curves`),
-``psychometric.png`` and, for a reaction-time task, ``chronometric.png``
-(`nnx_ppo_cognitive.plotting`), and ``checkpoints/``, every seed's trained network
-(`nnx_ppo_cognitive.outputs.load_trained` loads one back).
+reaction-time task, the own criteria of the wager and timing tasks
+(`nnx_ppo_cognitive.summary.task_scores`), per-condition table; the median over seeds
+with a 95 % bootstrap interval; wall times; settings and provenance), ``results.md``
+(the summary table), ``metrics.jsonl`` (the training log: one line per seed per
+iteration, with its ``"run"`` index), ``learning_curves.csv`` / ``.png``
+(`nnx_ppo_cognitive.curves`), ``psychometric.png`` and, for a reaction-time task,
+``chronometric.png`` (`nnx_ppo_cognitive.plotting`), and ``checkpoints/``, every seed's
+trained network (`nnx_ppo_cognitive.outputs.load_trained` loads one back).
 
 ``--task`` is a task of the suite (`nnx_ppo_cognitive.tasks.TASKS`) or a user's own
 `nnx_ppo.envs.cognitive.CognitiveTask` subclass as ``module:Class``.
@@ -331,7 +332,13 @@ def main(argv: list[str] | None = None) -> int:
     from nnx_ppo.wrappers import EpisodeWrapper
     from nnx_ppo_cognitive.curves import ProgressLines, write_learning_curves
     from nnx_ppo_cognitive.outputs import CHECKPOINTS, prepare_output_dir
-    from nnx_ppo_cognitive.summary import results_table, seed_record, summarize
+    from nnx_ppo_cognitive.summary import (
+        results_table,
+        seed_record,
+        summarize,
+        task_score_lines,
+        task_scores,
+    )
 
     spec = resolve_task(args.task)
     try:
@@ -396,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         for seed, result in zip(args.seeds, trials, strict=True)
     ]
+    for record, result in zip(records, trials, strict=True):
+        record.update(task_scores(task, result))  # the wager's and timing's own criteria
     results: dict[str, Any] = {
         "task": {
             "name": args.task,
@@ -441,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if reaction:
         print(_reaction_time_lines(records))
+    if extra := task_score_lines(records):
+        print("\n".join([f"The {args.task} task's own criteria:", *extra]))
     print(f"Trained in {train_s:.0f} s, evaluated in {eval_s:.0f} s. "
           f"Results in {out}/ ({', '.join(written)})")  # fmt: skip
     return 0

@@ -5,7 +5,9 @@
 criterion is met, the psychometric fit (``None`` where the task has no psychometric
 variable or the trials allow no fit, with the reason; ``degenerate`` and ``problems``
 where its numbers do not describe a curve, `PsychometricFit.problems`), the reaction
-times of a reaction-time task (`reaction_times`) and the per-condition table.
+times of a reaction-time task (`reaction_times`), the scores of a task with a criterion
+of its own (`task_scores`: the post-decision wager's, interval timing's) and the
+per-condition table.
 `summarize` gives each metric's median over seeds with a 95 % percentile bootstrap
 interval (`nnx_ppo.algorithms.analysis.curves.bootstrap_interval`), over the seeds where the
 metric is a number (degenerate fits left out). `results_table` is the markdown of that
@@ -38,6 +40,8 @@ __all__ = [
     "results_table",
     "seed_record",
     "summarize",
+    "task_score_lines",
+    "task_scores",
 ]
 
 RATE_FIELDS = ("decision_rate", "abort_rate", "accuracy")
@@ -91,6 +95,72 @@ def reaction_times(trials: Any) -> dict[str, Any]:
             "sem_ms": [_number(v) for v in curve["sem"]],
         }
     return record
+
+
+def task_scores(task: Any, trials: Any) -> dict[str, Any]:
+    """The scores of a task whose published criterion is more than rates: ``{"wager":
+    ...}`` for `PostDecisionWager` (`wager_criterion`: the sure choices per coherence,
+    the accuracies with the sure option waived and without it, whether the published
+    behaviour and pyrl's training criterion are met), ``{"timing": ...}`` for
+    `ReadySetGo` (`timing_scores`: produced against sample intervals, the regression
+    slope), else ``{}``; JSON-ready, for a seed's record.
+
+    Examples:
+        >>> from nnx_ppo.envs.cognitive import PerceptualDecisionMaking
+        >>> task_scores(PerceptualDecisionMaking(dt=100), None)
+        {}
+    """
+    from nnx_ppo.algorithms.analysis import timing_scores, wager_criterion
+    from nnx_ppo.envs.cognitive import PostDecisionWager, ReadySetGo
+
+    if isinstance(task, PostDecisionWager):
+        check = wager_criterion(trials, sure_window=task.sure_window)
+        return {"wager": {
+            "met": check.met, "training_met": check.training_met,
+            "p_sure": _number(check.p_sure), "sure_slope_per_percent": _number(check.sure_slope),
+            "accuracy_gain": _number(check.accuracy_gain),
+            "by_coherence": {k: [_number(x) for x in v.tolist()] for k, v in check.scores.items()},
+        }}  # fmt: skip
+    if isinstance(task, ReadySetGo):
+        scores = timing_scores(trials)
+        return {"timing": {
+            "slope": _number(scores.slope), "intercept_ms": _number(scores.intercept),
+            "gain": task.gain, "relative_error": _number(scores.relative_error),
+            "answered": _number(scores.answered),
+            "by_interval": {
+                "interval_ms": scores.interval.tolist(), "target_ms": scores.target.tolist(),
+                "n": scores.n.tolist(), "mean_ms": [_number(x) for x in scores.mean.tolist()],
+                "std_ms": [_number(x) for x in scores.std.tolist()],
+            },
+        }}  # fmt: skip
+    return {}
+
+
+def task_score_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The printed lines of each seed's `task_scores` (none for other tasks)."""
+    lines = []
+    for r in records:
+        if "wager" in r:
+            w = r["wager"]
+            lines.append(
+                f"  seed {r['seed']}: sure option on {_text(w['p_sure'])} of wager trials, "
+                f"slope {_text(w['sure_slope_per_percent'])} per % coherence; waived "
+                f"trials {_text(w['accuracy_gain'])} more accurate; published criterion "
+                f"{'met' if w['met'] else 'not met'}, pyrl's training criterion "
+                f"{'met' if w['training_met'] else 'not met'}"
+            )
+        if "timing" in r:
+            t = r["timing"]
+            lines.append(
+                f"  seed {r['seed']}: produced on sample interval, slope {_text(t['slope'])} "
+                f"(gain {t['gain']:g}), mean relative error {_text(t['relative_error'])}, "
+                f"answered {_text(t['answered'])}"
+            )
+    return lines
+
+
+def _text(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
 
 
 def seed_record(

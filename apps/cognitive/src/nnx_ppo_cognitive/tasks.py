@@ -115,6 +115,18 @@ TASKS: dict[str, TaskSpec] = {
             _task("DelayedMatchToSample"),
             steps=1_000_000,
         ),
+        TaskSpec(
+            "wager",
+            "post-decision wager (Kiani & Shadlen 2009)",
+            _task("PostDecisionWager"),
+            steps=2_000_000,
+        ),
+        TaskSpec(
+            "rsg",
+            "interval timing, ready-set-go (Jazayeri & Shadlen 2010)",
+            _task("ReadySetGo"),
+            steps=1_000_000,
+        ),
     )
 }
 """``--task`` name -> `TaskSpec`."""
