@@ -114,16 +114,17 @@ def flow_field(
     if (
         len(pair) != 2
         or pair[0] == pair[1]
-        or not all(isinstance(c, int) and 0 <= c < n_components for c in pair)
+        or not all(isinstance(c, int | np.integer) and 0 <= c < n_components for c in pair)
     ):
         _fail(
             f"components={components!r} must be two different component indices in "
             f"[0, {n_components - 1}] (the basis has {n_components})."
         )
     i, j = int(pair[0]), int(pair[1])
-    sizes = (resolution, resolution) if isinstance(resolution, int) else tuple(resolution)
-    if len(sizes) != 2 or not all(isinstance(s, int) and s >= 2 for s in sizes):
+    given = list(resolution) if isinstance(resolution, Sequence) else [resolution] * 2
+    if len(given) != 2 or not all(isinstance(s, int | np.integer) and s >= 2 for s in given):
         _fail(f"resolution={resolution!r} must be an int >= 2 or a pair of them (Gx, Gy).")
+    sizes = (int(given[0]), int(given[1]))
     if bounds is None:
         spread = 3.0 * np.sqrt(np.asarray(basis.explained_variance, np.float64)[[i, j]])
         spread = np.where(spread > 0, spread, 1.0)

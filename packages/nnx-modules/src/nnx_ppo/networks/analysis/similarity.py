@@ -21,6 +21,7 @@ Computed in float64 with numpy's SVD (no explicit covariance inverses).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Any, NoReturn
 
 import numpy as np
@@ -104,12 +105,14 @@ def _kept(singular: np.ndarray, keep: Any, tolerance: float, side: str) -> int:
         raise ValueError(f"cca: {side} is constant (no variance left after centring).")
     if keep is None:
         return rank
-    if isinstance(keep, bool) or not isinstance(keep, int | float):
+    if isinstance(keep, bool) or not isinstance(keep, numbers.Real):
         raise ValueError(f"cca: n_components for {side} is {keep!r}; an int or a float.")
-    if isinstance(keep, int):
+    if isinstance(keep, numbers.Integral):
+        keep = int(keep)
         if keep < 1:
             raise ValueError(f"cca: n_components for {side} is {keep}; it must be >= 1.")
         return min(keep, rank)
+    keep = float(keep)
     if not 0.0 < keep <= 1.0:
         raise ValueError(
             f"cca: n_components for {side} is {keep}; a float is a share of the variance "
@@ -135,8 +138,9 @@ def cca(
     The correlations are the singular values of ``U_x^T U_y``, the product of the two
     sides' orthonormal bases (Björck & Golub 1973), so no covariance is inverted.
 
-    With fewer samples than kept dimensions on both sides together, canonical
-    correlations are 1 by construction: reduce first (``n_components``), or use more
+    Where the two sides' kept dimensions together exceed the samples less one, that
+    many canonical correlations are 1 by construction (``Nx + Ny - (S - 1)`` of
+    them), and the others are inflated: reduce first (``n_components``), or use more
     samples (trials, steps, conditions).
 
     Args:
@@ -178,7 +182,7 @@ def cca(
     keeps = n_components if isinstance(n_components, tuple) else (n_components,) * 2
     if len(keeps) != 2:
         raise ValueError(f"cca: n_components={n_components!r}: one value or a pair.")
-    if isinstance(regularization, bool) or not isinstance(regularization, int | float):
+    if isinstance(regularization, bool) or not isinstance(regularization, numbers.Real):
         raise ValueError(f"cca: regularization={regularization!r} must be a number >= 0.")
     if not regularization >= 0:
         raise ValueError(f"cca: regularization={regularization!r} must be a number >= 0.")
