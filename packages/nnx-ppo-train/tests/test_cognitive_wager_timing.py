@@ -232,6 +232,8 @@ def test_ready_set_go():
     assert ideal.relative_error == 0.0 and ideal.answered == 1.0
     with pytest.raises(ValueError, match=r"flash=10\.0 ms is shorter than dt=20\.0"):
         ReadySetGo(dt=20, flash=10)
+    with pytest.raises(ValueError, match=r"gain=0\.01 leaves the shortest interval \(800 ms\)"):
+        ReadySetGo(gain=0.01)
 
 
 # -- properties of both tasks -------------------------------------------------------------

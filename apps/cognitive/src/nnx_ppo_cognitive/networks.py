@@ -1,6 +1,7 @@
-"""The networks of the cognitive-task app: a GRU and a Dale's-law E/I graph.
+"""The networks of the cognitive-task app: a GRU, a Dale's-law E/I graph and a
+low-rank RNN.
 
-Both are actor-critics for discrete actions (`CategoricalSampler`) with the critic in a
+All are actor-critics for discrete actions (`CategoricalSampler`) with the critic in a
 GRU of its own, as pyrl's baseline network is (Song, Yang & Wang 2017: the value
 network is a GRU reading the policy network's activity; here it reads the observation,
 so the actor's units are the policy's alone):
@@ -13,6 +14,14 @@ so the actor's units are the policy's alone):
   training on one seed of five even with the gradient clipped), all four
   recurrent connections at delay 1, the observation driving both, and the action logits
   read from the excitatory population only (Song, Yang & Wang 2016's E/I network).
+- `make_low_rank_actor_critic`: ``LowRankRNN(hidden, rank) -> Dense(actions) ->
+  CategoricalSampler``, leaky tanh units with connectivity ``m n^T / N`` (plus ``g
+  chi``), Mastrogiuseppe & Ostojic 2018.
+
+The E/I and low-rank networks take ``sigma_rec``, recurrent noise with Song, Yang &
+Wang 2016's scaling (pyrl's ``var_rec = sigma_rec ** 2``; they use 0.15), drawn from
+per-environment keys in the carry so that PPO's loss replay reproduces it, and off in
+``eval()`` (the trial evaluation, export and the analyses see the noise-free network).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from nnx_ppo.networks.adapter import PPOAdapter
 from nnx_ppo.networks.containers import Sequential
 from nnx_ppo.networks.feedforward import Dense
 from nnx_ppo.networks.graph import PopulationGraph
+from nnx_ppo.networks.low_rank import LowRankRNN
 from nnx_ppo.networks.recurrent import GRU
 from nnx_ppo.networks.sampling_layers import CategoricalSampler
 from nnx_ppo.networks.utils import Filter
@@ -36,6 +46,7 @@ __all__ = [
     "ei_graph",
     "make_ei_actor_critic",
     "make_gru_actor_critic",
+    "make_low_rank_actor_critic",
     "rectified_tanh",
 ]
 
@@ -73,12 +84,14 @@ def ei_graph(
     excitatory_fraction: float = 0.8,
     tau_ms: float = 100.0,
     dt_ms: float = 10.0,
+    sigma_rec: float = 0.0,
 ) -> PopulationGraph:
     """The E/I population graph (see the module docstring), finalized.
 
     Populations ``e`` (``round(excitatory_fraction * n_units)`` units) and ``i`` (the
-    rest), both leaky (``tau = tau_ms`` at ``dt = dt_ms``) with `rectified_tanh` rates; input
-    ``obs`` (observation key ``"obs"``); output ``logits`` read from ``e``.
+    rest), both leaky (``tau = tau_ms`` at ``dt = dt_ms``) with `rectified_tanh` rates
+    and recurrent noise ``sigma_rec`` (0: none); input ``obs`` (observation key
+    ``"obs"``); output ``logits`` read from ``e``.
 
     Raises:
         ValueError: If a population would be empty or ``dt_ms > tau_ms``.
@@ -96,10 +109,9 @@ def ei_graph(
         )
     graph = PopulationGraph(rngs, dt=dt_ms)
     graph.add_input("obs", size=obs_size, input_from="obs")
-    graph.add_population("e", size=n_e, activation=rectified_tanh, tau=tau_ms, sign="excitatory")
-    graph.add_population(
-        "i", size=n_units - n_e, activation=rectified_tanh, tau=tau_ms, sign="inhibitory"
-    )
+    unit = {"activation": rectified_tanh, "tau": tau_ms, "sigma_rec": sigma_rec}
+    graph.add_population("e", size=n_e, sign="excitatory", **unit)
+    graph.add_population("i", size=n_units - n_e, sign="inhibitory", **unit)
     for target in ("e", "i"):
         graph.connect("obs", target)
         for source in ("e", "i"):
@@ -120,6 +132,7 @@ def make_ei_actor_critic(
     tau_ms: float = 100.0,
     dt_ms: float = 10.0,
     entropy_weight: float = 1e-2,
+    sigma_rec: float = 0.0,
 ) -> Sequential:
     """`ei_graph` as the policy (its ``logits`` into a `CategoricalSampler`), and a
     GRU critic of ``n_units``."""
@@ -131,11 +144,38 @@ def make_ei_actor_critic(
         excitatory_fraction=excitatory_fraction,
         tau_ms=tau_ms,
         dt_ms=dt_ms,
+        sigma_rec=sigma_rec,
     )
     actor = Sequential(
         [Filter(_as_obs), graph, Filter("logits"), CategoricalSampler(rngs, entropy_weight)]
     )
     return Sequential([PPOAdapter(action=actor, value=_critic(obs_size, n_units, rngs))])
+
+
+def make_low_rank_actor_critic(
+    obs_size: int,
+    n_actions: int,
+    *,
+    rngs: nnx.Rngs,
+    hidden: int = 100,
+    rank: int = 2,
+    g: float = 0.0,
+    tau_ms: float = 100.0,
+    dt_ms: float = 10.0,
+    sigma_rec: float = 0.0,
+    entropy_weight: float = 1e-2,
+) -> Sequential:
+    """A `LowRankRNN` policy of ``hidden`` leaky tanh units (connectivity of rank
+    ``rank`` plus ``g`` times a fixed random matrix, ``tau = tau_ms`` at ``dt = dt_ms``,
+    noise ``sigma_rec``) with a linear read-out of ``n_actions`` logits, and a GRU
+    critic of the same size."""
+    cell = LowRankRNN(
+        obs_size, hidden, rank=rank, g=g, tau=tau_ms, dt=dt_ms, sigma_rec=sigma_rec, rngs=rngs
+    )
+    actor = Sequential(
+        [cell, Dense(hidden, n_actions, rngs=rngs), CategoricalSampler(rngs, entropy_weight)]
+    )
+    return Sequential([PPOAdapter(action=actor, value=_critic(obs_size, hidden, rngs))])
 
 
 def rectified_tanh(x: jax.Array) -> jax.Array:
@@ -148,5 +188,9 @@ def _as_obs(x: Any) -> dict[str, Any]:
     return {"obs": x}
 
 
-NETWORKS = {"gru": "a GRU of 100 units (pyrl)", "ei": "a Dale's-law E/I graph, 80 % excitatory"}
+NETWORKS = {
+    "gru": "a GRU of 100 units (pyrl)",
+    "ei": "a Dale's-law E/I graph, 80 % excitatory",
+    "lowrank": "a leaky low-rank RNN (m n^T / N, --rank)",
+}
 """The ``--network`` choices."""

@@ -8,6 +8,13 @@ where ``f(input_t)`` is what a non-leaky population would output and ``dt`` is t
 graph's step. A fixed ``tau`` is a Python float (no parameter); a learned one is
 ``tau = dt + softplus(raw)`` with ``raw`` an ``nnx.Param`` ``[size]``, so that
 ``dt / tau`` stays in ``(0, 1)`` whatever the optimizer does.
+
+A leaky population declared with ``sigma_rec > 0`` adds recurrent noise after the leak,
+
+    a_t <- a_t + sqrt(2 dt / tau) * sigma_rec * N(0, 1)
+
+(Song, Yang & Wang 2016's scaling, see `nnx_ppo.networks.recurrent_noise`), drawn
+from the graph's per-environment key in the carry (``"noise_key"``).
 """
 
 from __future__ import annotations
@@ -20,14 +27,20 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from nnx_ppo.networks import recurrent_noise
 from nnx_ppo.networks.graph.topology import ExecutionPlan, Population
 
 __all__ = [
+    "NOISE_KEY",
+    "add_noise",
     "check_dt",
+    "check_noise",
     "check_time_constant",
+    "draw_noise",
     "initial_raw_tau",
     "leak_factors",
     "mix",
+    "noisy_populations",
     "time_constant",
 ]
 
@@ -98,6 +111,48 @@ def check_time_constant(
     return tau, learn_tau
 
 
+NOISE_KEY = "noise_key"
+"""The carry entry of a noisy graph's per-environment PRNG keys."""
+
+
+def check_noise(call: str, sigma_rec: Any, tau: float | None) -> float:
+    """Validate a population's ``sigma_rec``: a number >= 0, positive only if leaky."""
+    sigma = recurrent_noise.check_sigma_rec(call, sigma_rec)
+    if sigma > 0 and tau is None:
+        raise ValueError(
+            f"{call}: sigma_rec={sigma:g} needs a leaky population, because the noise "
+            "is scaled by its time constant (sqrt(2 dt / tau) * sigma_rec per step); pass "
+            "tau= as well (tau equal to the graph's dt is the non-leaky update)."
+        )
+    return sigma
+
+
+def noisy_populations(plan: ExecutionPlan) -> tuple[Population, ...]:
+    """The populations with recurrent noise, in execution order."""
+    return tuple(p for p in plan.order if p.sigma_rec > 0)
+
+
+def draw_noise(
+    plan: ExecutionPlan, state: Any, deterministic: bool
+) -> tuple[dict[str, jax.Array] | None, jax.Array | None]:
+    """One step's standard-normal draws ``{population: [B, size]}`` of the noisy
+    populations and the keys to carry (``(None, None)`` for a noise-free graph; no
+    draws and the keys unchanged when ``deterministic``)."""
+    noisy = noisy_populations(plan)
+    if not noisy:
+        return None, None
+    keys = state[NOISE_KEY]
+    if deterministic:
+        return None, keys
+    width = sum(p.size for p in noisy)
+    keys, xi = recurrent_noise.split_keys(keys, (width,))
+    draws, start = {}, 0
+    for p in noisy:
+        draws[p.name] = xi[:, start : start + p.size]
+        start += p.size
+    return draws, keys
+
+
 def initial_raw_tau(tau: float, dt: float, size: int) -> jax.Array:
     """The parameter ``raw`` (float32 ``[size]``) with ``dt + softplus(raw) = tau > dt``:
     ``log(expm1(tau - dt))``, computed as ``y + log(-expm1(-y))`` (``y = tau - dt``) so
@@ -138,3 +193,8 @@ def mix(previous: jax.Array, value: jax.Array, alpha: Any) -> jax.Array:
         ``a_t``, ``[B, size]``.
     """
     return (1.0 - alpha) * previous + alpha * value
+
+
+def add_noise(value: jax.Array, pop: Population, alpha: Any, xi: jax.Array) -> jax.Array:
+    """``value + sqrt(2 alpha) * sigma_rec * xi`` (``xi`` ``[B, size]``)."""
+    return value + recurrent_noise.noise_std(pop.sigma_rec, alpha) * xi

@@ -154,6 +154,9 @@ def replay_staged(
     # 2. The core, scanned over time (resets as in the step-by-step replay).
     def step(module: StatefulModule, carry: Any, inputs: Any, extras: Any) -> Any:
         x, given, given_inputs = inputs
+        # Every noisy population is leaky, so in the core: its draws come from the
+        # carried keys, as in a step.
+        noise, noise_keys = _leak.draw_noise(plan, carry, module.deterministic)  # type: ignore[attr-defined]
         result = _step.integrate(
             plan,
             module.transforms,  # type: ignore[attr-defined]
@@ -165,10 +168,11 @@ def replay_staged(
             outputs=given,
             inputs=given_inputs,
             leaks=_leak.leak_factors(plan, module.dt, module.raw_tau),  # type: ignore[attr-defined]
+            noise=noise,
         )
         # Every leaky population is in the core, so its activity is in result.outputs.
         next_state = _step.next_carry(
-            plan, carry, result.outputs, {**carry["transforms"], **result.transforms}
+            plan, carry, result.outputs, {**carry["transforms"], **result.transforms}, noise_keys
         )
         return StatefulModuleOutput(
             next_state=next_state,

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from nnx_ppo.networks import recurrent_noise
 from nnx_ppo.networks.graph import _leak, _replay, _step
 from nnx_ppo.networks.graph.topology import Connection, ExecutionPlan, Population
 from nnx_ppo.networks.types import Metrics, ModuleState, StatefulModule, StatefulModuleOutput
@@ -38,6 +39,8 @@ class GraphRuntime(StatefulModule):
     record_populations: bool
     raw_tau: nnx.Dict[nnx.Param]
     transforms: nnx.Dict[StatefulModule]
+    noise_key: recurrent_noise.RecurrentNoiseKey | None
+    deterministic: bool
     _populations: list[Population] | tuple[Population, ...]
     _connections: list[Connection] | tuple[Connection, ...]
     _plan: ExecutionPlan | None
@@ -66,11 +69,14 @@ class GraphRuntime(StatefulModule):
         state["transforms"] = {
             c.name: self.transforms[c.name].initialize_state(batch_size) for c in self._connections
         }
+        if self.noise_key is not None:
+            state[_leak.NOISE_KEY] = recurrent_noise.initial_keys(self.noise_key, batch_size)
         return state
 
     def reset_state(self, prev_state: ModuleState) -> ModuleState:
-        """Zero the history (buffers and leaky activity) and reset every transform's
-        carry (batched ``prev_state``)."""
+        """Zero the history (buffers and leaky activity), reset every transform's
+        carry and fold a constant into each environment's noise key, a fresh stream for
+        the next episode (batched ``prev_state``)."""
         plan = self._require_plan("reset_state")
         state: dict[str, Any] = {
             "buffers": jax.tree.map(jnp.zeros_like, prev_state["buffers"]),
@@ -82,6 +88,8 @@ class GraphRuntime(StatefulModule):
             c.name: self.transforms[c.name].reset_state(prev_state["transforms"][c.name])
             for c in self._connections
         }
+        if _leak.NOISE_KEY in prev_state:
+            state[_leak.NOISE_KEY] = recurrent_noise.reset_keys(prev_state[_leak.NOISE_KEY])
         return state
 
     def canonical_state(self, state: ModuleState) -> ModuleState:
@@ -110,6 +118,8 @@ class GraphRuntime(StatefulModule):
             c.name: self.transforms[c.name].canonical_state(state["transforms"][c.name])
             for c in self._connections
         }
+        if _leak.NOISE_KEY in state:
+            canonical[_leak.NOISE_KEY] = state[_leak.NOISE_KEY]
         return canonical
 
     def update_statistics(self, rollout_extras: Any) -> None:
@@ -138,11 +148,12 @@ class GraphRuntime(StatefulModule):
         batch = _step.batch_size(state, x)
         names = {p.name for p in plan.order}
         leaks = _leak.leak_factors(plan, self.dt, self.raw_tau)
+        noise, noise_keys = _leak.draw_noise(plan, state, self.deterministic)
         step = _step.integrate(
-            plan, self.transforms, names, state, x, rollout_extras, batch, leaks=leaks
+            plan, self.transforms, names, state, x, rollout_extras, batch, leaks=leaks, noise=noise
         )
         return StatefulModuleOutput(
-            next_state=_step.next_carry(plan, state, step.outputs, step.transforms),
+            next_state=_step.next_carry(plan, state, step.outputs, step.transforms, noise_keys),
             output={key: step.outputs[name] for key, name in plan.outputs},
             regularization_loss=jnp.broadcast_to(step.regularization, (batch,)),
             metrics=self._metrics(step.metrics, step.outputs),

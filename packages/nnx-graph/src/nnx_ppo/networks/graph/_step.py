@@ -137,14 +137,18 @@ def next_carry(
     state: ModuleState,
     outputs: Mapping[str, jax.Array],
     transforms: Mapping[str, Any],
+    noise_keys: jax.Array | None = None,
 ) -> dict[str, Any]:
     """The graph's carry after a step: the buffers written with ``outputs``
     (``{population: [B, size]}``), the leaky populations' activity (only when the graph
-    has some) and the transforms' carries."""
+    has some), the transforms' carries and the noise keys (only when given: a graph
+    with noisy populations)."""
     carry = write_buffers(plan, state, outputs)
     if plan.leaky:
         carry["activity"] = {name: outputs[name].astype(ACTIVITY_DTYPE) for name, _ in plan.leaky}
     carry["transforms"] = dict(transforms)
+    if noise_keys is not None:
+        carry[_leak.NOISE_KEY] = noise_keys
     return carry
 
 
@@ -177,6 +181,7 @@ def integrate(
     outputs: Mapping[str, jax.Array] | None = None,
     inputs: Mapping[str, jax.Array] | None = None,
     leaks: Mapping[str, Any] | None = None,
+    noise: Mapping[str, jax.Array] | None = None,
 ) -> Integration:
     """One step of the populations in ``names``, in execution order.
 
@@ -196,6 +201,8 @@ def integrate(
             instead of calling those connections' transforms.
         leaks: ``{population: dt / tau}`` (see `_leak.leak_factors`); needed when
             ``names`` holds a leaky population.
+        noise: ``{population: [batch, size]}`` standard-normal draws of the noisy
+            populations computed here (see `_leak.draw_noise`), or ``None`` for none.
 
     Returns:
         The `Integration`; its carries, extras, regularization and metrics are those
@@ -236,5 +243,7 @@ def integrate(
             if leaks is None:
                 raise RuntimeError(f"internal error: no leak factor for {pop.name!r}")
             value = _leak.mix(state["activity"][pop.name], value, leaks[pop.name])
+            if noise is not None and pop.name in noise:
+                value = _leak.add_noise(value, pop, leaks[pop.name], noise[pop.name])
         outputs[pop.name] = value
     return Integration(outputs, next_carries, extras, regularization, metrics)

@@ -17,6 +17,7 @@ from typing import Any
 
 from flax import nnx
 
+from nnx_ppo.networks import recurrent_noise
 from nnx_ppo.networks.feedforward import Dense
 from nnx_ppo.networks.graph import _checks, _fan_in, _leak, topology
 from nnx_ppo.networks.graph._runtime import GraphRuntime
@@ -64,11 +65,18 @@ class PopulationGraph(GraphRuntime):
         {"buffers":    {population: float32 [B, length, size]},
          "positions":  {population: int32 [B]},   # next slot to write
          "activity":   {population: float32 [B, size]},  # leaky ones: a_{t-1}
-         "transforms": {connection: <the transform's carry>}}
+         "transforms": {connection: <the transform's carry>},
+         "noise_key":  uint32 [B, *key_shape]}    # graphs with a noisy population
 
     ``"activity"`` is present only in graphs with a leaky population. Like the buffers
     it starts at zero and `reset_state` zeroes it, so ``a_{-1} = 0`` at every episode
-    start.
+    start. ``"noise_key"`` is present only in graphs with a population declared with
+    ``sigma_rec > 0`` (recurrent noise, see `add_population`): one PRNG key per
+    environment, split every step, so that loss replay draws the rollout's noise; a
+    reset folds a constant into it (a fresh stream per episode). In ``eval()`` mode
+    (``deterministic``) no noise is drawn and the key does not move, so export and the
+    carry map (`nnx_ppo.networks.analysis`) see the noise-free graph and the exported
+    policy leaves the key out.
 
     ``rollout_extras`` is ``{"transforms": {connection: <extras>}}``; metrics are
     ``{"transforms": {connection: <metrics>}}`` for the transforms that emit any, plus
@@ -220,6 +228,10 @@ class PopulationGraph(GraphRuntime):
         self._populations: list[Population] | tuple[Population, ...] = []
         self._connections: list[Connection] | tuple[Connection, ...] = []
         self._plan: ExecutionPlan | None = None
+        # The base of the per-environment noise keys, drawn at finalize() if a
+        # population has recurrent noise; eval() sets deterministic (no noise).
+        self.noise_key: recurrent_noise.RecurrentNoiseKey | None = None
+        self.deterministic = False
 
     # ---------------------------------------------------------------- introspection
 
@@ -293,6 +305,7 @@ class PopulationGraph(GraphRuntime):
         tau: float | None = None,
         learn_tau: bool = False,
         sign: str | None = None,
+        sigma_rec: float = 0.0,
     ) -> None:
         """Declare a hidden population.
 
@@ -312,15 +325,24 @@ class PopulationGraph(GraphRuntime):
                 population's outgoing connections stays ``>= 0`` or ``<= 0`` (Dale's
                 law; their default transform is a `SignedDense`). ``None`` (default)
                 leaves them unconstrained.
+            sigma_rec: Recurrent noise of a leaky population (pyrl's ``var_rec =
+                sigma_rec ** 2``): after the leak each unit gets ``sqrt(2 dt / tau) *
+                sigma_rec * N(0, 1)`` per step (Song, Yang & Wang 2016's scaling, see
+                `nnx_ppo.networks.recurrent_noise`), drawn from a per-environment key in
+                the carry (``"noise_key"``), so loss replay reproduces it; ``eval()``
+                turns it off. Default 0.0: no noise, no key, nothing changes.
 
         Raises:
             TypeError: On a wrongly typed argument.
             ValueError: On a duplicate or invalid name, a non-positive size, a ``tau``
-                outside ``[dt, inf)`` (or not above ``dt`` with ``learn_tau``), or an
-                unknown ``sign``.
+                outside ``[dt, inf)`` (or not above ``dt`` with ``learn_tau``), an
+                unknown ``sign``, or a negative ``sigma_rec`` (or a positive one
+                without ``tau``).
             RuntimeError: After `finalize`.
         """
-        self._add("add_population", name, size, activation, None, None, tau, learn_tau, sign)
+        self._add(
+            "add_population", name, size, activation, None, None, tau, learn_tau, sign, sigma_rec
+        )
 
     def add_input(
         self,
@@ -477,6 +499,10 @@ class PopulationGraph(GraphRuntime):
                 recurrent=self.init_fan_in == "recurrent",
                 rngs=self._rngs,
             )
+        if _leak.noisy_populations(plan):
+            assert self._rngs is not None  # dropped only at finalize
+            # Drawn after every parameter, so that the noise does not change them.
+            self.noise_key = nnx.data(recurrent_noise.draw_base_key(self._rngs))
         self._populations = tuple(self._populations)
         self._connections = tuple(self._connections)
         self._plan = plan
@@ -503,6 +529,7 @@ class PopulationGraph(GraphRuntime):
         tau: Any,
         learn_tau: Any,
         sign: Any,
+        sigma_rec: Any = 0.0,
     ) -> None:
         self._check_building(call)
         name = _checks.check_name(call, name)
@@ -511,6 +538,7 @@ class PopulationGraph(GraphRuntime):
         activation = _checks.check_activation(where, activation)
         tau, learn_tau = _leak.check_time_constant(where, tau, learn_tau, self.dt)
         sign = check_sign(where, sign)
+        sigma_rec = _leak.check_noise(where, sigma_rec, tau)
         _checks.check_new_population(call, self._populations, name, output_to)
         if learn_tau:
             self.raw_tau[name] = nnx.Param(_leak.initial_raw_tau(tau, self.dt, size))
@@ -524,5 +552,6 @@ class PopulationGraph(GraphRuntime):
             tau=tau,
             learn_tau=learn_tau,
             sign=sign,
+            sigma_rec=sigma_rec,
         )
         self._populations.append(population)  # type: ignore[union-attr]

@@ -48,6 +48,7 @@ class Population:
         learn_tau: Whether the time constant is a parameter, one per unit.
         sign: ``"excitatory"`` or ``"inhibitory"`` if the weights of its outgoing
             connections keep that sign (Dale's law), else ``None``.
+        sigma_rec: The recurrent noise level of a leaky population (0.0: none).
     """
 
     name: str
@@ -59,6 +60,7 @@ class Population:
     tau: float | None = None
     learn_tau: bool = False
     sign: str | None = None
+    sigma_rec: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,6 +271,8 @@ def _dynamics_notes(p: Population) -> list[str]:
         notes.append(f"tau {p.tau:g}" + (" learned" if p.learn_tau else ""))
     if p.sign is not None:
         notes.append(p.sign)
+    if p.sigma_rec > 0:
+        notes.append(f"noise {p.sigma_rec:g}")
     return notes
 
 

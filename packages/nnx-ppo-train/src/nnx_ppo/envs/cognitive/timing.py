@@ -113,6 +113,12 @@ class ReadySetGo(CognitiveTask):
                 f"{name}: intervals={intervals!r} must be a non-empty sequence of sample "
                 f"intervals in ms, each longer than flash={self.flash!r} ms."
             )
+        if not 2 * self.gain * float(values.min()) > self.flash:
+            raise ValueError(
+                f"{name}: gain={gain!r} leaves the shortest interval ({float(values.min()):g} "
+                f"ms) a production epoch of 2 * gain * interval <= flash={self.flash!r} ms; "
+                "raise gain or the intervals."
+            )
         self.intervals = values
         super().__init__(**options)
         # Both pulses must last at least a step, or a cue would never be shown.
