@@ -68,6 +68,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value} must be a finite number >= 0")
+    return value
+
+
 def _fraction(text: str) -> float:
     value = _positive_float(text)
     if value > 1:
@@ -159,7 +169,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--tau",
         type=_positive_float,
         default=100.0,
-        help="time constant of the E/I units, ms (--network ei; at least --dt)",
+        help="time constant of the E/I and low-rank units, ms (--network ei or lowrank; at "
+        "least --dt)",
+    )
+    parser.add_argument(
+        "--sigma-rec",
+        type=_non_negative_float,
+        default=0.0,
+        help="recurrent noise of the E/I and low-rank units (pyrl's var_rec = sigma^2, "
+        "scaled by sqrt(2 dt / tau); Song, Yang & Wang 2016 use 0.15; 0: none)",
+    )
+    parser.add_argument(
+        "--rank",
+        type=positive_int,
+        default=2,
+        help="rank of the low-rank RNN's connectivity m n^T / N (--network lowrank)",
     )
     group = parser.add_argument_group("training (PPO)")
     group.add_argument(
@@ -258,11 +282,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             f"--n-envs {args.n_envs} is not a multiple of --n-minibatches "
             f"{args.n_minibatches}: each minibatch holds whole environments"
         )
-    if args.network == "ei" and args.dt > args.tau:
+    if args.network in ("ei", "lowrank") and args.dt > args.tau:
         parser.error(
-            f"--dt {args.dt:g} is above --tau {args.tau:g}: the E/I units' leak dt / tau "
-            "must be at most 1; lower --dt or raise --tau"
+            f"--dt {args.dt:g} is above --tau {args.tau:g}: the {args.network} units' leak "
+            "dt / tau must be at most 1; lower --dt or raise --tau"
         )
+    if args.network == "gru" and args.sigma_rec > 0:
+        parser.error(
+            f"--sigma-rec {args.sigma_rec:g} needs leaky units: use --network ei or "
+            "--network lowrank, or --sigma-rec 0 with the GRU"
+        )
+    if args.network == "lowrank" and args.rank > args.hidden:
+        parser.error(f"--rank {args.rank} is above --hidden {args.hidden}; use --rank <= --hidden")
     if args.output_dir is None:
         from nnx_ppo_cognitive.outputs import default_output_dir
 
@@ -294,16 +325,27 @@ def _train_config(args: argparse.Namespace) -> Any:
 def make_network_factory(args: argparse.Namespace, env: Any) -> Any:
     """``make_network(rngs)`` of the ``--network`` and its sizes for ``env``: what the
     run trains, and what `nnx_ppo_cognitive.outputs.load_trained` rebuilds."""
-    from nnx_ppo_cognitive.networks import make_ei_actor_critic, make_gru_actor_critic
+    from nnx_ppo_cognitive.networks import (
+        make_ei_actor_critic,
+        make_gru_actor_critic,
+        make_low_rank_actor_critic,
+    )
 
     obs, actions = env.observation_size, env.action_size
+    # Runs saved before --sigma-rec and --rank existed had neither: noise-free.
+    sigma_rec = getattr(args, "sigma_rec", 0.0)
     if args.network == "gru":
         return lambda rngs: make_gru_actor_critic(
             obs, actions, rngs=rngs, hidden=args.hidden, entropy_weight=args.entropy_weight
         )
+    if args.network == "lowrank":
+        return lambda rngs: make_low_rank_actor_critic(
+            obs, actions, rngs=rngs, hidden=args.hidden, rank=args.rank, tau_ms=args.tau,
+            dt_ms=args.dt, sigma_rec=sigma_rec, entropy_weight=args.entropy_weight,
+        )  # fmt: skip
     return lambda rngs: make_ei_actor_critic(
         obs, actions, rngs=rngs, n_units=args.hidden, tau_ms=args.tau, dt_ms=args.dt,
-        entropy_weight=args.entropy_weight,
+        entropy_weight=args.entropy_weight, sigma_rec=sigma_rec,
     )  # fmt: skip
 
 
