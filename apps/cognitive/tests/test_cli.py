@@ -90,6 +90,7 @@ def test_wager_and_timing_records_hold_their_own_criteria():
     )  # fmt: skip
     record = {"seed": 4, **summary.task_scores(TASKS["wager"].make(dt=DT), wager)}
     assert record["wager"]["met"] and not record["wager"]["training_met"]
+    assert record["criteria_met"] is False  # the seed's criterion needs both
     assert record["wager"]["by_coherence"]["p_sure"] == [2 / 3, 0.0]
     timing = TrialResults(
         outcome=[1, 1], choice=[1, 1], answer=[1, 1], decision_time=[1, 1],

@@ -99,9 +99,10 @@ def reaction_times(trials: Any) -> dict[str, Any]:
 
 def task_scores(task: Any, trials: Any) -> dict[str, Any]:
     """The scores of a task whose published criterion is more than rates: ``{"wager":
-    ...}`` for `PostDecisionWager` (`wager_criterion`: the sure choices per coherence,
-    the accuracies with the sure option waived and without it, whether the published
-    behaviour and pyrl's training criterion are met), ``{"timing": ...}`` for
+    ..., "criteria_met": ...}`` for `PostDecisionWager` (`wager_criterion`: the sure
+    choices per coherence, the accuracies with the sure option waived and without it,
+    whether the published behaviour and pyrl's training criterion are met; the seed's
+    ``criteria_met`` then requires both), ``{"timing": ...}`` for
     `ReadySetGo` (`timing_scores`: produced against sample intervals, the regression
     slope), else ``{}``; JSON-ready, for a seed's record.
 
@@ -120,7 +121,7 @@ def task_scores(task: Any, trials: Any) -> dict[str, Any]:
             "p_sure": _number(check.p_sure), "sure_slope_per_percent": _number(check.sure_slope),
             "accuracy_gain": _number(check.accuracy_gain),
             "by_coherence": {k: [_number(x) for x in v.tolist()] for k, v in check.scores.items()},
-        }}  # fmt: skip
+        }, "criteria_met": check.training_met and check.met}  # fmt: skip
     if isinstance(task, ReadySetGo):
         scores = timing_scores(trials)
         return {"timing": {
