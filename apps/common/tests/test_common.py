@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from nnx_ppo_apps_common import cli, options, plotting, results, training
+from nnx_ppo_apps_common import cli, compiles, options, plotting, results, training
 from nnx_ppo_apps_common.cli import arguments_record, fail, non_negative_int, positive_int
 from nnx_ppo_apps_common.options import given_options, options_argv, read_options_file
 from nnx_ppo_apps_common.plotting import plot_learning_curve
@@ -139,7 +139,7 @@ def test_learning_curve_needs_the_mean(tmp_path):
 
 
 def test_docstring_examples_run():
-    for module in (cli, options, plotting, results, training):
+    for module in (cli, compiles, options, plotting, results, training):
         outcome = doctest.testmod(module)
         assert outcome.failed == 0, module.__name__
 
@@ -258,3 +258,40 @@ def test_read_options_file_reads_toml_and_json(tmp_path):
         read_options_file(tmp_path / "a.yaml")
     with pytest.raises(ValueError, match="cannot read it"):
         read_options_file(tmp_path / "none.toml")
+
+
+_TWICE = """
+import jax, jax.numpy as jnp
+from nnx_ppo_apps_common.compiles import CompileLog
+from nnx_ppo_apps_common.runs import use_compilation_cache
+cache = use_compilation_cache()
+with CompileLog() as log:
+    def doubled(x):
+        return 2.0 * x
+    jax.jit(doubled)(jnp.arange(3.0)).block_until_ready()
+print(log.summary()["names"].get("jit(doubled)"), log.cache_hits > 0)
+print(log.note(cache))
+"""
+
+
+def test_a_second_process_loads_its_programs_from_the_cache_and_says_so(tmp_path):
+    # The same program in two processes sharing a cache folder: the first compiles
+    # `doubled` (one program of that name), the second loads it from the folder, and
+    # the note names the folder and the count.
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NNX_PPO_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    lines = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _TWICE], env=env, capture_output=True,
+                              text=True, check=True, timeout=120)  # fmt: skip
+        lines.append(done.stdout.splitlines())
+    assert lines[0][0] == "1 False" and lines[1][0] == "1 True"
+    loaded = re.fullmatch(r"Compiled (\d+) programs in [\d.]+ s \((\d+) loaded from the "
+                          r"compilation cache in (.+)\)", lines[1][1])  # fmt: skip
+    assert loaded is not None and loaded[3] == str(tmp_path / "cache")
+    assert 1 <= int(loaded[2]) <= int(loaded[1])
+    assert re.search(r"\(0 loaded from the compilation cache", lines[0][1])

@@ -73,6 +73,15 @@ def test_tiny_run_writes_every_output(tmp_path, capsys, monkeypatch):
     assert [rates[0], rates[-1]] == pytest.approx(expected, rel=1e-5)
     printed = captured.out
     assert "final eval return" in printed
+    # What the run compiled: the note's count is summary.json's, and the training
+    # program (the trainer's jitted train_call) is among the names.
+    note = re.search(r"^Compiled (\d+) programs in [\d.]+ s \((\d+) loaded from the "
+                     r"compilation cache in .+\)$", printed, re.M)  # fmt: skip
+    assert note is not None, printed
+    compiles = summary["compile"]
+    assert compiles["programs"] == int(note[1]) == sum(compiles["names"].values()) > 1
+    assert 0 <= compiles["from_cache"] == int(note[2]) <= compiles["programs"]
+    assert compiles["names"].get("jit(train_call)", 0) >= 1, compiles["names"]
     # Staggered starts by default, with a fresh reset per episode.
     stored = json.loads((out / "config.json").read_text())
     assert stored["train_config"]["ppo"]["reset_mode"] == "fresh"

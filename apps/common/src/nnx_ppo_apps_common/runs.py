@@ -6,7 +6,8 @@ cache, so a second run of the same program loads its compiled training step inst
 compiling it again (tens of seconds to minutes on a CPU). It is on by default in the
 apps, in ``$NNX_PPO_CACHE_DIR`` or else ``$XDG_CACHE_HOME/nnx-ppo/jax`` (``~/.cache``
 without it); a ``JAX_COMPILATION_CACHE_DIR`` already set wins. ``--no-compile-cache``
-turns it off.
+turns it off. At the end of a run the apps print how many programs it compiled and how
+many of them were loaded from the cache (`nnx_ppo_apps_common.compiles.CompileLog`).
 
 **Provenance.** `provenance` records where a run came from: the versions of Python and
 of the libraries that decide its numbers, the git commit of the working directory's
@@ -63,7 +64,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not use JAX's persistent compilation cache (by default compiled programs "
         "are kept in $NNX_PPO_CACHE_DIR, else ~/.cache/nnx-ppo/jax, and a second identical "
-        "run loads them instead of compiling)",
+        "run loads them instead of compiling; the line 'Compiled N programs in S s (M "
+        "loaded from the compilation cache in DIR)' at the end of a run says how many it "
+        "loaded)",
     )
 
 

@@ -23,6 +23,8 @@ import importlib.util
 from pathlib import Path
 
 from nnx_ppo_apps_common.cli import HelpFormatter, fail, non_negative_int, positive_int
+from nnx_ppo_apps_common.compiles import CompileLog
+from nnx_ppo_apps_common.runs import add_run_arguments, use_compilation_cache
 
 __all__ = ["main", "parse_args"]
 
@@ -88,6 +90,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "metadata, for runs that are not nnx-ppo-quickstart runs (default: rebuild from "
         "the run's config.json)",
     )
+    add_run_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -113,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             'installs: pip install "nnx-modules[onnx]" (or `uv sync` in the nnx-ppo '
             "workspace); --format stablehlo needs only JAX",
         )
+    cache = use_compilation_cache(not args.no_compile_cache)
+    compiles = CompileLog().start()
     from nnx_ppo.networks.export import (
         DeterministicPolicy,
         ExportError,
@@ -181,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {manifest['files'][fn]}: ({ins}) -> ({outs})")
     print(f"Tensor names, shapes and dtypes: {out / 'policy.json'}")
     print(f"How to run it (and check it against obs.npz): {out / 'README.md'}")
+    print(compiles.stop().note(cache))
     return 0
 
 

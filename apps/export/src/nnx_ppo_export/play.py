@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from nnx_ppo_apps_common.cli import HelpFormatter, fail, non_negative_int, positive_int
+from nnx_ppo_apps_common.compiles import CompileLog
+from nnx_ppo_apps_common.runs import add_run_arguments, use_compilation_cache
 
 __all__ = ["main", "parse_args", "play_episodes"]
 
@@ -83,6 +85,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="save every module's activations over the episodes as .npz (default: not saved)",
     )
+    add_run_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -144,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from nnx_ppo_export.rebuild import rebuild
 
+    cache = use_compilation_cache(not args.no_compile_cache)
+    compiles = CompileLog().start()
+
     try:
         rebuilt = rebuild(args.run_dir, step=args.step)
     except (FileNotFoundError, ValueError, TypeError) as error:
@@ -177,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.activations is not None:
         _write_activations(env, network, key, args.episodes, max_steps, args.activations)
         print(f"Activations [T={max_steps}, B={args.episodes}, ...]: {args.activations}")
+    print(compiles.stop().note(cache))
     return 0
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nnx_ppo_apps_common.cli import arguments_record, fail, non_negative_int, positive_int
+from nnx_ppo_apps_common.compiles import CompileLog
 from nnx_ppo_apps_common.results import write_json
 from nnx_ppo_apps_common.runs import add_run_arguments, provenance, use_compilation_cache
 from nnx_ppo_apps_common.training import TrainingDefaults, add_training_arguments, train_config
@@ -123,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         env = EpisodeWrapper(MemoryTask(args.delay, args.cue_size), args.episode_length)
     except (ValueError, TypeError) as error:
         return fail(PROG, str(error))
-    use_compilation_cache(not args.no_compile_cache)
+    cache = use_compilation_cache(not args.no_compile_cache)
+    compiles = CompileLog().start()
 
     out: Path = args.output_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -162,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             # that finished.
             results["runs"][name] = run
             write_json(out / "results.json", results)
+    print(compiles.stop().note(cache))
     table = results_table(results)
     (out / "results.md").write_text(table + "\n")
     plot_learning_curves(results, out / "learning_curves.png")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from nnx_ppo_apps_common.cli import arguments_record, fail, positive_int
+from nnx_ppo_apps_common.compiles import CompileLog
 from nnx_ppo_apps_common.plotting import plot_learning_curve
 from nnx_ppo_apps_common.results import done_message, final_return, throughput, write_json
 from nnx_ppo_apps_common.runs import add_run_arguments, provenance, use_compilation_cache
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         config = train_config(
             args, seed=args.seed, log_level=LogLevel.DEFAULT | LogLevel.ENV_METRICS
         )
-        use_compilation_cache(not args.no_compile_cache)
+        cache = use_compilation_cache(not args.no_compile_cache)
         envs = make_envs(
             backend=args.backend,
             episode_length=args.episode_length,
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.steps:,} steps with {args.n_envs} envs; outputs in {out}/"
     )
     start = time.perf_counter()
+    compiles = CompileLog().start()  # the training's and the evaluation's programs
     result = train_ppo(
         envs.train,
         network,
@@ -166,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         jsonl_path=out / "metrics.jsonl",
     )
     wall = time.perf_counter() - start
+    print(compiles.stop().note(cache))
 
     # The results before the figure, so a plotting failure loses nothing.
     history = result.eval_history

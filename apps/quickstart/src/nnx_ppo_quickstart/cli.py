@@ -29,6 +29,7 @@ from nnx_ppo_apps_common.cli import (
     positive_int,
     seed_list,
 )
+from nnx_ppo_apps_common.compiles import CompileLog
 from nnx_ppo_apps_common.options import given_options, option_defaults, options_argv
 from nnx_ppo_apps_common.plotting import plot_learning_curve
 from nnx_ppo_apps_common.results import done_message, final_return, throughput, write_json
@@ -619,7 +620,8 @@ def main(argv: list[str] | None = None) -> int:
             f"--output-dir {out} already holds a run; pass --resume to continue it "
             "or choose another --output-dir",
         )
-    use_compilation_cache(not args.no_compile_cache)
+    cache = use_compilation_cache(not args.no_compile_cache)
+    compiles = CompileLog().start()  # every program of the run, set-up and evaluation too
     try:
         envs = make_envs(
             args.env,
@@ -646,6 +648,7 @@ def main(argv: list[str] | None = None) -> int:
         if randomization_fn is not None:
             check_randomizer(args.randomization, randomization_fn, envs.train, args.n_envs)
     except (ValueError, TypeError) as error:
+        compiles.stop()
         return fail(PROG, str(error))
 
     out.mkdir(parents=True, exist_ok=True)
@@ -700,6 +703,7 @@ def main(argv: list[str] | None = None) -> int:
     for sink in sinks:
         sink.close()
     wall = time.perf_counter() - start
+    print(compiles.stop().note(cache))
     restored = checkpointer.restored_step
     if restored is not None and result.total_steps == restored and not result.stopped:
         return _nothing_trained(args, restored)
@@ -714,6 +718,7 @@ def main(argv: list[str] | None = None) -> int:
     history = eval_history(out / "metrics.jsonl")
     measured = throughput(result.total_steps, wall, start_step=checkpointer.restored_step or 0)
     summary = _summary(args, history, measured, finished=not result.stopped)
+    summary["compile"] = compiles.summary()
     if result.stopped:
         summary["stopped_by"] = stop.reason
     write_json(out / "summary.json", summary)
