@@ -40,7 +40,7 @@ def _play(env, policy, ids, seed=0):
     scripted behaviour): the final infos, the summed rewards and the epochs' bounds."""
     n = len(ids)
     keys = jax.random.split(jax.random.key(seed), n)
-    state = jax.vmap(env.reset_condition)(keys, jnp.arange(n) % env.n_conditions)
+    state = jax.jit(jax.vmap(env.reset_condition))(keys, jnp.arange(n) % env.n_conditions)
     memory = {"id": jnp.asarray(ids, jnp.int32), "sum": jnp.zeros(n), "count": jnp.zeros((n, 2))}
 
     def body(carry, _):
@@ -246,14 +246,17 @@ def test_task_properties(make):
     env = make(dt=DT)
     n = 2 * env.n_conditions
     keys = jax.random.split(jax.random.key(7), n)
-    state = jax.vmap(env.reset_condition)(keys, jnp.arange(n) % env.n_conditions)
 
     def body(state, _):
         out = (state.obs, state.info["epoch"], state.reward)
         return jax.vmap(env.step)(state, jnp.zeros(n, jnp.int32)), out
 
-    scan = jax.jit(lambda s: jax.lax.scan(body, s, None, length=env.max_trial_steps))
-    last, (obs, epoch, reward) = scan(state)
+    @jax.jit
+    def play(keys):
+        state = jax.vmap(env.reset_condition)(keys, jnp.arange(n) % env.n_conditions)
+        return state, jax.lax.scan(body, state, None, length=env.max_trial_steps)
+
+    state, (last, (obs, epoch, reward)) = play(keys)
     obs, epoch, reward = np.asarray(obs), np.asarray(epoch), np.asarray(reward)
     assert obs.shape == (env.max_trial_steps, n, len(env.inputs)) and obs.dtype == np.float32
     assert reward.dtype == np.float32 and np.all(np.asarray(last.done) == 1)  # every trial ends

@@ -75,9 +75,10 @@ class ReadySetGo(CognitiveTask):
         >>> env.actions, env.n_conditions, env.max_trial_steps
         (('fixate', 'go'), 8, 250)
         >>> state = env.reset_condition(jax.random.key(0), 0)  # t_s = 800 ms
+        >>> step = jax.jit(env.step)
         >>> for _ in range(102):  # fixate for 2040 ms: set's onset is at 1300 ms
-        ...     state = env.step(state, jax.numpy.int32(0))
-        >>> state = env.step(state, jax.numpy.int32(1))  # go after 2060 ms: t_p = 760
+        ...     state = step(state, jax.numpy.int32(0))
+        >>> state = step(state, jax.numpy.int32(1))  # go after 2060 ms: t_p = 760
         >>> float(state.info["reaction_time"]), round(float(state.reward), 3)
         (760.0, 0.75)
     """

@@ -80,8 +80,8 @@ class PostDecisionWager(CognitiveTask):
         >>> env.actions, env.n_conditions, env.opt_out_action
         (('fixate', 'left', 'right', 'sure'), 24, 3)
         >>> state = env.reset_condition(jax.random.key(0), 0)  # a wager trial
-        >>> float(state.info["condition"]["wager"]), state.obs.shape
-        (1.0, (4,))
+        >>> float(state.info["condition"]["wager"]), state.obs.tolist()  # fixation
+        (1.0, [1.0, 0.0, 0.0, 0.0])
     """
 
     inputs = ("fixation", "left", "right", "sure")
