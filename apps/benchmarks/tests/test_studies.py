@@ -28,6 +28,7 @@ STUDIES = (
     "studies.policy_shift",
     "studies.reset_modes",
     "studies.step_costs",
+    "studies.supervised",
     "studies.symmetry",
     "studies.wrapper_paths",
     "trainer.ab",

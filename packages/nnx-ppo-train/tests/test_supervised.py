@@ -162,3 +162,24 @@ def test_what_cannot_be_trained_is_refused_before_compiling():
     with pytest.raises(ValueError, match="n_steps=3 must be an int >= the task's longest"):
         trial_dataset(task, jax.random.key(0), 2, n_steps=3)
     assert dataclasses.asdict(SupervisedConfig()) == SupervisedConfig().to_json()
+
+
+@pytest.mark.slow
+def test_a_supervised_network_fine_tuned_with_ppo_keeps_its_accuracy():
+    # Supervised to ~95 % on easy trials, then PPO from that network: the scores of the
+    # same 100 trials before and after (deterministic policy) may not drop.
+    from nnx_ppo.algorithms import EvalConfig, PPOConfig, TrainConfig, evaluate_trials, train_ppo
+
+    task = PerceptualDecisionMaking(dt=100.0, coherences=(51.2,))
+    config = SupervisedConfig(n_updates=200, batch_size=32, learning_rate=1e-2)
+    network = train_supervised(task, gru_network(3, 3), config).network(0)
+    score = lambda net: evaluate_trials(task, net, trials_per_condition=50,
+                                        key=jax.random.key(5))  # fmt: skip
+    before = score(network)
+    assert before.decision_rate > 0.95 and before.accuracy > 0.9
+    ppo = PPOConfig(n_envs=32, rollout_length=28, n_minibatches=2, total_steps=32 * 28 * 10,
+                    learning_rate=3e-4, reset_mode="fresh")  # fmt: skip
+    train_ppo(task, network, TrainConfig(ppo=ppo, eval=EvalConfig(enabled=False)))
+    after = score(network)  # train_ppo trains the network it is given, in place
+    assert after.decision_rate >= before.decision_rate - 0.02
+    assert after.accuracy >= before.accuracy - 0.02
