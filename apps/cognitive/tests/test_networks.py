@@ -1,6 +1,5 @@
-"""The realistic networks of the app: the noisy E/I graph and the low-rank RNN on every
-task, and their command-line options (``--network lowrank``, ``--sigma-rec``,
-``--rank``).
+"""The realistic networks of the app: the noisy E/I graph and the low-rank RNN, built
+from their command-line options (``--network lowrank``, ``--sigma-rec``, ``--rank``).
 
 The cell and graph contracts under noise (exact replay, noise-free export and analysis)
 are tested in nnx-modules and nnx-graph; here, that the app builds what it says.
@@ -13,7 +12,6 @@ import numpy as np
 import pytest
 from flax import nnx
 from nnx_ppo_cognitive.cli import main, make_network_factory, parse_args
-from nnx_ppo_cognitive.networks import make_ei_actor_critic, make_low_rank_actor_critic
 from nnx_ppo_cognitive.tasks import TASKS
 
 from nnx_ppo.networks.graph import PopulationGraph
@@ -22,41 +20,32 @@ from nnx_ppo.networks.low_rank import LowRankRNN
 DT = 100.0
 
 
-def test_noisy_ei_and_low_rank_networks_act_on_the_tasks() -> None:
-    # One eager step of each network on a batch of a task's observations: the carry
-    # holds the noise keys, and every action is one of the task's. The networks see a
-    # task only through its observation and action sizes (test_cli.py drives every
-    # task with the E/I graph); one task here.
-    batch = 4
-    for name in ("context",):
-        env = TASKS[name].make(dt=DT)
-        obs = jax.random.uniform(jax.random.key(0), (batch, env.observation_size))
-        for make in (make_ei_actor_critic, make_low_rank_actor_critic):
-            size = {"n_units": 10} if make is make_ei_actor_critic else {"hidden": 10}
-            net = make(
-                env.observation_size, env.action_size, rngs=nnx.Rngs(0), dt_ms=DT,
-                sigma_rec=0.15, **size,
-            )  # fmt: skip
-            state = net.initialize_state(batch)
-            actions = np.asarray(net(state, obs).output.actions)
-            assert actions.shape == (batch,), name
-            assert ((actions >= 0) & (actions < env.action_size)).all(), name
-            keys = [p for p, _ in jax.tree_util.tree_flatten_with_path(state)[0]]
-            assert any("key" in jax.tree_util.keystr(p) for p in keys), name
+def _acts(net, env) -> None:
+    """One step on a batch of observations: every action is one of the task's (the
+    networks see a task only through its sizes; test_cli.py drives every task)."""
+    obs = jax.random.uniform(jax.random.key(0), (4, env.observation_size))
+    actions = np.asarray(net(net.initialize_state(4), obs).output.actions)
+    assert actions.shape == (4,) and ((actions >= 0) & (actions < env.action_size)).all()
 
 
-def test_the_options_reach_the_networks() -> None:
-    env = TASKS["pdm"].make(dt=DT)
-    argv = ["--dt", str(DT), "--hidden", "12", "--sigma-rec", "0.15"]
+def test_the_options_build_noisy_networks_that_act() -> None:
+    env = TASKS["context"].make(dt=DT)
+    argv = ["--dt", str(DT), "--hidden", "10", "--sigma-rec", "0.15"]
     args = parse_args([*argv, "--network", "lowrank", "--rank", "3", "--tau", "200"])
-    cell = make_network_factory(args, env)(nnx.Rngs(0)).layers[0].action.layers[0]
+    net = make_network_factory(args, env)(nnx.Rngs(0))
+    cell = net.layers[0].action.layers[0]
     assert isinstance(cell, LowRankRNN)
     assert (cell.rank, cell.sigma_rec, cell.dt, float(cell.tau[0])) == (3, 0.15, DT, 200.0)
+    assert set(cell.initialize_state(2)) == {"h", "key"}
+    _acts(net, env)
     args = parse_args([*argv, "--network", "ei"])
-    graph = make_network_factory(args, env)(nnx.Rngs(0)).layers[0].action.layers[1]
+    net = make_network_factory(args, env)(nnx.Rngs(0))
+    graph = net.layers[0].action.layers[1]
     assert isinstance(graph, PopulationGraph)
     noise = {p.name: p.sigma_rec for p in graph.populations}
     assert noise == {"obs": 0.0, "e": 0.15, "i": 0.15, "logits": 0.0}
+    assert "noise_key" in graph.initialize_state(2)
+    _acts(net, env)
 
 
 @pytest.mark.parametrize(
