@@ -80,11 +80,14 @@ def test_a_dataset_by_hand_and_as_the_task_shows_it():
         assert answer == (1 if int(data.condition_index[j]) == 0 else 2)
 
     # Trial j's inputs are what task.reset(key_j) and steps of action 0 show.
-    def fixate(state, _):
-        return jax.vmap(task.step)(state, jnp.zeros(6, jnp.int32)), state.obs
+    @jax.jit
+    def play(keys):
+        def fixate(state, _):
+            return jax.vmap(task.step)(state, jnp.zeros(6, jnp.int32)), state.obs
 
-    first = jax.vmap(task.reset)(jax.random.split(jax.random.key(3), 6))
-    _, shown = jax.lax.scan(fixate, first, length=7)
+        return jax.lax.scan(fixate, jax.vmap(task.reset)(keys), length=7)[1]
+
+    shown = play(jax.random.split(jax.random.key(3), 6))
     valid = np.asarray(data.valid)[..., None]
     np.testing.assert_allclose(np.where(valid, shown, 0), data.inputs, rtol=1e-6, atol=1e-6)
 

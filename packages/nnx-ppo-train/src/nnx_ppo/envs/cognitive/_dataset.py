@@ -25,6 +25,7 @@ gradient.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -81,12 +82,18 @@ class TrialDataset:
         Returns:
             bool ``[N]``.
         """
-        chose = (actions != 0) & self.valid
-        first = jnp.argmax(chose, axis=0)  # 0 where no choice: read through `any` below
-        take = lambda x: jnp.take_along_axis(x, first[None], axis=0)[0]
-        decided = jnp.any(chose, axis=0)
-        right = take(self.responding) & (take(actions) == self.answer)
-        return jnp.where(decided, right, self.answer == 0)
+        return _correct(self.epoch, self.responding, self.answer, jnp.asarray(actions))
+
+
+@jax.jit
+def _correct(epoch: jax.Array, responding: jax.Array, answer: jax.Array, actions: jax.Array):
+    """`TrialDataset.correct` (one compiled program per shape)."""
+    chose = (actions != 0) & (epoch >= 0)
+    first = jnp.argmax(chose, axis=0)  # 0 where no choice: read through `decided` below
+    take = lambda x: jnp.take_along_axis(x, first[None], axis=0)[0]
+    decided = jnp.any(chose, axis=0)
+    right = take(responding) & (take(actions) == answer)
+    return jnp.where(decided, right, answer == 0)
 
 
 def trial_dataset(
@@ -99,7 +106,8 @@ def trial_dataset(
 ) -> TrialDataset:
     """``n_trials`` trials of ``task`` with targets and a loss mask (module docstring).
 
-    Pure JAX: jit it with ``task``, ``n_trials``, ``grace_ms`` and ``n_steps`` static.
+    Pure JAX and jitted (one program per task, ``n_trials``, ``grace_ms`` and
+    ``n_steps``; ``key`` may be traced, so it also runs inside a jitted training step).
     Conditions are drawn uniformly per trial, as ``task.reset`` draws them.
 
     Args:
@@ -151,7 +159,13 @@ def trial_dataset(
             f"trial, max_trial_steps={longest} (or None for exactly that), so that no "
             "trial is cut short."
         )
-    grace = round(grace_ms / task.dt)
+    return _build(task, key, n_trials, round(grace_ms / task.dt), steps)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2, 3, 4))
+def _build(task: CognitiveTask, key: jax.Array, n_trials: int, grace: int, steps: int) -> Any:
+    """`trial_dataset` after its checks, one compiled program per task and sizes
+    (``grace`` in steps)."""
     response = jnp.asarray([task.epochs.index(e) for e in task.response_epochs])
     first_response = min(task.epochs.index(e) for e in task.response_epochs)
 
