@@ -218,7 +218,7 @@ def test_sampling_is_seeded_by_the_key_and_leaves_the_callers_network_alone():
     assert not np.array_equal(first.actions, other.actions)
     assert len(np.unique(first.outcome)) > 1  # sampled: trials end differently
     jax.tree.map(np.testing.assert_array_equal, snapshot(net), before)  # RNG counts included
-    assert modes(net) == [True]
+    assert modes(net) == [True] * 3  # the sampler and both LSTMs (recurrent noise's flag)
     # Every trial starts from the initial carry: on step 0 (the same noise-free fixation
     # observation in every trial) both LSTMs' outputs agree across trials.
     for path in ("1/action/0", "1/value/0"):

@@ -146,8 +146,8 @@ _NAMES = {
     "SweepMismatchError": "sweeps.shards",
     "merge_shards": "sweeps.merge",
     "MergedSweep": "sweeps.merge",
-    "train_supervised": "supervised",
-    "SupervisedResult": "supervised",
+    "train_supervised": "supervised.train",
+    "SupervisedResult": "supervised.train",
     "check_env_network": "core.checks",
     "check_distillation_pair": "distillation.pairing",
     # Configure
@@ -158,7 +158,7 @@ _NAMES = {
     "LogLevel": "config",
     "LoggingLevel": "config",
     "DistillationConfig": "config",
-    "SupervisedConfig": "supervised",
+    "SupervisedConfig": "supervised.config",
     "linear_decay": "core.schedules",
     "Symmetry": "symmetry",
     "Mirror": "symmetry",
@@ -315,7 +315,8 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from nnx_ppo.algorithms.observe.evaluation import evaluate
     from nnx_ppo.algorithms.observe.trials import evaluate_trials, evaluate_trials_many
     from nnx_ppo.algorithms.ppo.train import TrainResult, train_ppo
-    from nnx_ppo.algorithms.supervised import SupervisedConfig, SupervisedResult, train_supervised
+    from nnx_ppo.algorithms.supervised.config import SupervisedConfig
+    from nnx_ppo.algorithms.supervised.train import SupervisedResult, train_supervised
     from nnx_ppo.algorithms.sweeps.many import SweepResult, grid, train_many
     from nnx_ppo.algorithms.sweeps.merge import MergedSweep, merge_shards
     from nnx_ppo.algorithms.sweeps.search import SearchResult, run_search

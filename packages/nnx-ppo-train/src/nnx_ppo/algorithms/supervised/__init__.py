@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING
 from nnx_ppo.algorithms import lazy_exports
 
 _NAMES = {
-    "SupervisedConfig": "supervised._config",
-    "SupervisedLogFn": "supervised._train",
-    "SupervisedResult": "supervised._train",
-    "train_supervised": "supervised._train",
+    "SupervisedConfig": "supervised.config",
+    "SupervisedLogFn": "supervised.train",
+    "SupervisedResult": "supervised.train",
+    "train_supervised": "supervised.train",
 }
 __all__ = ["SupervisedConfig", "SupervisedLogFn", "SupervisedResult", "train_supervised"]
 
 if TYPE_CHECKING:  # what a type checker and an IDE see
-    from nnx_ppo.algorithms.supervised._config import SupervisedConfig
-    from nnx_ppo.algorithms.supervised._train import (
+    from nnx_ppo.algorithms.supervised.config import SupervisedConfig
+    from nnx_ppo.algorithms.supervised.train import (
         SupervisedLogFn,
         SupervisedResult,
         train_supervised,

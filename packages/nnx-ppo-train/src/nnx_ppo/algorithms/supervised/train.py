@@ -31,7 +31,7 @@ import optax
 from flax import nnx
 
 from nnx_ppo.algorithms.core.rollout import eval_graphdef, split_network
-from nnx_ppo.algorithms.supervised._config import SupervisedConfig
+from nnx_ppo.algorithms.supervised.config import SupervisedConfig
 from nnx_ppo.envs.cognitive import CognitiveTask, TrialDataset, trial_dataset
 from nnx_ppo.networks.sampling_layers import CategoricalSampler, record_sampler_calls
 
