@@ -98,7 +98,8 @@ class CompileLog:
         ``names`` (function name -> count, the most frequent first),
         ``seconds_by_name`` (function name -> seconds, the slowest first), ``loaded``
         (the names loaded from the cache -> count), and ``trace_seconds`` and
-        ``lower_seconds`` (tracing and lowering, which the cache does not save).
+        ``lower_seconds`` (tracing and lowering, which the cache does not save; a
+        jitted function called inside another is counted in both).
 
         Examples:
             >>> log = CompileLog()
