@@ -30,7 +30,7 @@ overestimate of parts that are small).
 The peaks default to one TPU v5e chip (``--peak-flops 197e12``, bf16, and
 ``--peak-bandwidth 819e9`` B/s) when the device is a TPU; on any other device (the CPU,
 a GPU) give them, or the roofline columns are left out. ``--no-roofline`` leaves them
-out everywhere (three fewer programs to compile per cell).
+out everywhere (the four unit programs per cell not compiled).
 
 ``--brax`` also trains brax PPO (`nnx_ppo_benchmarks.children.brax_ppo`, the harness's
 settings) for ``repeats + 2`` iterations per MLP cell of a Playground task and reports
