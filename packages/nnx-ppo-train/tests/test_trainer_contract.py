@@ -1,7 +1,7 @@
 """The contract every trainer keeps, one suite parametrized over the trainers:
 `train_ppo`, `train_distillation` and `train_many` (a PPO sweep and a distillation
-sweep, K=2 each; and, ``extended``, a sweep of LSTMs trained with a mirror symmetry,
-whose mirrored carries are state too).
+sweep, K=2 each; and, ``extended``, a PPO sweep of LSTMs and a distillation sweep of
+LSTM students trained with a mirror symmetry, whose mirrored carries are state too).
 
 1. Exact resume: a run that crashed past its last checkpoint, was resumed, stopped by a
    stop request and resumed again ends bit for bit where the uninterrupted run ends
@@ -220,6 +220,20 @@ def _run_distillation_sweep(env: Any, make: Factory, diverge: bool, **options: A
     return _sweep(result)
 
 
+def _run_distillation_symmetry_sweep(
+    env: Any, make: Factory, diverge: bool, **options: Any
+) -> Outcome:  # fmt: skip
+    # Symmetric students: PointMass mirrored in x; augmentation and a mirror loss.
+    flip_x = Mirror.from_signs(-1, 1)
+    symmetry = Symmetry(observation=flip_x, action=flip_x, mirror_loss_weight=0.1)
+    config = dataclasses.replace(_distillation_config(RATES[0], _total(diverge)), symmetry=symmetry)
+    result = train_many(
+        env, make, config, seeds=[0, 1], overrides=_sweep_rates(diverge), teacher=_teacher(),
+        **options,
+    )  # fmt: skip
+    return _sweep(result)
+
+
 @dataclasses.dataclass(frozen=True)
 class Trainer:
     """A trainer as the contract sees it.
@@ -263,8 +277,12 @@ TRAINERS = [
     Trainer("ppo_sweep", "train_many", 2, _run_ppo_sweep, _mlp),
     Trainer("distillation_sweep", "train_many", 2, _run_distillation_sweep, _mlp),
     Trainer("ppo_symmetry_sweep", "train_many", 2, _run_ppo_symmetry_sweep, _lstm),
+    Trainer(
+        "distillation_symmetry_sweep", "train_many", 2, _run_distillation_symmetry_sweep, _lstm
+    ),
 ]
-EXTENDED = {"ppo_symmetry_sweep"}  # run by the extended session only
+# run by the extended session only
+EXTENDED = {"ppo_symmetry_sweep", "distillation_symmetry_sweep"}
 
 
 @pytest.fixture(

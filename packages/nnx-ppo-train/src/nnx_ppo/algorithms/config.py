@@ -433,6 +433,12 @@ class DistillationConfig(OnPolicyRun, RunConfig):
         iterations_per_call: Iterations per jitted device call.
         log_level: Which metric groups to compute (see `LogLevel`; ``ACTOR`` has no
             distillation metric).
+        symmetry: The task's mirror `Symmetry`, to train a symmetric student
+            (`nnx_ppo.algorithms.distillation.train`, "Symmetry"): with ``augment`` the
+            student also learns the mirror of the teacher's action on the mirrored
+            sequences, replayed from its mirrored carries; with ``mirror_loss_weight``
+            the mirror loss as in PPO. Its ``ratio`` must stay ``"behavior"``
+            (distillation has no importance ratio). ``None`` (default): none.
         eval: Periodic deterministic evaluation of the student.
         video: Video recording of the student (as `TrainConfig.video`).
         seed: Seed of the run's random key (env resets, minibatch shuffling, eval).
@@ -466,6 +472,7 @@ class DistillationConfig(OnPolicyRun, RunConfig):
     reset_mode: Literal["cached", "refresh", "fresh"] = fixed("cached", CODE)
     iterations_per_call: int = fixed(1, SIZES)
     log_level: LogLevel = fixed(LogLevel.DEFAULT, CODE)
+    symmetry: Symmetry | None = fixed(None, CODE)
     eval: EvalConfig = host(EvalConfig)
     video: VideoConfig = host(VideoConfig)
     seed: int = fixed(0, "each run has its own: pass them as seeds=[...]")
@@ -476,6 +483,14 @@ class DistillationConfig(OnPolicyRun, RunConfig):
         check_log_level(self.log_level)
         check_float("value_loss_weight", self.value_loss_weight, low=0.0)
         check_float("regularization_weight", self.regularization_weight, low=0.0)
+        if not isinstance(self.symmetry, Symmetry | None):
+            raise TypeError(f"symmetry={self.symmetry!r} must be a Symmetry or None.")
+        if self.symmetry is not None and self.symmetry.ratio != "behavior":
+            raise ValueError(
+                f"symmetry has ratio={self.symmetry.ratio!r}, a choice of PPO's importance "
+                "ratio, which distillation does not have (the student learns the mirrored "
+                "teacher action by likelihood); leave ratio at its default, 'behavior'."
+            )
         _check_host_configs(self, {"eval": EvalConfig, "video": VideoConfig})
         check_int("seed", self.seed, minimum=0)
         check_int("log_every_calls", self.log_every_calls, minimum=1)

@@ -190,6 +190,9 @@ class DistillationState:
         non_finite: `NonFinite`, the first NaN/inf seen.
         models: With domain randomization, each environment's randomized model leaves
             (as in `TrainState`); ``None`` otherwise.
+        mirror_carry: With ``DistillationConfig(symmetry=...)``, the student's carry on
+            the mirrored observations (as in `TrainState`), leaves ``[n_envs, ...]``;
+            ``None`` otherwise.
     """
 
     params: Any
@@ -204,3 +207,4 @@ class DistillationState:
     iteration: jax.Array
     non_finite: NonFinite
     models: Any = batch_field(default=None)
+    mirror_carry: Any = batch_field(default=None)

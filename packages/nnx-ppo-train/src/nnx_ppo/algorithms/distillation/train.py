@@ -62,10 +62,32 @@ jitted iteration, so write it with ``jax.numpy``. A function is an argument, not
 The tree of a network's ``rollout_extras`` is printed by ``jax.tree.map(jnp.shape,
 network(network.initialize_state(1), obs).rollout_extras)``.
 
+**Symmetry** (``DistillationConfig(symmetry=...)``, a
+`Symmetry`): a symmetric student. The rollout
+runs the student on the mirrored observations beside the real ones from its *mirrored
+carry* (`nnx_ppo.algorithms.core.mirroring`, as in PPO), so the mirrored sequences are
+what a recurrent student really has on the mirrored history. With ``augment`` each
+minibatch also replays the mirrored sequences, with the mirror of the teacher's raw
+action on the original state, ``M_a a_teacher(s)``, as their target (the target
+``target_fn`` returns, mirrored, with ``target_fn``); the minibatch loss is the mean of
+the two halves' action NLL and value terms (the value target ``V_teacher(s)`` for both:
+a mirror leaves the reward unchanged) plus the real half's regularization. With
+``mirror_loss_weight`` the mirror loss ``|u(M s) - M u(s)|^2`` on the student's
+sampler modes is added, as in PPO.
+
+The teacher is *not* run on the mirrored observations. The mirrored target ``M_a
+a_teacher(s)`` is what makes the student symmetric: at a mirrored state ``M s`` it
+learns both ``a_teacher(M s)`` (from the real sequences, where visited) and ``M_a
+a_teacher(s)``, i.e. the teacher's policy symmetrised, even when the teacher is not
+symmetric. Labelling ``M s`` with ``a_teacher(M s)`` instead would only teach the
+teacher's own asymmetry on more states (for a symmetric teacher both targets are the
+same), and would cost a second teacher pass per step and a mirrored teacher carry in
+the state.
+
 **State and resume.** All mutable state is one `DistillationState` pytree
-(student parameters and statistics, optimizer state, environments, both carries,
-random key, iteration counter), the same fields a
-`TrainState` has plus the teacher's carry, so any
+(student parameters and statistics, optimizer state, environments, both carries
+and, with a symmetry, the student's mirrored carry, random key, iteration counter),
+the same fields a `TrainState` has plus the teacher's carry, so any
 `CheckpointHook` (e.g. the
 `Checkpointer`) saves and resumes it exactly.
 The teacher's variables are an input of the jitted iteration, never saved: pass the
@@ -103,6 +125,7 @@ from collections.abc import Callable
 from typing import Any, Unpack
 
 import jax
+import jax.numpy as jnp
 from flax import nnx, struct
 from jax.sharding import Mesh
 
@@ -110,6 +133,7 @@ from nnx_ppo.algorithms.config import DistillationConfig
 from nnx_ppo.algorithms.core.distributed import constrain_batch, replicate
 from nnx_ppo.algorithms.core.logging import LogFn
 from nnx_ppo.algorithms.core.losses import distillation_loss
+from nnx_ppo.algorithms.core.mirroring import augmented, halves, mirror_loss
 from nnx_ppo.algorithms.core.phases import (
     replay_minibatch,
     rollout_phase,
@@ -123,7 +147,9 @@ from nnx_ppo.algorithms.distillation.pairing import (
     check_distillation_pair,
     match_samplers,
 )
+from nnx_ppo.algorithms.symmetry import Symmetry
 from nnx_ppo.algorithms.trainer import skeleton as trainer
+from nnx_ppo.algorithms.trainer.initial_state import INITIAL_CARRY
 from nnx_ppo.algorithms.trainer.options import RunOptions, resolve_options
 from nnx_ppo.algorithms.types import DistillationState, Metrics
 from nnx_ppo.networks.types import reset_where
@@ -209,6 +235,32 @@ def _label(
     return teacher_carry, _Labels(raw_action=labels, value=value)
 
 
+def _with_raw_actions(extras: Any, slots: SamplerSlots, raw_action: tuple[Any, ...]) -> Any:
+    """``extras`` (a student's ``rollout_extras``) with ``raw_action`` (one entry per
+    action leaf) in its samplers' slots, cast to the slots' dtypes."""
+    leaves, treedef = jax.tree.flatten(extras)
+    for index, raw in zip(slots.indices, raw_action, strict=True):
+        leaves[index] = raw.astype(leaves[index].dtype)
+    return jax.tree.unflatten(treedef, leaves)
+
+
+def _mirrored_labels(
+    symmetry: Symmetry,
+    slots: SamplerSlots,
+    mirror: Any,
+    raw_action: tuple[jax.Array, ...],
+    action_tree: Any,
+) -> tuple[Any, Any, Any]:
+    """The labels of the mirrored sequences (`MirrorRollout.labels`'s form, as
+    `augmented` takes them): what the student emitted on the mirrored observations
+    (``mirror``, a `MirrorRollout`), with ``M_a`` of the teacher's raw actions
+    ``raw_action`` (``[T, B, ...]`` per student action leaf) in its samplers' slots.
+    ``action_tree`` is the treedef of the student's actions."""
+    mirrored = symmetry.mirror_action(jax.tree.unflatten(action_tree, list(raw_action)))
+    extras = _with_raw_actions(mirror.rollout_extras, slots, tuple(jax.tree.leaves(mirrored)))
+    return extras, mirror.log_likelihood, mirror.value
+
+
 def _make_iteration(
     env: Any,
     graphdef: nnx.GraphDef,
@@ -232,30 +284,51 @@ def _make_iteration(
     """
     level = config.log_level
     distill_value = config.value_loss_weight > 0
-
-    def with_teacher_actions(extras: Any, raw_action: tuple[jax.Array, ...]) -> Any:
-        """The student's stored extras with the teacher's raw actions in its slots."""
-        leaves, treedef = jax.tree.flatten(extras)
-        for index, raw in zip(student_slots.indices, raw_action, strict=True):
-            leaves[index] = raw.astype(leaves[index].dtype)
-        return jax.tree.unflatten(treedef, leaves)
+    symmetry = config.symmetry
+    augment = symmetry is not None and symmetry.augment
+    weights = dict(
+        value_loss_weight=config.value_loss_weight,
+        regularization_weight=config.regularization_weight,
+    )
 
     def minibatch_loss(params, network_state, minibatch):
-        (transitions, labels), initial_carry = minibatch
+        (transitions, labels, mirrored), (initial_carry, mirror_carry) = minibatch
         transitions = transitions.replace(
-            rollout_extras=with_teacher_actions(transitions.rollout_extras, labels.raw_action)
+            rollout_extras=_with_raw_actions(
+                transitions.rollout_extras, student_slots, labels.raw_action
+            )
         )
-        out, network_metrics = replay_minibatch(
-            graphdef, params, network_state, initial_carry, transitions, level
-        )
+        if symmetry is not None and augment:  # the real and the mirrored sequences, one replay
+            both, carries = augmented(symmetry, transitions, initial_carry, mirrored, mirror_carry)
+            out, network_metrics = replay_minibatch(
+                graphdef, params, network_state, carries, both, level
+            )
+            b = jnp.shape(transitions.done)[1]
+            fields = (out.log_likelihood, out.value, out.regularization)
+            (own_ll, own_value, reg), (m_ll, m_value, _) = halves(fields, b)
+            out = out.replace(log_likelihood=own_ll, value=own_value, regularization=reg)
+        else:
+            out, network_metrics = replay_minibatch(
+                graphdef, params, network_state, initial_carry, transitions, level
+            )
         loss, metrics = distillation_loss(
-            out.log_likelihood,
-            out.regularization,
-            out.value,
-            labels.value,
-            value_loss_weight=config.value_loss_weight,
-            regularization_weight=config.regularization_weight,
+            out.log_likelihood, out.regularization, out.value, labels.value, **weights
         )
+        if augment:  # the mirrored samples: M_a of the teacher's action, its value
+            # The student's regularization (entropy bonus, KL terms) is the real half's.
+            mirrored_loss, _ = distillation_loss(
+                m_ll, jnp.zeros(()), m_value, labels.value, **weights
+            )
+            reg = config.regularization_weight * jnp.mean(out.regularization)
+            loss = (loss + mirrored_loss + reg) / 2
+            metrics = {**metrics, "loss/total": loss, "loss/mirrored": mirrored_loss}
+        if symmetry is not None and symmetry.mirror_loss_weight > 0:
+            mirror = mirror_loss(
+                graphdef, params, network_state, symmetry, transitions, initial_carry,
+                mirrored, mirror_carry,
+            )  # fmt: skip
+            loss = loss + symmetry.mirror_loss_weight * mirror
+            metrics = {**metrics, "loss/total": loss, "loss/mirror": mirror}
         return loss, {**metrics, **network_metrics}
 
     def iteration(state: DistillationState, teacher: Any) -> tuple[DistillationState, Metrics]:
@@ -282,12 +355,24 @@ def _make_iteration(
         )
         labels = constrain_batch(labels, mesh, axis=1)
 
+        # With a symmetry: the mirrored sequences' labels (M_a of the teacher's action)
+        # and the mirrored carries they start from.
+        mirrored, mirror_carry, fields = None, None, {}
+        if symmetry is not None:
+            mirror = phase.rollout.mirror
+            action_tree = jax.tree.structure(transitions.log_likelihood)
+            mirrored = _mirrored_labels(
+                symmetry, student_slots, mirror, labels.raw_action, action_tree
+            )
+            mirror_carry, fields = mirror.initial_carry, {"mirror_carry": mirror.final_carry}
+
         # 3. Gradient phase: n_epochs passes of n_minibatches replayed minibatches;
         # 4. the student's statistics (from its own rollout), NaN/inf check, metrics.
         new_state, metrics = update_phase(
-            minibatch_loss, own.optimizer, graphdef, state, phase, (transitions, labels),
-            phase.rollout.initial_carry, shuffle_key, rng, config, mesh=mesh,
-            learning_rate=own.learning_rate, teacher_carry=teacher_carry,
+            minibatch_loss, own.optimizer, graphdef, state, phase,
+            (transitions, labels, mirrored), (phase.rollout.initial_carry, mirror_carry),
+            shuffle_key, rng, config, mesh=mesh, learning_rate=own.learning_rate,
+            teacher_carry=teacher_carry, **fields,
         )  # fmt: skip
         return new_state, metrics
 
@@ -363,8 +448,9 @@ def train_distillation(
             ``n_envs`` is not a multiple of ``n_minibatches`` times the number of
             devices (see `check_batch_divisible`), or if ``devices`` / ``mesh`` are
             invalid (see `resolve_mesh`), or if ``randomization_fn`` does not fit
-            ``env``'s model (see `make_randomization`); all checked before anything is
-            compiled.
+            ``env``'s model (see `make_randomization`), or if ``config.symmetry`` does not
+            fit the environment's observations and the student's actions and samplers
+            (see `check_symmetry`); all checked before anything is compiled.
         NonFiniteError: (`nnx_ppo.algorithms.core.faults`) If a loss, parameter or
             statistic became NaN or infinite (raised at the next log or checkpoint).
     """
@@ -409,8 +495,11 @@ def distillation_algorithm(
                 mesh=mesh, target_fn=target_fn,
             )  # fmt: skip
 
+        fields = {"teacher_carry": teacher.initialize_state(config.n_envs)}
+        if config.symmetry is not None:  # the student's carry on the mirrored observations
+            fields["mirror_carry"] = INITIAL_CARRY
         return trainer.Prepared(
-            fields={"teacher_carry": teacher.initialize_state(config.n_envs)},
+            fields=fields,
             iteration=iteration,
             call_args=(teacher_arrays,),
         )
