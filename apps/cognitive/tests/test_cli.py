@@ -223,12 +223,24 @@ def test_tiny_run_writes_every_output_with_the_documented_schema(tmp_path, capsy
     assert float(reward) == pytest.approx(record["rollout/episode_reward"], rel=1e-5)
     assert float(abort) == pytest.approx(record["env/abort"] / record["env/trial_end"], rel=1e-5)
     assert (out / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "| decision_rate |" in printed and "psychometric.png" in printed
     assert "Reaction times of correct trials (ms from the stimulus onset):" in printed
     # Not a terminal: one plain line per --log-every (10) iterations, and the last one.
     progress = [line for line in printed.splitlines() if line.startswith("step ")]
     assert len(progress) == 1 and progress[0].startswith("step 1,024 of 1,024 (100%), iteration 2")
+    # Besides, the trainer's own plain lines on stderr: the compilation with its
+    # duration, then the step (1024 x 2 seeds), rate and elapsed time; no bar redrawn.
+    err = captured.err
+    assert "train_many (2 runs): compiling the training program ...\n" in err
+    assert re.search(r"^train_many \(2 runs\): compiled in \d+\.\d s( \(.+\))?$", err, re.M), err
+    last = re.findall(r"^train_many \(2 runs\): step .*$", err, re.M)[-1]
+    assert re.fullmatch(
+        r"train_many \(2 runs\): step 2\.05k/2\.05k \(100%\), [\d.]+k? steps/s, "
+        r"(eval return \S+, )?elapsed \d\d:\d\d", last
+    ), last  # fmt: skip
+    assert "\r" not in err
     # The saved networks: seed 1 is run 1 of the checkpoint; loading it rebuilds the
     # task and the network, whose trials are those scored above.
     task, network = load_trained(out, seed=1)

@@ -259,8 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-every",
         type=positive_int,
         default=10,
-        help="iterations between the plain progress lines printed when the output is not "
-        "a terminal (a terminal gets a progress bar)",
+        help="iterations between the task's plain progress lines on stdout (trial reward, "
+        "correct) when the output is not a terminal, besides the trainer's on stderr (the "
+        "compilation and its duration, then step, rate, elapsed and ETA every 20 s); a "
+        "terminal gets a progress bar",
     )
     out.add_argument(
         "--no-progress", action="store_true", help="no progress bar and no progress lines"
@@ -409,7 +411,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.steps:,} steps each, into {out}/", flush=True)  # fmt: skip
     log = out / "metrics.jsonl"
     terminal = sys.stdout.isatty()
-    options: dict[str, Any] = {"progress": terminal and not args.no_progress}
+    # The library's progress: a bar on a terminal; elsewhere plain lines on stderr (the
+    # compilation with its duration, then step, rate, elapsed and ETA every 20 s).
+    options: dict[str, Any] = {"progress": False if args.no_progress else None}
     if not terminal and not args.no_progress:
         options["log_fn"] = ProgressLines(
             every=args.log_every,
