@@ -34,6 +34,13 @@ class _InitialCarry:
         return "INITIAL_CARRY"
 
 
+@jax.jit
+def _copied(tree: Any) -> Any:
+    """A copy of every leaf of ``tree`` in one program (an eager ``jnp.copy`` per leaf
+    compiles one program per leaf shape: dozens for a physics environment's state)."""
+    return jax.tree.map(jnp.copy, tree)
+
+
 INITIAL_CARRY: Any = _InitialCarry()
 """A value of `init_state`'s ``**fields`` that stands for the network's initial carry,
 ``network.initialize_state(n_envs)`` (e.g. PPO's ``mirror_carry`` with a symmetry): an
@@ -116,7 +123,7 @@ def init_state(
         env_state = jax.jit(lambda k, m: reset_envs(env, k, n_envs, m))(reset_key, models)
         reset_state = None if reset_mode == "fresh" else env_state
         state = state.replace(env_state=env_state, reset_state=reset_state)
-        return graphdef, jax.tree.map(jnp.copy, state)
+        return graphdef, _copied(state)
     state = shard_state(jax.tree.map(jnp.copy, state), mesh)
     env_state, reset_state = reset_on_mesh(env, reset_key, n_envs, reset_mode, mesh, models)
     return graphdef, state.replace(env_state=env_state, reset_state=reset_state)
