@@ -20,10 +20,11 @@ def test_the_initial_state_owns_every_buffer_and_copies_them_in_one_program():
     env = EpisodeWrapper(PointMass(), episode_length=5)
     config = PPOConfig(n_envs=4, rollout_length=2, n_minibatches=2, total_steps=8)
     network = make_mlp_actor_critic(2, 2, (8,), (8,), rngs=nnx.Rngs(0))
-    copies = []
+    copies: list[str] = []
+    listening = [True]
 
-    def listen(event, _, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
+    def listen(event, _, **kwargs):  # JAX 0.7.1 cannot unregister it: it goes quiet
+        if listening[0] and event == "/jax/core/compile/backend_compile_duration":
             copies.append(kwargs.get("fun_name"))
 
     jax.monitoring.register_event_duration_secs_listener(listen)
@@ -32,8 +33,8 @@ def test_the_initial_state_owns_every_buffer_and_copies_them_in_one_program():
             env, network, config, make_optimizer(config), jax.random.PRNGKey(0)
         )
     finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
-    assert copies.count("jit(copy)") == 0 and copies.count("jit(_copied)") <= 1
+        listening[0] = False
+    assert copies.count("jit(copy)") == 0 and copies.count("jit(copied)") <= 1
     pointers = [leaf.unsafe_buffer_pointer() for leaf in jax.tree.leaves(state)]
     network_arrays = jax.tree.leaves(nnx.state(network))
     pointers += [leaf.unsafe_buffer_pointer() for leaf in network_arrays]

@@ -33,6 +33,32 @@ _BEFORE = {  # the stages before XLA's: tracing to a jaxpr, lowering it to Stabl
 }
 
 
+_ACTIVE: set[CompileLog] = set()
+_LISTENING = False
+
+
+def _listen() -> None:
+    """Register this module's two JAX listeners, once per process: they hand every
+    event to the active logs (JAX's floor, 0.7.1, has no public way to unregister a
+    listener, so the logs come and go, not the listeners)."""
+    global _LISTENING
+    if _LISTENING:
+        return
+    import jax
+
+    def on_duration(event: str, duration: float, **kwargs: Any) -> None:
+        for log in tuple(_ACTIVE):
+            log._on_duration(event, duration, **kwargs)
+
+    def on_event(event: str, **kwargs: Any) -> None:
+        for log in tuple(_ACTIVE):
+            log._on_event(event, **kwargs)
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    jax.monitoring.register_event_listener(on_event)
+    _LISTENING = True
+
+
 class CompileLog:
     """Counts and names the XLA programs compiled (or loaded from the persistent cache)
     while active, as a context manager or between `start` and `stop`."""
@@ -49,7 +75,6 @@ class CompileLog:
         """Seconds spent tracing functions to jaxprs and lowering them to StableHLO
         (before XLA; not saved by the cache)."""
         self._hit = False
-        self._active = False
 
     def _on_duration(self, event: str, duration: float, **kwargs: Any) -> None:
         if event == _COMPILED:  # ends after the cache hit of the same program, if any
@@ -68,22 +93,13 @@ class CompileLog:
 
     def start(self) -> CompileLog:
         """Start listening (idempotent); returns ``self``."""
-        import jax
-
-        if not self._active:
-            jax.monitoring.register_event_duration_secs_listener(self._on_duration)
-            jax.monitoring.register_event_listener(self._on_event)
-            self._active = True
+        _listen()
+        _ACTIVE.add(self)
         return self
 
     def stop(self) -> CompileLog:
         """Stop listening (idempotent); returns ``self``."""
-        import jax
-
-        if self._active:
-            jax.monitoring.unregister_event_duration_listener(self._on_duration)
-            jax.monitoring.unregister_event_listener(self._on_event)
-            self._active = False
+        _ACTIVE.discard(self)
         return self
 
     def __enter__(self) -> CompileLog:

@@ -46,7 +46,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
@@ -56,6 +55,7 @@ from nnx_ppo.algorithms.core.faults import raise_if_non_finite
 from nnx_ppo.algorithms.core.hooks import Periodic
 from nnx_ppo.algorithms.core.logging import EVAL_REWARD, JSONLWriter, LogFn, ProgressBar
 from nnx_ppo.algorithms.core.preemption import StopFn, agreed_stop
+from nnx_ppo.algorithms.core.trees import copied
 from nnx_ppo.algorithms.types import Metrics
 
 __all__ = [
@@ -394,7 +394,7 @@ def run_calls(
             if stopped:  # the checkpoint a resume continues from, and nothing else added
                 plan = dataclasses.replace(plan, save=checkpoint is not None, last=True)
             elif plan.defer_read:
-                pending = (metrics, jax.tree.map(jnp.copy, state.non_finite), step)
+                pending = (metrics, copied(state.non_finite), step)
                 continue
             records = (
                 read(metrics, state.non_finite, step) if plan.log else [{} for _ in range(n_runs)]

@@ -24,6 +24,7 @@ from nnx_ppo.algorithms.core.distributed import (
 from nnx_ppo.algorithms.core.faults import healthy
 from nnx_ppo.algorithms.core.randomization import Models, Randomization, batched
 from nnx_ppo.algorithms.core.rollout import initial_episode_stats, reset_envs, split_network
+from nnx_ppo.algorithms.core.trees import copied
 from nnx_ppo.algorithms.types import TrainState
 
 __all__ = ["INITIAL_CARRY", "init_state", "reset_on_mesh"]
@@ -32,13 +33,6 @@ __all__ = ["INITIAL_CARRY", "init_state", "reset_on_mesh"]
 class _InitialCarry:
     def __repr__(self) -> str:
         return "INITIAL_CARRY"
-
-
-@jax.jit
-def _copied(tree: Any) -> Any:
-    """A copy of every leaf of ``tree`` in one program (an eager ``jnp.copy`` per leaf
-    compiles one program per leaf shape: dozens for a physics environment's state)."""
-    return jax.tree.map(jnp.copy, tree)
 
 
 INITIAL_CARRY: Any = _InitialCarry()
@@ -123,8 +117,8 @@ def init_state(
         env_state = jax.jit(lambda k, m: reset_envs(env, k, n_envs, m))(reset_key, models)
         reset_state = None if reset_mode == "fresh" else env_state
         state = state.replace(env_state=env_state, reset_state=reset_state)
-        return graphdef, _copied(state)
-    state = shard_state(jax.tree.map(jnp.copy, state), mesh)
+        return graphdef, copied(state)
+    state = shard_state(copied(state), mesh)
     env_state, reset_state = reset_on_mesh(env, reset_key, n_envs, reset_mode, mesh, models)
     return graphdef, state.replace(env_state=env_state, reset_state=reset_state)
 
@@ -156,6 +150,6 @@ def reset_on_mesh(
     local = jax.jit(reset_mine)(key, models)
 
     def place() -> Any:
-        return shard_batch(jax.tree.map(jnp.copy, local), mesh, process_local=True)
+        return shard_batch(copied(local), mesh, process_local=True)
 
     return place(), None if reset_mode == "fresh" else place()

@@ -58,6 +58,7 @@ from nnx_ppo.algorithms.core.phases import with_redraws
 from nnx_ppo.algorithms.core.randomization import Randomization, run_randomizations
 from nnx_ppo.algorithms.core.rollout import eval_graphdef, split_network
 from nnx_ppo.algorithms.core.schedules import Optimization, optimization
+from nnx_ppo.algorithms.core.trees import copied
 from nnx_ppo.algorithms.observe.evaluation import make_evaluator
 from nnx_ppo.algorithms.observe.video import check_video_env, make_video_recorder
 from nnx_ppo.algorithms.trainer.host_loop import LoopResult, run_calls
@@ -236,7 +237,7 @@ def write_back(network: nnx.Module, state: Any, mesh: Mesh | None) -> None:
     variables = (state.params, state.network_state)
     if mesh is not None:
         variables = jax.tree.map(jnp.asarray, gather_state(variables))
-    nnx.update(network, *jax.tree.map(jnp.copy, variables))
+    nnx.update(network, *copied(variables))
     network.train()
 
 
