@@ -269,3 +269,29 @@ def test_one_seed_of_a_seeds_run_exports(tmp_path: Path, capsys: Any) -> None:
     )
     other = np.stack(_policy_actions(policies[4], obs))
     assert np.abs(other - expected).max() > 1e-3
+
+
+def test_a_seed_folder_of_a_sharded_run_reads_the_checkpoint_of_its_shard(tmp_path: Path) -> None:
+    # The layout `nnx-ppo-quickstart --seeds 3,5,8 --shard I/2` leaves after the merge:
+    # shard 0 trained seeds 3 and 8 (runs 0 and 2), shard 1 seed 5 (run 1).
+    from nnx_ppo_export.rebuild import _run_index, find_checkpoints, seed_of
+
+    run = tmp_path / "run"
+    for index, runs in ((0, [0, 2]), (1, [1])):
+        shard = run / f"shard-{index}-of-2"
+        (shard / "checkpoints").mkdir(parents=True)
+        cli = {"seeds": "3,5,8", "shard": f"{index}/2"}
+        (shard / "config.json").write_text(json.dumps({"cli": cli}))
+        (shard / "sweep.json").write_text(json.dumps({"runs": runs}))
+    for seed in (3, 5, 8):
+        (run / f"seed_{seed}").mkdir()
+    shard0, shard1 = run / "shard-0-of-2", run / "shard-1-of-2"
+    assert find_checkpoints(run / "seed_8") == (shard0 / "checkpoints", shard0)
+    assert find_checkpoints(run / "seed_5") == (shard1 / "checkpoints", shard1)
+    assert [seed_of(run / f"seed_{s}") for s in (3, 5, 8)] == [3, 5, 8]
+    cli0 = {"seeds": "3,5,8", "shard": "0/2"}
+    # Seed 8 is run 1 of its shard's checkpoint (run 2 of the whole run).
+    assert [_run_index(shard0, cli0, s) for s in (3, 8)] == [0, 1]
+    with pytest.raises(ValueError, match=r"trained the seeds 3,8, not 5; pass one of .*seed_3"):
+        _run_index(shard0, cli0, 5)
+    assert seed_of(run / "seed_4") is None and seed_of(run) is None

@@ -229,9 +229,9 @@ def test_help_states_every_option_and_its_default_once(capsys):
 
 
 def test_docstring_examples_run():
-    from nnx_ppo_quickstart import networks, presets, seeds
+    from nnx_ppo_quickstart import networks, presets, seeds, shards
 
-    for module in (cli_module, envs_module, networks, presets, seeds):
+    for module in (cli_module, envs_module, networks, presets, seeds, shards):
         outcome = doctest.testmod(module)
         assert outcome.attempted > 0 and outcome.failed == 0, module.__name__
 
@@ -873,8 +873,29 @@ def test_critic_obs_on_an_array_env_is_a_one_line_error(tmp_path, capsys):
     assert "not a comma-separated list of observation keys" in _one_line_error(capsys)
 
 
-@pytest.mark.extended  # compiles a 3-run train_many program and its evaluation (~60 s)
-def test_seeds_train_in_one_program_with_a_summary(tmp_path, capsys, monkeypatch):
+def _assert_close(mine, theirs):
+    """Equal keys; numbers equal to float32 reordering (rel 1e-4), the rest exactly."""
+    assert mine.keys() == theirs.keys(), (mine, theirs)
+    for key, value in theirs.items():
+        number = isinstance(value, float | int) and not isinstance(value, bool)
+        assert mine[key] == (pytest.approx(value, rel=1e-4, abs=1e-6) if number else value), key
+
+
+def _flat(record, prefix=""):
+    """``{"a": {"b": [1]}}`` as ``{"a/b/0": 1}`` (pytest.approx compares flat dicts)."""
+    flat = {}
+    for key, value in record.items():
+        if isinstance(value, list):
+            value = dict(enumerate(value))
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}/"))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+@pytest.mark.extended  # compiles a 3-, a 2- and a 1-run train_many program (~3 min)
+def test_seeds_train_in_one_program_with_a_summary_or_as_shards(tmp_path, capsys, monkeypatch):
     import nnx_ppo.algorithms
 
     def no_single_runs(*args, **kwargs):
@@ -912,6 +933,55 @@ def test_seeds_train_in_one_program_with_a_summary(tmp_path, capsys, monkeypatch
         ] == finals[str(seed)]
     assert json.loads((out / "config.json").read_text())["cli"]["seeds"] == "0,1,2"
 
+    # The same seeds as two shards, as a job array's tasks would train them: shard 0/2
+    # (seeds 0 and 2) quiet, shard 1/2 (seed 1) with progress as in a batch log.
+    # Tolerance: a shard is a 2-run (1-run) program, the reference the 3-run one; vmapping
+    # changes how XLA orders some float32 reductions (see the library's test_shards.py).
+    sharded = tmp_path / "sharded"
+    assert main([*tiny, "--seeds", "0,1,2", "--shard", "0/2", "--output-dir", str(sharded)]) == 0
+    printed = capsys.readouterr().out
+    assert "shard 0/2 of seeds 0,1,2 (seeds 0,2) in shard-0-of-2/" in printed
+    assert f"Shard 0/2 done: seeds 0,2 in {sharded}/shard-0-of-2/; 1 of 2 shards" in printed
+    assert not (sharded / "summary.json").exists()
+    shown = [word for word in tiny if word != "--no-progress"]
+    assert main([*shown, "--seeds", "0,1,2", "--shard", "1/2", "--output-dir", str(sharded)]) == 0
+    captured = capsys.readouterr()
+    assert "All 2 shards merged. Done: 3 seeds x 800 steps" in captured.out
+    # Not a terminal: the shard's program prints plain progress lines.
+    assert "train_many (1 runs): compiling the training program ...\n" in captured.err
+    last = re.findall(r"^train_many \(1 runs\): step .*$", captured.err, re.M)[-1]
+    assert last.startswith("train_many (1 runs): step 800/800 (100%), "), last
+    # The last shard to finish merged them: the seed folders and summary of --seeds.
+    merged = json.loads((sharded / "summary.json").read_text())
+    wall = ("steps", "wall_time_s", "steps_per_second")  # the array's throughput
+    assert merged["shards"] == 2 and merged["steps"] == summary["steps"] == 2400
+    mine = _flat({k: v for k, v in merged.items() if k not in (*wall, "shards")})
+    theirs = _flat({k: v for k, v in summary.items() if k not in wall})
+    _assert_close(mine, theirs)
+    for seed in (0, 1, 2):
+        ours, want = (
+            [
+                json.loads(line)
+                for line in (root / f"seed_{seed}" / "metrics.jsonl").read_text().splitlines()
+            ]
+            for root in (sharded, out)
+        )
+        assert [r["step"] for r in ours] == [r["step"] for r in want]
+        for a, b in zip(ours, want, strict=True):
+            keep = {k: v for k, v in b.items() if not k.startswith("throughput/")}
+            _assert_close({k: v for k, v in a.items() if k in keep}, keep)
+        assert (sharded / f"seed_{seed}" / "learning_curve.png").stat().st_size > 0
+    # --merge by hand writes the same again; a shard of other options is refused.
+    (sharded / "summary.json").unlink()
+    assert main(["--merge", str(sharded)]) == 0
+    assert json.loads((sharded / "summary.json").read_text()) == merged
+    assert "All 2 shards merged." in capsys.readouterr().out
+    other = [*tiny, "--seeds", "0,1,2", "--shard", "0/2", "--learning-rate", "3e-4"]
+    assert main([*other, "--output-dir", str(sharded)]) == 2
+    err = _one_line_error(capsys)
+    assert f"--shard 0/2: directory='{sharded}/shard-0-of-2' holds a shard of another" in err
+    assert "its config differs" in err
+
 
 @pytest.mark.parametrize(
     ("argv", "message"),
@@ -925,6 +995,51 @@ def test_bad_seeds_are_usage_errors(argv, message, capsys):
     with pytest.raises(SystemExit):
         parse_args(argv)
     assert message in capsys.readouterr().err
+
+
+_RUN = ["--output-dir", "run"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--seeds", "0,1", "--shard", "0/2", "--shards", "4", *_RUN],
+         "--shards 4 goes with --shard slurm (a SLURM array of some shards); --shard 0/2 "
+         "names its count already: drop --shards"),
+        (["--seeds", "0,1", "--shards", "4", *_RUN],
+         "--shards 4 goes with --shard slurm (a SLURM array of some shards); add --shard slurm"),
+        (["--shard", "0/2", *_RUN], "--shard 0/2 splits the seeds of --seeds, which is not "
+         "given; add e.g. --seeds 0,1,2,3"),
+        (["--seeds", "0,1", "--shard", "1/3", *_RUN], "--shard 1/3 splits --seeds 0,1 into 3 "
+         "shards, more than its 2 seeds: a shard would train nothing; give at most 2 shards"),
+        (["--seeds", "0,1", "--shard", "slurm", *_RUN], "--shard slurm: $SLURM_ARRAY_TASK_ID "
+         "is not set: this is not a SLURM array task"),
+        (["--seeds", "0,1", "--shard", "0/2", "--resume", *_RUN], "--resume with --shard 0/2: "
+         "a shard resumes by itself; run the same command again without --resume"),
+        (["--merge", "DIR", "--steps", "1000", *_RUN], "--merge DIR takes no other option (it "
+         "reads the shards' own): drop --output-dir, --steps"),
+        (["--merge", "DIR"], "--merge DIR: no shard folder (shard-I-of-N/) there; pass the "
+         "--output-dir the --shard commands trained in"),
+    ],
+)  # fmt: skip
+def test_bad_shard_options_are_one_line_errors_before_any_env(
+    argv, message, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(envs_module, "make_envs", _no_envs)
+    monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "DIR").mkdir()
+    assert main(argv) == 2
+    assert message in _one_line_error(capsys)
+    assert not (tmp_path / "run").exists()  # nothing written
+
+
+@pytest.mark.parametrize("shard", ["2/2", "x", "1/0", "0"])
+def test_a_shard_that_is_not_i_of_n_is_a_usage_error(shard, capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--seeds", "0,1", "--shard", shard])
+    err = capsys.readouterr().err
+    assert f"argument --shard: '{shard}' is not a shard: give I/N with 0 <= I < N" in err
 
 
 def test_seed_and_seeds_together_are_refused(capsys):

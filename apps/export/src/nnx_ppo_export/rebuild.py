@@ -54,7 +54,8 @@ def find_checkpoints(path: Path) -> tuple[Path, Path | None]:
 
     ``run_dir`` is the folder holding a quickstart ``config.json``, or ``None``. A seed
     folder ``RUN/seed_<s>`` of a ``--seeds`` run gives the run's ``checkpoints/`` (the
-    checkpoint of every seed) and ``RUN``.
+    checkpoint of every seed) and ``RUN``; of a ``--shard`` run, those of the shard
+    folder ``RUN/shard-<i>-of-<n>`` that trained the seed.
 
     Raises:
         FileNotFoundError: If ``path`` is not a folder.
@@ -66,8 +67,9 @@ def find_checkpoints(path: Path) -> tuple[Path, Path | None]:
         )
     if (path / "config.json").is_file() and (path / "checkpoints").is_dir():
         return path / "checkpoints", path
-    if seed_of(path) is not None:  # one seed of a --seeds run: the sweep's checkpoints
-        return path.parent / "checkpoints", path.parent
+    run = _seed_run(path)
+    if run is not None:  # one seed of a --seeds run: the checkpoints of its program
+        return run / "checkpoints", run
     if (path.parent / "config.json").is_file():
         return path, path.parent
     return path, None
@@ -75,14 +77,38 @@ def find_checkpoints(path: Path) -> tuple[Path, Path | None]:
 
 def seed_of(path: Path) -> int | None:
     """The seed of a ``--seeds`` run's seed folder ``RUN/seed_<s>`` (next to the run's
-    ``config.json`` and ``checkpoints/``), else ``None``."""
+    ``config.json`` and ``checkpoints/``, or to the ``--shard`` folder that trained
+    it), else ``None``."""
+    return None if _seed_run(path) is None else int(path.name.removeprefix("seed_"))
+
+
+def _seed_run(path: Path) -> Path | None:
+    """The folder holding the checkpoint of the seed folder ``path`` (``RUN/seed_<s>``):
+    ``RUN``, or for a ``--shard`` run the shard folder whose runs include the seed."""
     name = path.name
     if not name.startswith("seed_") or not name.removeprefix("seed_").isdigit():
         return None
-    run = path.parent
-    if not ((run / "config.json").is_file() and (run / "checkpoints").is_dir()):
-        return None
-    return int(name.removeprefix("seed_"))
+    seed, run = int(name.removeprefix("seed_")), path.parent
+    if (run / "config.json").is_file() and (run / "checkpoints").is_dir():
+        return run
+    for shard in sorted(run.glob("shard-*-of-*")):
+        if not (shard / "checkpoints").is_dir():
+            continue
+        try:
+            cli = json.loads((shard / "config.json").read_text())["cli"]
+            seeds = [int(s) for s in str(cli.get("seeds") or "").split(",") if s]
+            if seed in _shard_seeds(shard, seeds):
+                return shard
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            continue  # not a quickstart shard folder
+    return None
+
+
+def _shard_seeds(shard: Path, seeds: list[int]) -> list[int]:
+    """The seeds a ``--shard`` folder trained (its ``sweep.json``'s runs), in the order of
+    its checkpoint's runs."""
+    runs = json.loads((shard / "sweep.json").read_text())["runs"]
+    return [seeds[int(j)] for j in runs]
 
 
 def load_factory(spec: str) -> Callable[[dict[str, Any]], tuple[Any, Any]]:
@@ -122,14 +148,18 @@ def _run_index(run_dir: Path, cli: dict[str, Any], seed: int | None) -> int | No
             )
         return None
     folders = ", ".join(str(run_dir / f"seed_{s}") for s in seeds)
+    if cli.get("shard"):  # a shard's checkpoint holds its own seeds only
+        seeds = _shard_seeds(run_dir, seeds)
+        folders = ", ".join(str(run_dir.parent / f"seed_{s}") for s in seeds)
     if seed is None:
         raise ValueError(
-            f"{run_dir} holds the seeds {cli['seeds']} of one --seeds run; pass the folder of "
-            f"the seed to use: {folders}"
+            f"{run_dir} holds the seeds {','.join(map(str, seeds))} of one --seeds run; pass "
+            f"the folder of the seed to use: {folders}"
         )
     if seed not in seeds:
         raise ValueError(
-            f"{run_dir} trained the seeds {cli['seeds']}, not {seed}; pass one of {folders}"
+            f"{run_dir} trained the seeds {','.join(map(str, seeds))}, not {seed}; pass one "
+            f"of {folders}"
         )
     return seeds.index(seed)
 

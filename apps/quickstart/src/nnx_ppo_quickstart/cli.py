@@ -14,6 +14,7 @@ recorded (`nnx_ppo_quickstart.run_options` says which a resume may change).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import shlex
@@ -32,7 +33,7 @@ from nnx_ppo_apps_common.cli import (
 from nnx_ppo_apps_common.compiles import CompileLog
 from nnx_ppo_apps_common.options import given_options, option_defaults, options_argv
 from nnx_ppo_apps_common.plotting import plot_learning_curve
-from nnx_ppo_apps_common.results import done_message, final_return, throughput, write_json
+from nnx_ppo_apps_common.results import done_message, throughput, write_json
 from nnx_ppo_apps_common.runs import (
     add_run_arguments,
     provenance,
@@ -43,14 +44,24 @@ from nnx_ppo_apps_common.training import TrainingDefaults, add_training_argument
 
 from nnx_ppo_quickstart.presets import QUICKSTART, preset_options, resolve_preset
 from nnx_ppo_quickstart.randomizers import RANDOMIZATIONS, check_randomizer, randomizer
-from nnx_ppo_quickstart.run_options import config_argv, resume_argv
+from nnx_ppo_quickstart.run_options import PER_INVOCATION, config_argv, resume_argv
 from nnx_ppo_quickstart.seeds import (
-    CONFIDENCE,
-    aggregate,
-    interval_text,
+    done_text,
+    eval_history,
     parse_seeds,
+    run_summary,
     seed_folder,
-    split_metrics,
+    sweep_summary,
+    write_seed_outputs,
+)
+from nnx_ppo_quickstart.shards import (
+    SHARD_HELP,
+    SHARDS_HELP,
+    finished_shards,
+    merge_run,
+    resolve_shard,
+    shard_text,
+    sweep_name,
 )
 
 __all__ = [
@@ -208,6 +219,19 @@ def _parser() -> argparse.ArgumentParser:
         "returns with their median and IQM and 95%% bootstrap intervals (default: one run, "
         "--seed)",
     )
+    parser.add_argument("--shard", type=shard_text, default=None, metavar="I/N|slurm",
+                        help=SHARD_HELP)  # fmt: skip
+    parser.add_argument("--shards", type=positive_int, default=None, metavar="N",
+                        help=SHARDS_HELP)  # fmt: skip
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="no training: merge the finished shards in DIR (a --shard run's --output-dir) "
+        "into every seed's folder and DIR/summary.json, as the last shard to finish does; "
+        "takes no other option (default: train)",
+    )
     parser.add_argument(
         "--output-dir",
         type=Path,
@@ -336,6 +360,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         name: "the command line" if name in given else f"--config {given['config']}"
         for name in explicit
     }
+    if "merge" in given:
+        others = sorted(f"--{name.replace('_', '-')}" for name in explicit if name != "merge")
+        if others:
+            raise ValueError(
+                f"--merge {given['merge']} takes no other option (it reads the shards' "
+                f"own): drop {', '.join(others)}"
+            )
+        return parser.parse_args(argv)
+    if explicit.get("resume") and "shard" in explicit:
+        raise ValueError(
+            f"--resume with --shard {explicit['shard']}: a shard resumes by itself; run the "
+            "same command again without --resume"
+        )
     run_words: list[str] = []
     if explicit.get("resume"):
         if explicit.get("output_dir") is None:
@@ -366,21 +403,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.reset is None:
         args.reset = default_reset(args.no_stagger, QUICKSTART if before_reset else args.preset)
     return args
-
-
-def eval_history(jsonl_path: Path, run: int | None = None) -> list[tuple[int, dict[str, float]]]:
-    """``[(step, metrics)]`` of every evaluation recorded in a run's ``metrics.jsonl``
-    (all attempts of a resumed run: the trainer rewinds the file on resume); with
-    ``run``, those of the lines of that run of a ``--seeds`` run's file."""
-    history = []
-    for line in jsonl_path.read_text().splitlines():
-        record = json.loads(line)
-        if run is not None and record.pop("run", None) != run:
-            continue
-        if record.get("eval/episode_reward/mean") is not None:
-            metrics = {k: v for k, v in record.items() if k != "step" and v is not None}
-            history.append((int(record["step"]), metrics))
-    return history
 
 
 def with_learning_rate_schedule(config: Any, schedule: str) -> Any:
@@ -569,17 +591,8 @@ def _summary(
     *,
     finished: bool = True,
 ) -> dict[str, Any]:
-    """``summary.json``: the run's env and network, ``measured`` (its steps and
-    throughput), then the final return and the steps of ``history``, the whole run's
-    evaluations (`eval_history` of its ``metrics.jsonl``)."""
-    return {
-        "env": args.env,
-        "network": args.network,
-        **measured,
-        "final_eval_reward": final_return(history),
-        "eval_steps": [step for step, _ in history],
-        "finished": finished,
-    }
+    """``summary.json`` of the run ``args`` describes (`run_summary`)."""
+    return run_summary(args.env, args.network, history, measured, finished=finished)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -588,8 +601,19 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(argv)
     except ValueError as error:
         return fail(PROG, str(error))
+    if args.merge is not None:
+        return _merge(args.merge)
     # Heavy imports after argument parsing, so `--help` is instant.
-    from nnx_ppo.algorithms import Checkpointer, StopOnSignal, combine, train_many, train_ppo
+    from nnx_ppo.algorithms import (
+        Checkpointer,
+        StopOnSignal,
+        SweepMismatchError,
+        combine,
+        train_many,
+        train_ppo,
+        train_shard,
+    )
+    from nnx_ppo.algorithms.checkpointing import latest_checkpoint
     from nnx_ppo_quickstart.envs import make_envs, parse_lag
     from nnx_ppo_quickstart.networks import make_network, parse_critic_obs
 
@@ -603,6 +627,10 @@ def main(argv: list[str] | None = None) -> int:
         _check_loggers(args.logger)
         critic_obs = parse_critic_obs(args.critic_obs)
         randomization_fn = randomizer(args.randomization, args.env)
+        seeds = parse_seeds(args.seeds)
+        shard = None
+        if args.shard is not None or args.shards is not None:
+            shard = resolve_shard(args.shard or "", args.shards, seeds)
         if not 0.0 <= args.lag_hold_prob <= 1.0:
             raise ValueError(
                 f"--lag-hold-prob {args.lag_hold_prob} must be in [0, 1]: the probability "
@@ -657,11 +685,17 @@ def main(argv: list[str] | None = None) -> int:
         "train_config": json.loads(json.dumps(dataclasses.asdict(config), default=str)),
         "provenance": provenance(),
     }
-    if not args.resume:  # a resume rewrites it once it has succeeded
-        write_json(out / "config.json", record)
+    folder = out if shard is None else shard.folder(out)  # where config.json goes
+    if shard is not None:
+        folder.mkdir(exist_ok=True)
+    if not args.resume and not (folder / "sweep.json").exists():
+        # A resume (a shard's: its sweep.json) rewrites it once it has succeeded.
+        write_json(folder / "config.json", record)
     verb = "Resuming" if args.resume else "Training"
-    seeds = parse_seeds(args.seeds)
     what = f"seeds {args.seeds} in one program, " if seeds else ""
+    if shard is not None:
+        mine = ",".join(str(seeds[j]) for j in shard.runs(len(seeds)))
+        what = f"shard {shard} of seeds {args.seeds} (seeds {mine}) in {folder.name}/, "
     print(
         f"{verb} {args.network} on {args.env} [{envs.source}] for {args.steps:,} steps "
         f"with {args.n_envs} envs; {what}outputs in {out}/"
@@ -671,20 +705,22 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     # The with-block closes the checkpointer (waiting for its last save) even if
     # training fails. SIGTERM or Ctrl-C stops after the current call, with a checkpoint.
-    with (
-        Checkpointer(
-            out / "checkpoints",
-            config=config,
-            save_every_steps=args.checkpoint_every,
-            resume=args.resume,
-        ) as checkpointer,
-        StopOnSignal() as stop,
-    ):
+    with contextlib.ExitStack() as stack:
+        # A shard's checkpointer and log are train_shard's, in its folder.
+        checkpointer = None
+        if shard is None:
+            checkpointer = stack.enter_context(
+                Checkpointer(
+                    out / "checkpoints",
+                    config=config,
+                    save_every_steps=args.checkpoint_every,
+                    resume=args.resume,
+                )
+            )
+        stop = stack.enter_context(StopOnSignal())
         options: dict[str, Any] = {
             "eval_env": envs.eval,
             "progress": False if args.no_progress else None,  # None: a bar on a terminal
-            "jsonl_path": out / "metrics.jsonl",
-            "checkpoint": checkpointer,
             "stop": stop,
             "log_fn": (_per_run(sinks) if seeds else combine(*sinks)) if sinks else None,
             "randomization_fn": randomization_fn,
@@ -697,13 +733,30 @@ def main(argv: list[str] | None = None) -> int:
                     entropy_weight=args.entropy_cost, critic_obs=critic_obs,
                 )  # fmt: skip
 
-            result = train_many(envs.train, factory, config, seeds=seeds, **options)
+            if shard is not None:
+                start_step = latest_checkpoint(folder / "checkpoints") or 0
+                try:
+                    result = train_shard(
+                        envs.train, factory, config, seeds=seeds, shard=shard,
+                        directory=folder, env_name=sweep_name(record["cli"], PER_INVOCATION),
+                        save_every_steps=args.checkpoint_every, **options,
+                    )  # fmt: skip
+                except SweepMismatchError as error:
+                    compiles.stop()
+                    return fail(PROG, f"--output-dir {out} --shard {shard}: {error}")
+            else:
+                files = {"jsonl_path": out / "metrics.jsonl", "checkpoint": checkpointer}
+                result = train_many(envs.train, factory, config, seeds=seeds, **options, **files)
         else:
-            result = train_ppo(envs.train, network, config, **options)
+            files = {"jsonl_path": out / "metrics.jsonl", "checkpoint": checkpointer}
+            result = train_ppo(envs.train, network, config, **options, **files)
     for sink in sinks:
         sink.close()
     wall = time.perf_counter() - start
     print(compiles.stop().note(cache))
+    if shard is not None:
+        return _finish_shard(args, shard, seeds, result, wall, start_step, stop)
+    assert checkpointer is not None
     restored = checkpointer.restored_step
     if restored is not None and result.total_steps == restored and not result.stopped:
         return _nothing_trained(args, restored)
@@ -742,44 +795,82 @@ def _finish_seeds(
     """``--seeds``: each seed's folder (metrics, learning curve, summary) and the run's
     summary of the seeds' final returns (`nnx_ppo_quickstart.seeds`)."""
     out = args.output_dir
-    split_metrics(out / "metrics.jsonl", seeds, out)
-    finals = []
-    for run, seed in enumerate(seeds):
-        folder = seed_folder(out, seed)
-        history = eval_history(out / "metrics.jsonl", run=run)
-        measured = throughput(result.total_steps, wall, start_step=start_step)
-        summary = {"seed": seed, **_summary(args, history, measured, finished=not result.stopped)}
-        write_json(folder / "summary.json", summary)
-        finals.append(summary["final_eval_reward"])
-        if history:
-            title = f"{args.network} on {args.env}, seed {seed}"
-            plot_learning_curve(history, folder / "learning_curve.png", title)
+    measured = throughput(result.total_steps, wall, start_step=start_step)
+    finals = write_seed_outputs(
+        out, out / "metrics.jsonl", seeds, env=args.env, network=args.network,
+        measured=measured, finished=not result.stopped,
+    )  # fmt: skip
     # Throughput of the whole program: every seed's steps.
     measured = throughput(result.total_steps * len(seeds), wall, start_step=start_step * len(seeds))
-    stats = aggregate(finals)
-    summary = {
-        "env": args.env,
-        "network": args.network,
-        "seeds": seeds,
-        "steps_per_seed": int(result.total_steps),
-        **measured,
-        "final_eval_reward": dict(zip(map(str, seeds), finals, strict=True)),
-        **stats,
-        "finished": not result.stopped,
-    }
+    summary = sweep_summary(
+        args.env, args.network, seeds, result.total_steps, measured, finals,
+        finished=not result.stopped,
+    )  # fmt: skip
     if result.stopped:
         summary["stopped_by"] = stop.reason
     write_json(out / "summary.json", summary)
     if result.stopped:
         print(stopped_message(PROG, stop.reason, result.total_steps, out), file=sys.stderr)
         return stop.exit_code
+    print(done_text(summary, out))
+    return 0
+
+
+def _finish_shard(
+    args: argparse.Namespace,
+    shard: Any,
+    seeds: list[int],
+    result: Any,
+    wall: float,
+    start_step: int,
+    stop: Any,
+) -> int:
+    """``--shard``: the shard's ``summary.json`` (its throughput), then, if every shard
+    has finished, the merged run (`merge_run`)."""
+    out = args.output_dir
+    folder = shard.folder(out)
+    mine = [seeds[j] for j in shard.runs(len(seeds))]
+    if result.stopped:
+        print(
+            f"{PROG}: shard {shard} stopped by {stop.reason or 'a stop request'} at step "
+            f"{result.total_steps:,}, with a checkpoint in {folder}/; to continue, run the "
+            "same command again (a requeued task does)",
+            file=sys.stderr,
+        )
+        return stop.exit_code
+    path = folder / "summary.json"
+    if result.total_steps > start_step or not path.exists():  # else: kept, as it trained
+        n = len(mine)
+        write_json(
+            path,
+            {
+                "shard": str(shard),
+                "seeds": mine,
+                "steps_per_seed": int(result.total_steps),
+                **throughput(result.total_steps * n, wall, start_step=start_step * n),
+                "per_seed": throughput(result.total_steps, wall, start_step=start_step),
+            },
+        )
+    done = finished_shards(out, shard.count)
+    if done < shard.count:
+        print(
+            f"Shard {shard} done: seeds {','.join(map(str, mine))} in {folder}/; {done} of "
+            f"{shard.count} shards finished. The last shard to finish writes every seed's "
+            f"folder and the summary in {out}/ (or run: {PROG} --merge {out})"
+        )
+        return 0
+    return _merge(out)
+
+
+def _merge(out: Path) -> int:
+    """Merge the shards in ``out`` (`merge_run`) and print the run's result."""
+    try:
+        summary = merge_run(out)
+    except (ValueError, OSError, KeyError) as error:
+        return fail(PROG, str(error))
     print(
-        f"Done: {len(seeds)} seeds x {result.total_steps:,} steps in "
-        f"{measured['wall_time_s']:.0f} s "
-        f"({measured['steps_per_second']:,.0f} steps/s, all seeds, including compilation and "
-        f"eval); final eval return median {interval_text(stats['median'])}, IQM "
-        f"{interval_text(stats['iqm'])} ({CONFIDENCE:.0%} bootstrap intervals over the "
-        f"seeds). Results in {out}/ (each seed in seed_<s>/)"
+        f"All {summary['shards']} shards merged. "
+        + done_text(summary, out, wall=" (the longest shard)")
     )
     return 0
 

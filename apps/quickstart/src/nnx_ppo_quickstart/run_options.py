@@ -24,10 +24,20 @@ from nnx_ppo_apps_common.options import options_argv, read_options_file
 
 __all__ = ["MAY_CHANGE_ON_RESUME", "PER_INVOCATION", "config_argv", "resume_argv"]
 
-PER_INVOCATION = ("output_dir", "resume", "config", "no_progress", "no_compile_cache")
+PER_INVOCATION = (
+    "output_dir",
+    "resume",
+    "config",
+    "no_progress",
+    "no_compile_cache",
+    "shard",
+    "shards",
+    "merge",
+)
 """Options about one command, not about the run it trains: a run's ``config.json``
 does not pass them on (neither to a ``--resume`` nor to a ``--config`` of it), and a
-resume may give them freely."""
+resume may give them freely. (``--config`` of a shard's ``config.json`` is the whole
+``--seeds`` run in one program.)"""
 
 MAY_CHANGE_ON_RESUME = ("steps", "checkpoint_every")
 """Options a resume may change: ``--steps`` may be raised (the run trains on to the new
