@@ -9,6 +9,10 @@ cores. Outputs (in ``--output-dir``, by default a new folder under
 Options may come from a file (``--config run.toml``, or a run's ``config.json``), and
 ``--resume --output-dir DIR`` alone continues the run in ``DIR`` with the options it
 recorded (`nnx_ppo_quickstart.run_options` says which a resume may change).
+
+``--seeds`` trains several seeds in one program (`nnx_ppo_quickstart.seeds`);
+``--shard`` splits them across a scheduler's array tasks and ``--merge`` reads the
+shards back (`nnx_ppo_quickstart.shards`).
 """
 
 from __future__ import annotations
