@@ -18,7 +18,6 @@ import pytest
 from mujoco_playground.config import dm_control_suite_params
 from nnx_ppo_apps_common.cli import arguments_record
 from nnx_ppo_apps_common.training import train_config
-from nnx_ppo_quickstart import cli as cli_module
 from nnx_ppo_quickstart import envs as envs_module
 from nnx_ppo_quickstart import randomizers as randomizers_module
 from nnx_ppo_quickstart.cli import main, options_text, parse_args, with_learning_rate_schedule
@@ -229,9 +228,9 @@ def test_help_states_every_option_and_its_default_once(capsys):
 
 
 def test_docstring_examples_run():
-    from nnx_ppo_quickstart import networks, presets, seeds, shards
+    from nnx_ppo_quickstart import arguments, networks, presets, seeds, shards
 
-    for module in (cli_module, envs_module, networks, presets, seeds, shards):
+    for module in (arguments, envs_module, networks, presets, seeds, shards):
         outcome = doctest.testmod(module)
         assert outcome.attempted > 0 and outcome.failed == 0, module.__name__
 
