@@ -33,6 +33,7 @@ __all__ = [
     "config_to_json",
     "fixed",
     "host",
+    "log_level_from_json",
     "sweep_fields",
     "swept",
     "why_fixed",
@@ -195,6 +196,17 @@ def check_log_level(value: Any) -> None:
             f"log_level={value!r} must be a LogLevel flag, e.g. "
             "LogLevel.DEFAULT or LogLevel.LOSSES | LogLevel.ROLLOUT."
         )
+
+
+def log_level_from_json(value: Any) -> LogLevel:
+    """The `LogLevel` stored as ``config_to_json`` writes it (its name, ``"DEFAULT"`` or
+    ``"LOSSES|ROLLOUT"``) or as an int (older checkpoints)."""
+    if isinstance(value, int):
+        return LogLevel(value)
+    level = LogLevel.NONE
+    for part in str(value).split("|"):
+        level |= LogLevel[part]
+    return level
 
 
 class OnPolicyRun:

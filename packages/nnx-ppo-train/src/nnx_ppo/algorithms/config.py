@@ -43,11 +43,12 @@ from nnx_ppo.algorithms._config_base import (
     config_to_json,
     fixed,
     host,
+    log_level_from_json,
     sweep_fields,
     swept,
     why_fixed,
 )
-from nnx_ppo.algorithms.symmetry import Symmetry
+from nnx_ppo.algorithms.symmetry import Symmetry, check_symmetry_option
 
 __all__ = [
     "DistillationConfig",
@@ -203,8 +204,7 @@ class PPOConfig(OnPolicyRun):
         check_choice("advantage_mode", self.advantage_mode, ("combined", "per_key"))
         check_choice("advantage_estimation", self.advantage_estimation, ("rollout", "minibatch"))
         check_bool("bootstrap_on_truncation", self.bootstrap_on_truncation)
-        if not isinstance(self.symmetry, Symmetry | None):
-            raise TypeError(f"symmetry={self.symmetry!r} must be a Symmetry or None.")
+        check_symmetry_option(self.symmetry, importance_ratio=True)
         check_optional_int("sequence_length", self.sequence_length, 1)
         if self.sequence_length is not None and self.rollout_length % self.sequence_length:
             raise ValueError(
@@ -483,14 +483,7 @@ class DistillationConfig(OnPolicyRun, RunConfig):
         check_log_level(self.log_level)
         check_float("value_loss_weight", self.value_loss_weight, low=0.0)
         check_float("regularization_weight", self.regularization_weight, low=0.0)
-        if not isinstance(self.symmetry, Symmetry | None):
-            raise TypeError(f"symmetry={self.symmetry!r} must be a Symmetry or None.")
-        if self.symmetry is not None and self.symmetry.ratio != "behavior":
-            raise ValueError(
-                f"symmetry has ratio={self.symmetry.ratio!r}, a choice of PPO's importance "
-                "ratio, which distillation does not have (the student learns the mirrored "
-                "teacher action by likelihood); leave ratio at its default, 'behavior'."
-            )
+        check_symmetry_option(self.symmetry, importance_ratio=False)
         _check_host_configs(self, {"eval": EvalConfig, "video": VideoConfig})
         check_int("seed", self.seed, minimum=0)
         check_int("log_every_calls", self.log_every_calls, minimum=1)
@@ -542,15 +535,6 @@ def config_to_dict(config: Any) -> dict[str, Any] | None:
     return data
 
 
-def _log_level(value: Any) -> LogLevel:
-    if isinstance(value, int):
-        return LogLevel(value)
-    level = LogLevel.NONE
-    for part in str(value).split("|"):
-        level |= LogLevel[part]
-    return level
-
-
 def _rebuild(kind: str, data: Mapping[str, Any]) -> Any:
     fields = {k: v for k, v in data.items() if k != "kind"}
     if kind == "TrainConfig":
@@ -567,7 +551,7 @@ def _rebuild(kind: str, data: Mapping[str, Any]) -> Any:
             "number or rebuild the config with your schedule."
         )
     if "log_level" in fields:
-        fields["log_level"] = _log_level(fields["log_level"])
+        fields["log_level"] = log_level_from_json(fields["log_level"])
     if isinstance(fields.get("symmetry"), Mapping):
         fields["symmetry"] = Symmetry.from_data(fields["symmetry"])
     if kind == "DistillationConfig":  # checkpoints of before videos have no "video"

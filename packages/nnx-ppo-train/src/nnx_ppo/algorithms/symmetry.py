@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Mirror", "MirrorTree", "Symmetry"]
+__all__ = ["Mirror", "MirrorTree", "Symmetry", "check_symmetry_option"]
 
 
 def _ints(name: str, value: Any) -> tuple[int, ...]:
@@ -382,4 +382,23 @@ class Symmetry:
             observation=tree(fields.pop("observation")),
             action=tree(fields.pop("action")),
             **fields,
+        )
+
+
+def check_symmetry_option(value: Any, *, importance_ratio: bool) -> None:
+    """Check a config's ``symmetry`` field: a `Symmetry` or ``None``; where the
+    algorithm has no importance ratio (distillation: the student learns the mirrored
+    teacher action by likelihood), its ``ratio`` must be the default ``"behavior"``.
+
+    Raises:
+        TypeError: If ``value`` is neither.
+        ValueError: If it asks for ``ratio="mirrored"`` without an importance ratio.
+    """
+    if not isinstance(value, Symmetry | None):
+        raise TypeError(f"symmetry={value!r} must be a Symmetry or None.")
+    if value is not None and not importance_ratio and value.ratio != "behavior":
+        raise ValueError(
+            f"symmetry has ratio={value.ratio!r}, a choice of PPO's importance ratio, which "
+            "distillation does not have (the student learns the mirrored teacher action by "
+            "likelihood); leave ratio at its default, 'behavior'."
         )
