@@ -34,7 +34,7 @@ Examples:
     >>> from nnx_ppo.networks.recurrent_noise import noise_std
     >>> round(float(noise_std(0.1, 0.5)), 6)  # sqrt(2 * 0.5) * 0.1
     0.1
-    >>> noise_std(0.1, jnp.array([0.02, 0.08])).round(6).tolist()  # per unit: dt / tau
+    >>> [round(float(s), 6) for s in noise_std(0.1, jnp.array([0.02, 0.08]))]  # per unit
     [0.02, 0.04]
 """
 
