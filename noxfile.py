@@ -52,15 +52,22 @@ APPS_DIR = ROOT / "apps"
 # at the floors; the combinations are what our code does with them, checked at the
 # latest versions.
 # The cognitive tasks and their trial scoring (`test_cognitive_tasks.py`,
-# `test_trials.py`: a fifth of the file's time) are our arithmetic in plain `jax.numpy`
-# on top of the environment protocol that `test_cognitive.py` runs at the floors.
+# `test_cognitive_wager_timing.py`, `test_trials.py`) are our arithmetic in plain
+# `jax.numpy` on top of the environment protocol that `test_cognitive.py` runs at the
+# floors; a symmetric student (`test_distillation_symmetry.py`) runs the mirroring that
+# `test_symmetry.py` runs at the floors. The analyses' linear algebra and plots
+# (`test_similarity.py`, `test_flow.py`, `test_analysis_plots.py`) are numpy and
+# `jax.numpy` arithmetic on arrays; the networks' maps they take are `test_analysis.py`'s
+# and `test_lyapunov.py`'s, which run at the floors.
 LATEST_ONLY: dict[str, list[str]] = {
-    "nnx-modules": [],
+    "nnx-modules": ["test_similarity.py", "test_flow.py", "test_analysis_plots.py"],
     "nnx-graph": [],
     "nnx-ppo-train": [
         "test_matrix.py",
         "test_trainer_contract.py",
         "test_cognitive_tasks.py",
+        "test_cognitive_wager_timing.py",
+        "test_distillation_symmetry.py",
         "test_trials.py",
     ],
 }
