@@ -43,8 +43,9 @@ def batch_fields(state: Any) -> tuple[str, ...]:
     """The fields a training-state dataclass (or instance) declares with `batch_field`.
 
     Examples:
-        >>> batch_fields(DistillationState)
-        ('env_state', 'reset_state', 'carry', 'teacher_carry', 'episodes', 'models')
+        >>> batch_fields(DistillationState)  # doctest: +NORMALIZE_WHITESPACE
+        ('env_state', 'reset_state', 'carry', 'teacher_carry', 'episodes', 'models',
+         'mirror_carry')
     """
     return tuple(f.name for f in dataclasses.fields(state) if _BATCH in f.metadata)
 
