@@ -125,6 +125,7 @@ _NAMES = {
     "make_optimizer": "core.schedules",
     "optimization": "core.schedules",
     "with_learning_rate": "core.schedules",
+    "copied": "core.trees",
     "global_norm": "core.trees",
     "key_path": "core.trees",
     "sum_leaves": "core.trees",
@@ -177,6 +178,7 @@ __all__ = [
     "combine",
     "commit_like",
     "constrain_batch",
+    "copied",
     "count_nonfinite",
     "critic_loss",
     "cut_sequences",
@@ -379,6 +381,6 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         optimization,
         with_learning_rate,
     )
-    from nnx_ppo.algorithms.core.trees import global_norm, key_path, sum_leaves
+    from nnx_ppo.algorithms.core.trees import copied, global_norm, key_path, sum_leaves
 
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
