@@ -87,8 +87,9 @@ def _parallel(dist: str = "loadfile") -> list[str]:
     """pytest-xdist options: one worker per CPU this process may use (at most 8; the
     suites are dominated by single-threaded XLA compiles). ``dist="loadfile"`` keeps each
     test file on one worker, so its module-scoped fixtures are built once; ``"load"``
-    spreads a file's cases (the docs pages are the cases of one test). ``-- -n 0`` turns
-    it off."""
+    spreads a file's cases (the docs pages are the cases of one test); ``"loadgroup"``
+    spreads them too, but keeps the tests of one ``xdist_group`` mark on one worker.
+    ``-- -n 0`` turns it off."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     workers = min(cpus or 1, 8)
     return ["-n", str(workers), "--dist", dist] if workers > 1 else []
@@ -325,8 +326,11 @@ def docs(session: nox.Session) -> None:
         str(site),
         env={"NO_MKDOCS_2_WARNING": "1"},  # material's banner about a future MkDocs 2
     )
+    # "loadgroup": the pages spread over the workers, except the tests marked with one
+    # `xdist_group` (the getting-started page and its variant), which run on one worker
+    # one after the other, so the second loads the first's programs from the cache.
     session.run(
-        "pytest", *_parallel("load"), "tests", "-m", "not readme", *session.posargs,
+        "pytest", *_parallel("loadgroup"), "tests", "-m", "not readme", *session.posargs,
         env={**_test_env(), "NNX_PPO_BUILT_SITE": str(site)},  # checked, not built again
     )  # fmt: skip
 

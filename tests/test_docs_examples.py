@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).parents[1]
 DOCS = ROOT / "docs"
+GETTING_STARTED = DOCS / "getting-started" / "index.md"
 _FENCE = re.compile(
     r"(?P<skip><!-- docs-test: skip -->\s*\n)?```python[^\n]*\n(?P<code>.*?)```", re.S
 )
@@ -32,7 +34,21 @@ def _blocks(page: Path) -> list[str]:
     return [textwrap.dedent(m["code"]) for m in _FENCE.finditer(text) if not m["skip"]]
 
 
-@pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def _cases() -> list[Any]:
+    """One case per page; the getting-started page in the ``xdist_group`` of
+    `test_docs_pages.py`'s variant of it (one worker runs both, the second from the
+    first's compiled programs in the cache)."""
+    return [
+        pytest.param(
+            page,
+            id=str(page.relative_to(ROOT)),
+            marks=[pytest.mark.xdist_group("getting-started")] if page == GETTING_STARTED else [],
+        )
+        for page in _pages()
+    ]
+
+
+@pytest.mark.parametrize("page", _cases())
 def test_page_code_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # pages may write outputs; keep them out of the repo
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}

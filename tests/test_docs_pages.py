@@ -58,6 +58,7 @@ config = dataclasses.replace(
 """
 
 
+@pytest.mark.xdist_group("getting-started")  # after the page itself: its programs are cached
 def test_getting_started_runs_without_its_smoke_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
