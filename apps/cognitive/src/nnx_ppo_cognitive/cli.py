@@ -41,7 +41,7 @@ from nnx_ppo_apps_common.runs import add_run_arguments, provenance, use_compilat
 from nnx_ppo_cognitive.networks import NETWORKS
 from nnx_ppo_cognitive.tasks import CUSTOM_STEPS, TASKS, resolve_task
 
-__all__ = ["PROG", "build_parser", "main", "make_network_factory", "parse_args"]
+__all__ = ["PROG", "build_parser", "main", "make_network_factory", "parse_args", "train_config"]
 
 PROG = "nnx-ppo-cognitive"
 EVAL_KEY = 2017
@@ -303,7 +303,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _train_config(args: argparse.Namespace) -> Any:
+def train_config(args: argparse.Namespace) -> Any:
+    """The `TrainConfig` a run of ``args`` (`parse_args`) trains with: the PPO settings
+    of the options, fresh resets, no evaluation during training."""
     from nnx_ppo.algorithms import EvalConfig, LogLevel, PPOConfig, TrainConfig
 
     ppo = PPOConfig(
@@ -387,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = resolve_task(args.task)
     try:
         task = spec.make(dt=args.dt)
-        config = _train_config(args)
+        config = train_config(args)
         make_network = make_network_factory(args, task)
     except (ValueError, TypeError) as error:
         return fail(PROG, f"--task {args.task} --dt {args.dt:g}: {error}")

@@ -78,24 +78,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", default=None, help="append the JSON line here")
     args = parser.parse_args(argv)
 
-    from nnx_ppo_cognitive.networks import make_gru_actor_critic
+    from nnx_ppo_cognitive.cli import make_network_factory, parse_args, train_config
+    from nnx_ppo_cognitive.tasks import resolve_task
 
-    from nnx_ppo.algorithms import (
-        EvalConfig,
-        LogLevel,
-        PPOConfig,
-        TrainConfig,
-        train_many,
-    )
+    from nnx_ppo.algorithms import train_many
     from nnx_ppo.algorithms.supervised import SupervisedConfig, train_supervised
-    from nnx_ppo.envs.cognitive import PerceptualDecisionMaking
 
     seeds = [int(s) for s in args.seeds.split(",")]
-    task = PerceptualDecisionMaking(dt=args.dt)
-    make = lambda rngs: make_gru_actor_critic(
-        task.observation_size, task.action_size, rngs=rngs, hidden=args.hidden,
-        entropy_weight=0.05,
-    )  # fmt: skip
+    # The app's task, network and PPO settings, as `nnx-ppo-cognitive --task pdm` has them.
+    app = parse_args(["--task", "pdm", "--network", "gru", "--dt", str(args.dt),
+                      "--hidden", str(args.hidden), "--steps", str(max(args.ppo_steps, 1)),
+                      "--output-dir", "unused"])  # fmt: skip
+    task = resolve_task(app.task).make(dt=app.dt)
+    make = make_network_factory(app, task)
     config = SupervisedConfig(n_updates=args.updates, batch_size=args.batch,
                               learning_rate=args.lr)  # fmt: skip
     start = time.perf_counter()
@@ -116,22 +111,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "machine": f"{os.cpu_count()} CPU cores, load {os.getloadavg()[0]:.1f}",
     }  # fmt: skip
     if args.ppo_steps:
-        ppo = PPOConfig(
-            n_envs=128,
-            rollout_length=64,
-            n_minibatches=4,
-            n_epochs=4,
-            learning_rate=1e-3,
-            discounting_factor=0.99,
-            gae_lambda=0.98,
-            max_grad_norm=1.0,
-            total_steps=args.ppo_steps,
-            reset_mode="fresh",
-            log_level=LogLevel.DEFAULT,
-        )  # fmt: skip: the cognitive app's settings
         start = time.perf_counter()
-        tuned = train_many(task, result.make_network, TrainConfig(ppo=ppo,
-                           eval=EvalConfig(enabled=False)), seeds=seeds)  # fmt: skip
+        tuned = train_many(task, result.make_network, train_config(app), seeds=seeds)
         line["ppo_seconds"] = round(time.perf_counter() - start, 1)
         line["ppo_steps"] = args.ppo_steps
         line["fine_tuned"] = [_score(task, tuned.network(i), s, args.trials_per_condition)
